@@ -1,0 +1,274 @@
+//! The resources bosun serves: one static table shared by the API server
+//! (routing, discovery, storage keys) and the CLI (resolving `deploy`,
+//! `deployments.apps`, `po` to a resource).
+
+/// One served resource, as discovery describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    /// `status` and/or `scale`.
+    pub subresources: &'static [&'static str],
+    /// The version objects are kept in; other versions are converted on the way in and out.
+    pub storage_version: &'static str,
+}
+
+impl ResourceInfo {
+    /// `v1` for the core group, `apps/v1` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `deployment.apps`, or `pod` for the core group: kubectl's prefix in
+    /// `deployment.apps/nginx created`.
+    pub fn kind_group(&self) -> String {
+        let lower = self.kind.to_ascii_lowercase();
+        if self.group.is_empty() {
+            lower
+        } else {
+            format!("{lower}.{}", self.group)
+        }
+    }
+
+    /// `deployments.apps` or `pods`: the qualified resource name in errors.
+    pub fn plural_group(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// URL prefix of the group version: `/api/v1` or `/apis/apps/v1`.
+    pub fn group_version_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Collection URL, optionally inside a namespace.
+    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => {
+                format!("{}/namespaces/{ns}/{}", self.group_version_path(), self.plural)
+            }
+            _ => format!("{}/{}", self.group_version_path(), self.plural),
+        }
+    }
+
+    pub fn has_subresource(&self, sub: &str) -> bool {
+        self.subresources.contains(&sub)
+    }
+
+    /// Whether this entry is the version objects are stored in.
+    pub fn is_storage_version(&self) -> bool {
+        self.version == self.storage_version
+    }
+
+    /// The key prefix of every object of this resource in the store:
+    /// `/registry/<plural>/` (every version of a resource shares it).
+    pub fn storage_prefix(&self) -> String {
+        format!("/registry/{}/", self.plural_group())
+    }
+
+    /// The store key of one object: `/registry/<plural>/<namespace>/<name>`,
+    /// or `/registry/<plural>/<name>` for cluster-scoped resources.
+    pub fn storage_key(&self, namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("{}{ns}/{name}", self.storage_prefix()),
+            _ => format!("{}{name}", self.storage_prefix()),
+        }
+    }
+
+    /// Matches the names a user may type: plural, singular, short name or
+    /// kind, each optionally qualified by group (`deploy.apps`) or by
+    /// version and group (`deployments.v1.apps`).
+    pub fn matches_name(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        let (base, qualifier) = match name.split_once('.') {
+            Some((b, q)) => (b.to_string(), Some(q.to_string())),
+            None => (name.clone(), None),
+        };
+        let base_ok = base == self.plural
+            || base == self.singular
+            || base == self.kind.to_ascii_lowercase()
+            || self.short_names.contains(&base.as_str());
+        if !base_ok {
+            return false;
+        }
+        match qualifier {
+            None => true,
+            Some(q) => {
+                q == self.group
+                    || q == format!("{}.{}", self.version, self.group)
+                    || (self.group.is_empty() && q == self.version)
+            }
+        }
+    }
+}
+
+macro_rules! res {
+    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $namespaced:expr,
+     short: [$($short:expr),*], cat: [$($cat:expr),*], sub: [$($sub:expr),*]) => {
+        res!($group, $version, $kind, $plural, $singular, $namespaced,
+             short: [$($short),*], cat: [$($cat),*], sub: [$($sub),*], storage: $version)
+    };
+    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $namespaced:expr,
+     short: [$($short:expr),*], cat: [$($cat:expr),*], sub: [$($sub:expr),*], storage: $storage:expr) => {
+        ResourceInfo {
+            group: $group,
+            version: $version,
+            kind: $kind,
+            plural: $plural,
+            singular: $singular,
+            namespaced: $namespaced,
+            short_names: &[$($short),*],
+            categories: &[$($cat),*],
+            subresources: &[$($sub),*],
+            storage_version: $storage,
+        }
+    };
+}
+
+/// Every resource served, in the order `api-resources` lists them.
+pub static RESOURCES: &[ResourceInfo] = &[
+    res!("", "v1", "Namespace", "namespaces", "namespace", false,
+         short: ["ns"], cat: [], sub: ["status"]),
+    res!("", "v1", "Node", "nodes", "node", false,
+         short: ["no"], cat: [], sub: ["status"]),
+    res!("", "v1", "Pod", "pods", "pod", true,
+         short: ["po"], cat: ["all"], sub: ["status"]),
+    res!("", "v1", "Service", "services", "service", true,
+         short: ["svc"], cat: ["all"], sub: ["status"]),
+    res!("", "v1", "Endpoints", "endpoints", "endpoints", true,
+         short: ["ep"], cat: [], sub: []),
+    res!("", "v1", "Event", "events", "event", true,
+         short: ["ev"], cat: [], sub: []),
+    res!("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false,
+         short: ["pv"], cat: [], sub: ["status"]),
+    res!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true,
+         short: ["pvc"], cat: [], sub: ["status"]),
+    res!("apps", "v1", "Deployment", "deployments", "deployment", true,
+         short: ["deploy"], cat: ["all"], sub: ["status", "scale"]),
+    res!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true,
+         short: ["rs"], cat: ["all"], sub: ["status", "scale"]),
+    res!("apps", "v1", "StatefulSet", "statefulsets", "statefulset", true,
+         short: ["sts"], cat: ["all"], sub: ["status", "scale"]),
+    res!("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true,
+         short: ["ds"], cat: ["all"], sub: ["status"]),
+    res!("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", true,
+         short: [], cat: [], sub: []),
+    res!("batch", "v1", "Job", "jobs", "job", true,
+         short: [], cat: ["all"], sub: ["status"]),
+    res!("batch", "v1", "CronJob", "cronjobs", "cronjob", true,
+         short: ["cj"], cat: ["all"], sub: ["status"]),
+    res!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+         "horizontalpodautoscaler", true,
+         short: ["hpa"], cat: ["all"], sub: ["status"]),
+    res!("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+         "horizontalpodautoscaler", true,
+         short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
+];
+
+/// The API groups other than core, each with its versions, preferred first.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version);
+                }
+            }
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+/// The resource served at `group`/`version` under `plural`.
+pub fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource for an object's `apiVersion` and `kind`.
+pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.kind == kind)
+}
+
+/// The resource a user means by `name` (`po`, `deployments.apps`, `Deployment`).
+/// When several versions serve it, the preferred (storage) version wins.
+pub fn by_name(name: &str) -> Option<&'static ResourceInfo> {
+    let mut matches = RESOURCES.iter().filter(|r| r.matches_name(name));
+    let first = matches.next()?;
+    Some(
+        std::iter::once(first)
+            .chain(matches)
+            .find(|r| r.is_storage_version())
+            .unwrap_or(first),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_like_kubectl() {
+        assert_eq!(by_name("po").unwrap().kind, "Pod");
+        assert_eq!(by_name("deploy").unwrap().plural, "deployments");
+        assert_eq!(by_name("deployments.apps").unwrap().kind, "Deployment");
+        assert_eq!(by_name("deployment.v1.apps").unwrap().kind, "Deployment");
+        assert_eq!(by_name("Deployment").unwrap().group, "apps");
+        assert_eq!(by_name("hpa").unwrap().version, "v2");
+        assert_eq!(by_name("ep").unwrap().kind, "Endpoints");
+        assert!(by_name("deployments.batch").is_none());
+        assert!(by_name("widgets").is_none());
+    }
+
+    #[test]
+    fn keys_and_paths() {
+        let deploy = by_name("deploy").unwrap();
+        assert_eq!(
+            deploy.storage_key(Some("default"), "web"),
+            "/registry/deployments.apps/default/web"
+        );
+        assert_eq!(
+            deploy.collection_path(Some("ns1")),
+            "/apis/apps/v1/namespaces/ns1/deployments"
+        );
+        let node = by_name("no").unwrap();
+        assert_eq!(node.storage_key(Some("ignored"), "n1"), "/registry/nodes/n1");
+        assert_eq!(node.collection_path(None), "/api/v1/nodes");
+        assert_eq!(deploy.kind_group(), "deployment.apps");
+    }
+
+    #[test]
+    fn groups_list_each_once() {
+        let g = groups();
+        let autoscaling = g.iter().find(|(n, _)| *n == "autoscaling").unwrap();
+        assert_eq!(autoscaling.1, vec!["v2", "v1"]);
+        assert_eq!(g.iter().filter(|(n, _)| *n == "apps").count(), 1);
+    }
+}
