@@ -1,1 +1,3 @@
+pub mod patch;
+pub mod printers;
 pub mod resources;
