@@ -621,8 +621,28 @@ fn combine(
     a
 }
 
+/// Whether the map at `field` under `path` is patched with `$retainKeys` (its keys are a
+/// union where one member replaces another): a Deployment's `spec.strategy` and each element
+/// of `volumes`.
+fn retains_keys(path: &[String], field: &str) -> bool {
+    let fields: Vec<&str> = path
+        .iter()
+        .filter(|s| !s.starts_with('['))
+        .map(String::as_str)
+        .collect();
+    (field == "strategy" && fields == ["spec"])
+        || (field.starts_with('[') && fields.last() == Some(&"volumes"))
+}
+
+fn retain_keys_of(m: &Map<String, Value>) -> Value {
+    let mut keys: Vec<&String> = m.keys().filter(|k| !is_directive_key(k)).collect();
+    keys.sort();
+    Value::Array(keys.into_iter().map(|k| Value::String(k.clone())).collect())
+}
+
 /// Adds `$setElementOrder/<field>` beside every keyed list in `patch`, listing the keys in
-/// the order `modified` has them, as kubectl does.
+/// the order `modified` has them, and `$retainKeys` to union-like maps (deployment strategy,
+/// volumes) so a replaced member is dropped, as kubectl does.
 fn add_element_order(
     patch: &mut Map<String, Value>,
     modified: &Map<String, Value>,
@@ -636,6 +656,9 @@ fn add_element_order(
         let Some(mv) = modified.get(&k) else { continue };
         match (patch.get_mut(&k), mv) {
             (Some(Value::Object(pm)), Value::Object(mm)) => {
+                if retains_keys(path, &k) {
+                    pm.insert(RETAIN_KEYS.to_string(), retain_keys_of(mm));
+                }
                 path.push(k.clone());
                 add_element_order(pm, mm, path);
                 path.pop();
@@ -660,6 +683,9 @@ fn add_element_order(
                         continue;
                     };
                     if let Value::Object(pm) = pe {
+                        if retains_keys(path, &format!("[{i}]")) {
+                            pm.insert(RETAIN_KEYS.to_string(), retain_keys_of(me));
+                        }
                         path.push(format!("[{i}]"));
                         add_element_order(pm, me, path);
                         path.pop();
@@ -982,6 +1008,27 @@ mod tests {
             patch["spec"]["template"]["spec"]["$setElementOrder/containers"],
             json!([{"name":"nginx"}])
         );
+    }
+
+    #[test]
+    fn three_way_switching_union_members_drops_the_old_one() {
+        let mut original = deployment();
+        original["spec"]["template"]["spec"]["volumes"] =
+            json!([{"name":"data","hostPath":{"path":"/srv"}}]);
+        let mut current = original.clone();
+        current["spec"]["strategy"] = json!({"type":"RollingUpdate","rollingUpdate":{"maxSurge":"25%","maxUnavailable":"25%"}});
+        current["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["type"] = json!("");
+        let mut modified = original.clone();
+        modified["spec"]["strategy"] = json!({"type":"Recreate"});
+        modified["spec"]["template"]["spec"]["volumes"] = json!([{"name":"data","emptyDir":{}}]);
+
+        let out = apply_three_way(Some(&original), &modified, &current);
+        assert_eq!(out["spec"]["strategy"], json!({"type":"Recreate"}));
+        assert_eq!(
+            out["spec"]["template"]["spec"]["volumes"],
+            json!([{"name":"data","emptyDir":{}}])
+        );
+        assert!(!out.to_string().contains('$'));
     }
 
     #[test]
