@@ -1,3 +1,6 @@
+//! bosun's shared library: the served resources, Kubernetes' defaulting
+//! and validation, label selectors, quantities, patches and printers.
+
 pub mod defaults;
 pub mod patch;
 pub mod printers;
