@@ -221,6 +221,22 @@ async fn route(
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
+        ["openapi", "v3"] => {
+            return Ok(json_response(
+                StatusCode::OK,
+                &discovery::openapi_v3_index(),
+            ))
+        }
+        ["openapi", "v3", "api", version] | ["openapi", "v3", "apis", "", version] => {
+            return discovery::openapi_v3_group_version("", version)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::not_found_path(path));
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return discovery::openapi_v3_group_version(group, version)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::not_found_path(path));
+        }
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(ApiError::not_found_path(path)),
