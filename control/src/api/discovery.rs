@@ -124,32 +124,6 @@ pub fn version() -> Value {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn apps_v1_lists_scale_subresources() {
-        let doc = resource_list("apps", "v1").unwrap();
-        let names: Vec<&str> = doc["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["name"].as_str().unwrap())
-            .collect();
-        assert!(names.contains(&"deployments"));
-        assert!(names.contains(&"deployments/scale"));
-        assert!(names.contains(&"statefulsets/status"));
-        assert!(resource_list("apps", "v2").is_none());
-    }
-
-    #[test]
-    fn autoscaling_prefers_v2() {
-        let g = api_group("autoscaling").unwrap();
-        assert_eq!(g["preferredVersion"]["version"], "v2");
-    }
-}
-
 /// `/openapi/v3`: the index of per-group-version documents.
 pub fn openapi_v3_index() -> Value {
     let mut paths = serde_json::Map::new();
@@ -228,4 +202,30 @@ pub fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
         "info": {"title": "Kubernetes", "version": self::version()["gitVersion"]},
         "paths": paths,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_v1_lists_scale_subresources() {
+        let doc = resource_list("apps", "v1").unwrap();
+        let names: Vec<&str> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"deployments"));
+        assert!(names.contains(&"deployments/scale"));
+        assert!(names.contains(&"statefulsets/status"));
+        assert!(resource_list("apps", "v2").is_none());
+    }
+
+    #[test]
+    fn autoscaling_prefers_v2() {
+        let g = api_group("autoscaling").unwrap();
+        assert_eq!(g["preferredVersion"]["version"], "v2");
+    }
 }

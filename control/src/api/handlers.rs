@@ -771,7 +771,7 @@ async fn write_scale(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> 
             .pointer("/spec/replicas")
             .cloned()
             .unwrap_or(json!(0));
-        if !replicas.as_i64().is_some_and(|r| r >= 0) {
+        if replicas.as_i64().is_none_or(|r| r < 0) {
             return Err(ApiError {
                 code: 422,
                 reason: "Invalid",

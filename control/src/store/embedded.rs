@@ -288,13 +288,12 @@ fn apply(
     }
 }
 
+/// The events a batch made, and each write's own outcome, in order.
+type Committed = (Vec<Arc<Event>>, Vec<Result<Revision>>);
+
 /// Applies a batch of writes in one durable transaction; returns the
 /// events it made and each write's own outcome, in order.
-fn commit_batch(
-    shared: &Shared,
-    ops: Vec<Op>,
-    options: &StoreOptions,
-) -> Result<(Vec<Arc<Event>>, Vec<Result<Revision>>)> {
+fn commit_batch(shared: &Shared, ops: Vec<Op>, options: &StoreOptions) -> Result<Committed> {
     let txn = shared.db.begin_write().map_err(backend)?;
     let mut events = Vec::with_capacity(ops.len());
     let mut outcomes = Vec::with_capacity(ops.len());

@@ -1,0 +1,903 @@
+//! The API server over real HTTPS, driven by kube-rs as any client would.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{dynamic_api, ControlPlane};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{
+    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::client::Body;
+use kube::Client;
+use serde_json::{json, Value};
+
+/// A small valid object of every served kind.
+fn sample(kind: &str, name: &str) -> Value {
+    let pod_spec = json!({"containers": [{"name": "app", "image": "busybox:1.36",
+        "command": ["sleep", "3600"], "ports": [{"containerPort": 80}]}]});
+    let template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec});
+    let selector = json!({"matchLabels": {"app": name}});
+    let (api_version, spec) = match kind {
+        "Namespace" | "Event" | "Endpoints" => ("v1", Value::Null),
+        "Node" => ("v1", json!({"podCIDR": "10.244.1.0/24"})),
+        "Pod" => ("v1", pod_spec.clone()),
+        "Service" => (
+            "v1",
+            json!({"selector": {"app": name}, "ports": [{"port": 80}]}),
+        ),
+        "PersistentVolume" => (
+            "v1",
+            json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                   "hostPath": {"path": "/tmp/pv1"}}),
+        ),
+        "PersistentVolumeClaim" => (
+            "v1",
+            json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}),
+        ),
+        "Deployment" | "ReplicaSet" => (
+            "apps/v1",
+            json!({"replicas": 2, "selector": selector, "template": template}),
+        ),
+        "StatefulSet" => (
+            "apps/v1",
+            json!({"serviceName": name, "replicas": 2, "selector": selector, "template": template}),
+        ),
+        "DaemonSet" => (
+            "apps/v1",
+            json!({"selector": selector, "template": template}),
+        ),
+        "ControllerRevision" => ("apps/v1", Value::Null),
+        "Job" => {
+            let mut t = template.clone();
+            t["spec"]["restartPolicy"] = json!("Never");
+            ("batch/v1", json!({"template": t, "backoffLimit": 4}))
+        }
+        "CronJob" => {
+            let mut t = template.clone();
+            t["spec"]["restartPolicy"] = json!("OnFailure");
+            (
+                "batch/v1",
+                json!({"schedule": "*/1 * * * *", "jobTemplate": {"spec": {"template": t}}}),
+            )
+        }
+        "HorizontalPodAutoscaler" => (
+            "autoscaling/v2",
+            json!({"minReplicas": 1, "maxReplicas": 10,
+                   "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                   "metrics": [{"type": "Resource", "resource": {"name": "memory",
+                       "target": {"type": "Utilization", "averageUtilization": 10}}}]}),
+        ),
+        other => panic!("no sample for {other}"),
+    };
+    let mut obj = json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"name": name, "labels": {"suite": "crud"}}});
+    if !spec.is_null() {
+        obj["spec"] = spec;
+    }
+    match kind {
+        "Event" => {
+            obj["involvedObject"] = json!({"kind": "Pod", "name": "web", "namespace": "default"});
+            obj["reason"] = json!("Started");
+            obj["message"] = json!("Started container app");
+            obj["type"] = json!("Normal");
+        }
+        "Endpoints" => {
+            obj["subsets"] =
+                json!([{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}]);
+        }
+        "ControllerRevision" => {
+            obj["revision"] = json!(1);
+            obj["data"] = json!({"spec": {"template": template}});
+        }
+        _ => {}
+    }
+    obj
+}
+
+fn dynamic(v: Value) -> DynamicObject {
+    serde_json::from_value(v).expect("a DynamicObject")
+}
+
+fn api_error(e: kube::Error) -> (u16, String, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// A raw request: status code and JSON body.
+async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(Body::from(body))
+        .unwrap();
+    let res = client.send(req).await.expect("response");
+    let code = res.status().as_u16();
+    let bytes = res.into_body().collect_bytes().await.expect("body");
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (code, value)
+}
+
+/// The store's current revision, as every list reports it.
+async fn store_revision(client: &Client) -> u64 {
+    let (code, list) = raw(
+        client,
+        "GET",
+        "/api/v1/namespaces",
+        "application/json",
+        vec![],
+    )
+    .await;
+    assert_eq!(code, 200);
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn crud_for_every_resource() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    for res in bosun::resources::RESOURCES {
+        let name = format!("t-{}-{}", res.version, res.singular);
+        let ns = res.namespaced.then_some("default");
+        let ar = common::api_resource_of(res);
+        let api: kube::Api<DynamicObject> = match ns {
+            Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
+            None => kube::Api::all_with(client.clone(), &ar),
+        };
+        let mut obj = sample(res.kind, &name);
+        obj["apiVersion"] = json!(res.api_version());
+        if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
+            obj["spec"] = json!({"minReplicas": 1, "maxReplicas": 5,
+                "targetCPUUtilizationPercentage": 50,
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}});
+        }
+        let what = format!("{}/{}", res.api_version(), res.plural);
+
+        let created = api
+            .create(&PostParams::default(), &dynamic(obj))
+            .await
+            .unwrap_or_else(|e| panic!("create {what}: {e}"));
+        let uid = created.metadata.uid.clone().expect("uid");
+        let rv1: u64 = created
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(created.metadata.creation_timestamp.is_some(), "{what}");
+
+        let got = api
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("get {what}: {e}"));
+        assert_eq!(got.metadata.uid.as_deref(), Some(uid.as_str()), "{what}");
+
+        let listed = api
+            .list(&ListParams::default().labels("suite=crud"))
+            .await
+            .unwrap_or_else(|e| panic!("list {what}: {e}"));
+        assert!(
+            listed
+                .items
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name.as_str())),
+            "{what} is listed"
+        );
+        let none = api
+            .list(&ListParams::default().labels("suite=other"))
+            .await
+            .unwrap();
+        assert!(none.items.is_empty(), "{what}: the selector filters");
+
+        let mut changed = got.clone();
+        changed
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("step".into(), "updated".into());
+        let updated = api
+            .replace(&name, &PostParams::default(), &changed)
+            .await
+            .unwrap_or_else(|e| panic!("update {what}: {e}"));
+        let rv2: u64 = updated
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(rv2 > rv1, "{what}: an update bumps the revision");
+        assert_eq!(updated.metadata.uid.as_deref(), Some(uid.as_str()));
+
+        let patched = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"note": "patched"}}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("patch {what}: {e}"));
+        assert_eq!(
+            patched
+                .metadata
+                .annotations
+                .unwrap()
+                .get("note")
+                .map(String::as_str),
+            Some("patched")
+        );
+        assert_eq!(
+            patched
+                .metadata
+                .labels
+                .unwrap()
+                .get("step")
+                .map(String::as_str),
+            Some("updated"),
+            "{what}: a merge patch keeps other fields"
+        );
+
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {what}: {e}"));
+        let (code, reason, message) = api_error(api.get(&name).await.unwrap_err());
+        assert_eq!((code, reason.as_str()), (404, "NotFound"), "{what}");
+        assert_eq!(
+            message,
+            format!("{} \"{name}\" not found", res.plural_group())
+        );
+    }
+}
+
+#[tokio::test]
+async fn concurrent_updates_from_one_revision_one_wins() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let api = dynamic_api(&client, "deployments", Some("default"));
+    let created = api
+        .create(
+            &PostParams::default(),
+            &dynamic(sample("Deployment", "race")),
+        )
+        .await
+        .unwrap();
+    for round in 0..5 {
+        let base = api.get("race").await.unwrap();
+        let attempts = (0..2).map(|i| {
+            let api = api.clone();
+            let mut obj = base.clone();
+            obj.data["spec"]["replicas"] = json!(10 + round * 2 + i);
+            async move { api.replace("race", &PostParams::default(), &obj).await }
+        });
+        let results = futures::future::join_all(attempts).await;
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        let conflicts: Vec<_> = results
+            .into_iter()
+            .filter_map(|r| r.err())
+            .map(api_error)
+            .collect();
+        assert_eq!(ok, 1, "exactly one update wins");
+        assert_eq!(conflicts.len(), 1);
+        assert_eq!(conflicts[0].0, 409);
+        assert_eq!(conflicts[0].1, "Conflict");
+        assert!(conflicts[0].2.contains("the object has been modified"));
+    }
+    let last = api.get("race").await.unwrap();
+    assert_ne!(
+        last.metadata.resource_version,
+        created.metadata.resource_version
+    );
+}
+
+async fn next_event(
+    stream: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<DynamicObject>>> + Unpin),
+) -> WatchEvent<DynamicObject> {
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("an event within 10s")
+        .expect("stream open")
+        .expect("event decodes")
+}
+
+fn describe(e: &WatchEvent<DynamicObject>) -> (String, String, u64) {
+    let (kind, obj) = match e {
+        WatchEvent::Added(o) => ("ADDED", o),
+        WatchEvent::Modified(o) => ("MODIFIED", o),
+        WatchEvent::Deleted(o) => ("DELETED", o),
+        other => panic!("unexpected event {other:?}"),
+    };
+    (
+        kind.to_string(),
+        obj.metadata.name.clone().unwrap(),
+        obj.metadata
+            .resource_version
+            .clone()
+            .unwrap()
+            .parse()
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn watch_from_a_revision_replays_in_order_across_restart() {
+    let mut cp = ControlPlane::start();
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    let first = pods
+        .create(&PostParams::default(), &dynamic(sample("Pod", "w0")))
+        .await
+        .unwrap();
+    let start: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
+    pods.create(&PostParams::default(), &dynamic(sample("Pod", "w1")))
+        .await
+        .unwrap();
+    pods.patch(
+        "w0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+    )
+    .await
+    .unwrap();
+    // A write elsewhere must not show up in a pod watch.
+    dynamic_api(&client, "svc", Some("default"))
+        .create(&PostParams::default(), &dynamic(sample("Service", "noise")))
+        .await
+        .unwrap();
+    pods.delete("w1", &DeleteParams::default()).await.unwrap();
+
+    cp.restart();
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    let mut stream = pods
+        .watch(&WatchParams::default(), &start.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(describe(&next_event(&mut stream).await));
+    }
+    // And a write after the restart arrives on the same stream.
+    pods.create(&PostParams::default(), &dynamic(sample("Pod", "w2")))
+        .await
+        .unwrap();
+    seen.push(describe(&next_event(&mut stream).await));
+    let kinds: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(k, n, _)| (k.as_str(), n.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ADDED", "w1"),
+            ("MODIFIED", "w0"),
+            ("DELETED", "w1"),
+            ("ADDED", "w2")
+        ]
+    );
+    let revs: Vec<u64> = seen.iter().map(|(_, _, r)| *r).collect();
+    assert!(
+        revs.windows(2).all(|w| w[0] < w[1]),
+        "in revision order: {revs:?}"
+    );
+    assert!(revs[0] > start);
+}
+
+#[tokio::test]
+async fn compacted_revision_gets_410_gone() {
+    let cp = ControlPlane::start_with(&["--watch-history", "10"]);
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    for i in 0..30 {
+        pods.create(
+            &PostParams::default(),
+            &dynamic(sample("Pod", &format!("c{i}"))),
+        )
+        .await
+        .unwrap();
+    }
+    let mut stream = pods
+        .watch(&WatchParams::default(), "2")
+        .await
+        .unwrap()
+        .boxed();
+    match next_event(&mut stream).await {
+        WatchEvent::Error(status) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+    // A recent revision still works.
+    let current = store_revision(&client).await;
+    let mut stream = pods
+        .watch(&WatchParams::default(), &(current - 3).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(
+        next_event(&mut stream).await,
+        WatchEvent::Added(_)
+    ));
+}
+
+#[tokio::test]
+async fn kill_9_loses_no_acknowledged_create() {
+    let mut cp = ControlPlane::start();
+    let client = cp.client().await;
+    let (ack_tx, mut ack_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let pods = dynamic_api(&client, "pods", Some("default"));
+        let ack_tx = ack_tx.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0.. {
+                let name = format!("k{w}-{i}");
+                match pods
+                    .create(&PostParams::default(), &dynamic(sample("Pod", &name)))
+                    .await
+                {
+                    Ok(_) => {
+                        if ack_tx.send(name).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    drop(ack_tx);
+    let mut acknowledged = BTreeSet::new();
+    while acknowledged.len() < 300 {
+        acknowledged.insert(ack_rx.recv().await.expect("writers keep going"));
+    }
+    cp.kill9();
+    for w in writers {
+        let _ = w.await;
+    }
+    while let Ok(name) = ack_rx.try_recv() {
+        acknowledged.insert(name);
+    }
+    cp.restart();
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    let stored: BTreeSet<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let lost: Vec<_> = acknowledged.difference(&stored).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged creates lost after kill -9: {lost:?}"
+    );
+}
+
+#[tokio::test]
+async fn requests_without_the_token_get_401() {
+    let cp = ControlPlane::start();
+    for token in [Some("wrong-token".to_string()), None] {
+        let mut config = cp.config().await;
+        config.auth_info.token = token.map(Into::into);
+        let client = Client::try_from(config).unwrap();
+        let pods = dynamic_api(&client, "pods", Some("default"));
+        let (code, reason, _) = api_error(pods.list(&ListParams::default()).await.unwrap_err());
+        assert_eq!((code, reason.as_str()), (401, "Unauthorized"));
+        let (code, _) = raw(
+            &client,
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            "application/json",
+            serde_json::to_vec(&sample("Pod", "sneaky")).unwrap(),
+        )
+        .await;
+        assert_eq!(code, 401);
+    }
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    assert!(
+        pods.get_opt("sneaky").await.unwrap().is_none(),
+        "a refused write wrote nothing"
+    );
+}
+
+#[tokio::test]
+async fn patches_status_and_scale() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let deploys = dynamic_api(&client, "deploy", Some("default"));
+    let mut d = sample("Deployment", "web");
+    d["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "sidecar", "image": "busybox:1.36"}));
+    let created = deploys
+        .create(&PostParams::default(), &dynamic(d))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+
+    // Strategic merge: the container list merges by name.
+    let patched = deploys
+        .patch("web", &PatchParams::default(), &Patch::Strategic(json!(
+            {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "busybox:1.37"}]}}}})))
+        .await
+        .unwrap();
+    let containers = patched.data["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(containers.len(), 2, "the sidecar stays");
+    assert_eq!(containers[0]["image"], "busybox:1.37");
+    assert_eq!(
+        containers[0]["ports"][0]["containerPort"], 80,
+        "other fields stay"
+    );
+    assert_eq!(
+        patched.metadata.generation,
+        Some(2),
+        "a spec change bumps generation"
+    );
+
+    // JSON patch, with a failing test leaving the object alone.
+    let bad = deploys
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(json!(
+            [{"op": "test", "path": "/spec/replicas", "value": 99},
+             {"op": "replace", "path": "/spec/replicas", "value": 7}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(bad).0, 422);
+    let json_patched = deploys
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(json!(
+            [{"op": "replace", "path": "/spec/replicas", "value": 3}]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(json_patched.data["spec"]["replicas"], 3);
+
+    // Labels alone do not bump generation; status writes do not touch spec.
+    let relabeled = deploys
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "fe"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(relabeled.metadata.generation, Some(3));
+    let status = deploys
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!(
+            {"spec": {"replicas": 50}, "status": {"replicas": 3, "readyReplicas": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status.data["status"]["readyReplicas"], 2);
+    assert_eq!(
+        status.data["spec"]["replicas"], 3,
+        "status writes leave spec alone"
+    );
+    let ignored = deploys
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"readyReplicas": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ignored.data["status"]["readyReplicas"], 2,
+        "main writes leave status alone"
+    );
+
+    // Scale subresource, as `kubectl scale` uses it.
+    let scale = deploys.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(3));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    deploys
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        deploys.get("web").await.unwrap().data["spec"]["replicas"],
+        5
+    );
+
+    // A stale resourceVersion in a patch is a precondition that fails.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        "application/merge-patch+json",
+        serde_json::to_vec(&json!({"metadata": {"resourceVersion": "1"}, "spec": {"replicas": 1}}))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, 409, "{body}");
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let svcs = dynamic_api(&client, "svc", Some("default"));
+    let mut s = sample("Service", "held");
+    s["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    svcs.create(&PostParams::default(), &dynamic(s))
+        .await
+        .unwrap();
+    svcs.delete("held", &DeleteParams::default()).await.unwrap();
+    let held = svcs.get("held").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    svcs.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        svcs.get_opt("held").await.unwrap().is_none(),
+        "gone once the last finalizer is"
+    );
+
+    // Foreground deletion marks the owner with foregroundDeletion.
+    let deploys = dynamic_api(&client, "deploy", Some("default"));
+    deploys
+        .create(&PostParams::default(), &dynamic(sample("Deployment", "fg")))
+        .await
+        .unwrap();
+    deploys
+        .delete("fg", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let fg = deploys.get("fg").await.unwrap();
+    assert_eq!(
+        fg.metadata.finalizers,
+        Some(vec!["foregroundDeletion".to_string()])
+    );
+}
+
+#[tokio::test]
+async fn generate_name_and_namespaces() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    let mut p = sample("Pod", "");
+    p["metadata"] = json!({"generateName": "web-"});
+    let created = pods
+        .create(&PostParams::default(), &dynamic(p))
+        .await
+        .unwrap();
+    let name = created.metadata.name.unwrap();
+    assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+    assert_eq!(created.data["status"]["phase"], "Pending");
+
+    let missing = dynamic_api(&client, "pods", Some("nowhere"));
+    let (code, _, message) = api_error(
+        missing
+            .create(&PostParams::default(), &dynamic(sample("Pod", "x")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (404, "namespaces \"nowhere\" not found")
+    );
+
+    let nss = dynamic_api(&client, "ns", None);
+    let names: Vec<String> = nss
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(names.contains(&"default".to_string()) && names.contains(&"kube-system".to_string()));
+    let (code, _, _) = api_error(
+        nss.delete("default", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+
+    // Deleting a namespace deletes what is in it.
+    nss.create(
+        &PostParams::default(),
+        &dynamic(sample("Namespace", "scratch")),
+    )
+    .await
+    .unwrap();
+    let scratch = dynamic_api(&client, "pods", Some("scratch"));
+    scratch
+        .create(&PostParams::default(), &dynamic(sample("Pod", "p")))
+        .await
+        .unwrap();
+    nss.delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(nss.get_opt("scratch").await.unwrap().is_none());
+    let all_pods = dynamic_api(&client, "pods", None);
+    let left: Vec<_> = all_pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some("scratch"))
+        .collect();
+    assert!(left.is_empty());
+}
+
+#[tokio::test]
+async fn field_selectors_and_tables() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    for (name, node) in [("a", "n1"), ("b", "n2"), ("c", "")] {
+        let mut p = sample("Pod", name);
+        if !node.is_empty() {
+            p["spec"]["nodeName"] = json!(node);
+        }
+        pods.create(&PostParams::default(), &dynamic(p))
+            .await
+            .unwrap();
+    }
+    let on_n1 = pods
+        .list(&ListParams::default().fields("spec.nodeName=n1"))
+        .await
+        .unwrap();
+    assert_eq!(on_n1.items.len(), 1);
+    let unbound = pods
+        .list(&ListParams::default().fields("spec.nodeName="))
+        .await
+        .unwrap();
+    assert_eq!(unbound.items[0].metadata.name.as_deref(), Some("c"));
+    let (code, reason, message) = api_error(
+        pods.list(&ListParams::default().fields("spec.bogus=1"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (400, "BadRequest"));
+    assert!(message.contains("spec.bogus"));
+
+    let req = http::Request::builder()
+        .uri("/api/v1/namespaces/default/pods")
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Body::empty())
+        .unwrap();
+    let table: Value = serde_json::from_slice(
+        &client
+            .send(req)
+            .await
+            .unwrap()
+            .into_body()
+            .collect_bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["priority"] == 0)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Ready", "Status", "Restarts", "Age"]);
+    let first = &table["rows"][0];
+    assert_eq!(first["cells"][0], "a");
+    assert_eq!(first["cells"][1], "0/1");
+    assert_eq!(first["cells"][2], "Pending");
+    assert_eq!(first["object"]["kind"], "PartialObjectMetadata");
+}
+
+#[tokio::test]
+async fn kube_runtime_watcher_lists_then_watches_with_bookmarks() {
+    let cp = ControlPlane::start_with(&["--bookmark-interval", "1"]);
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    pods.create(&PostParams::default(), &dynamic(sample("Pod", "before")))
+        .await
+        .unwrap();
+    let mut events =
+        kube::runtime::watcher(pods.clone(), kube::runtime::watcher::Config::default()).boxed();
+    use kube::runtime::watcher::Event;
+    let mut initial = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Some(Event::InitApply(o)) => initial.push(o.metadata.name.unwrap()),
+            Some(Event::InitDone) => break,
+            Some(_) => {}
+            None => panic!("watcher ended"),
+        }
+    }
+    assert_eq!(initial, ["before"]);
+    // Let a few bookmarks pass, then a change still arrives.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    pods.create(&PostParams::default(), &dynamic(sample("Pod", "after")))
+        .await
+        .unwrap();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+        {
+            Some(Event::Apply(o)) => {
+                assert_eq!(o.metadata.name.as_deref(), Some("after"));
+                break;
+            }
+            Some(_) => {}
+            None => panic!("watcher ended"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn sigterm_ends_open_watches_and_exits_cleanly() {
+    let mut cp = ControlPlane::start();
+    let client = cp.client().await;
+    let pods = dynamic_api(&client, "pods", Some("default"));
+    let mut stream = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &dynamic(sample("Pod", "x")))
+        .await
+        .unwrap();
+    let _ = next_event(&mut stream).await;
+    let status = cp.terminate();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(cp.log().contains("shutting down"));
+}

@@ -1,0 +1,176 @@
+//! Shared by the control plane's integration tests: a real `bosun-control`
+//! process on a free port in a temp dir, and clients for it. The process
+//! is killed and the dir removed when the handle drops, also on panic.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+pub struct ControlPlane {
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra_args: Vec<String>,
+    pub addr: String,
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bosun-control"))
+}
+
+/// Polls `check` every 20 ms until it returns Some or `deadline` passes.
+pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        if start.elapsed() > deadline {
+            panic!("timed out after {deadline:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl ControlPlane {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts `bosun-control` with extra flags and waits until it serves.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cp = ControlPlane {
+            dir,
+            child: None,
+            extra_args: extra.iter().map(|s| s.to_string()).collect(),
+            addr: String::new(),
+        };
+        cp.spawn();
+        cp
+    }
+
+    fn spawn(&mut self) {
+        let address = self.dir.path().join("address");
+        let _ = std::fs::remove_file(&address);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("control.log"))
+            .expect("log file");
+        let child = Command::new(binary())
+            .arg("--data-dir")
+            .arg(self.dir.path())
+            .args(["--port", "0"])
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start bosun-control");
+        self.child = Some(child);
+        self.addr = wait_for("bosun-control to listen", Duration::from_secs(20), || {
+            std::fs::read_to_string(&address)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        });
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.dir.path().join("admin.kubeconfig")
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("admin-token"))
+            .expect("token")
+            .trim()
+            .to_string()
+    }
+
+    pub async fn config(&self) -> Config {
+        let kc = Kubeconfig::read_from(self.kubeconfig_path()).expect("kubeconfig");
+        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("config")
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::try_from(self.config().await).expect("client")
+    }
+
+    /// Stops the process with SIGKILL: nothing gets to flush or clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the process with SIGTERM and waits for it to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM");
+        wait_for("bosun-control to exit", Duration::from_secs(20), || {
+            child.try_wait().expect("wait")
+        })
+    }
+
+    /// Starts the process again on the same data dir (a new port).
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+        self.spawn();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("control.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// An `ApiResource` for one of bosun's served resources.
+pub fn api_resource(name: &str) -> ApiResource {
+    api_resource_of(bosun::resources::by_name(name).unwrap_or_else(|| panic!("no resource {name}")))
+}
+
+pub fn api_resource_of(r: &bosun::resources::ResourceInfo) -> ApiResource {
+    ApiResource {
+        group: r.group.to_string(),
+        version: r.version.to_string(),
+        api_version: r.api_version(),
+        kind: r.kind.to_string(),
+        plural: r.plural.to_string(),
+    }
+}
+
+pub fn dynamic_api(client: &Client, name: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let ar = api_resource(name);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// The path of the repository's `examples/` folder.
+pub fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
