@@ -11,7 +11,9 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
     let kind = res.kind;
     let version = res.version;
     let group = res.group;
-    let Some(root) = obj.as_object_mut() else { return };
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
     match (group, kind) {
         ("", "Pod") => {
             let spec = object_at(root, "spec");
@@ -19,8 +21,12 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
             // A container with limits but no requests requests its limits.
             for list in ["containers", "initContainers"] {
                 for c in array_at(spec, list) {
-                    let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) else { continue };
-                    let Some(limits) = res.get("limits").and_then(Value::as_object).cloned() else { continue };
+                    let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+                        continue;
+                    };
+                    let Some(limits) = res.get("limits").and_then(Value::as_object).cloned() else {
+                        continue;
+                    };
                     let requests = object_at(res, "requests");
                     for (k, v) in limits {
                         requests.entry(k).or_insert(v);
@@ -83,10 +89,22 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 spec.insert("completions".into(), json!(1));
             }
             set(spec, "parallelism", json!(1));
-            set(spec, "backoffLimit", json!(if is_unset(spec.get("backoffLimitPerIndex")) { 6 } else { i32::MAX }));
+            set(
+                spec,
+                "backoffLimit",
+                json!(if is_unset(spec.get("backoffLimitPerIndex")) {
+                    6
+                } else {
+                    i32::MAX
+                }),
+            );
             set(spec, "completionMode", json!("NonIndexed"));
             set(spec, "suspend", json!(false));
-            let replacement = if is_unset(spec.get("podFailurePolicy")) { "TerminatingOrFailed" } else { "Failed" };
+            let replacement = if is_unset(spec.get("podFailurePolicy")) {
+                "TerminatingOrFailed"
+            } else {
+                "Failed"
+            };
             set(spec, "podReplacementPolicy", json!(replacement));
             default_template(spec);
             // A Job without labels takes its pod template's.
@@ -98,7 +116,10 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 .cloned();
             if let Some(labels) = tpl_labels {
                 let meta = object_at(root, "metadata");
-                let empty = meta.get("labels").and_then(Value::as_object).is_none_or(Map::is_empty);
+                let empty = meta
+                    .get("labels")
+                    .and_then(Value::as_object)
+                    .is_none_or(Map::is_empty);
                 if empty {
                     meta.insert("labels".into(), labels);
                 }
@@ -133,7 +154,11 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                     }
                 }
             }
-            let ty = spec.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
+            let ty = spec
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             if ty == "NodePort" || ty == "LoadBalancer" {
                 set_str(spec, "externalTrafficPolicy", "Cluster");
             }
@@ -155,7 +180,12 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             let spec = object_at(root, "spec");
             set(spec, "minReplicas", json!(1));
-            if version == "v2" && spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+            if version == "v2"
+                && spec
+                    .get("metrics")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
+            {
                 spec.insert(
                     "metrics".into(),
                     json!([{
@@ -206,7 +236,9 @@ fn set_nonzero(map: &mut Map<String, Value>, key: &str, value: i64) {
 
 /// The object at `key`, created when absent or not an object.
 fn object_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let slot = map.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    let slot = map
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
     if !slot.is_object() {
         *slot = Value::Object(Map::new());
     }
@@ -214,7 +246,10 @@ fn object_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Stri
 }
 
 /// The objects in the list at `key` (none when absent).
-fn array_at<'a>(map: &'a mut Map<String, Value>, key: &str) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+fn array_at<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
     map.get_mut(key)
         .and_then(Value::as_array_mut)
         .into_iter()
@@ -235,7 +270,10 @@ fn default_pod_spec(spec: &mut Map<String, Value>) {
     set_str(spec, "schedulerName", "default-scheduler");
     set(spec, "securityContext", json!({}));
     set(spec, "enableServiceLinks", json!(true));
-    let host_network = spec.get("hostNetwork").and_then(Value::as_bool).unwrap_or(false);
+    let host_network = spec
+        .get("hostNetwork")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     for list in ["containers", "initContainers"] {
         for c in array_at(spec, list) {
             default_container(c, host_network);
@@ -270,7 +308,11 @@ pub fn default_pull_policy(image: &str) -> &'static str {
 }
 
 fn default_container(c: &mut Map<String, Value>, host_network: bool) {
-    let image = c.get("image").and_then(Value::as_str).unwrap_or_default().to_string();
+    let image = c
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     set_str(c, "imagePullPolicy", default_pull_policy(&image));
     set_str(c, "terminationMessagePath", "/dev/termination-log");
     set_str(c, "terminationMessagePolicy", "File");
@@ -368,7 +410,11 @@ mod tests {
         assert_eq!(c["ports"][0]["protocol"], "TCP");
         assert_eq!(c["ports"][0]["containerPort"], 80);
         assert_eq!(c["resources"], json!({}));
-        assert_eq!(d["metadata"]["labels"], json!({"app": "nginx"}), "metadata untouched");
+        assert_eq!(
+            d["metadata"]["labels"],
+            json!({"app": "nginx"}),
+            "metadata untouched"
+        );
         // Defaulting twice changes nothing.
         let once = d.clone();
         apply_defaults(by_name("deploy").unwrap(), &mut d);
@@ -414,7 +460,10 @@ mod tests {
         assert_eq!(live["httpGet"]["path"], "/");
         assert_eq!(live["httpGet"]["scheme"], "HTTP");
         assert_eq!(c["readinessProbe"]["periodSeconds"], 5);
-        assert_eq!(c["resources"]["requests"]["cpu"], "500m", "requests copy limits");
+        assert_eq!(
+            c["resources"]["requests"]["cpu"], "500m",
+            "requests copy limits"
+        );
     }
 
     #[test]
@@ -424,13 +473,22 @@ mod tests {
         apply_defaults(by_name("sts").unwrap(), &mut sts);
         assert_eq!(sts["spec"]["replicas"], 1);
         assert_eq!(sts["spec"]["podManagementPolicy"], "OrderedReady");
-        assert_eq!(sts["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+        assert_eq!(
+            sts["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        );
         assert_eq!(sts["spec"]["revisionHistoryLimit"], 10);
-        assert_eq!(sts["spec"]["volumeClaimTemplates"][0]["spec"]["volumeMode"], "Filesystem");
+        assert_eq!(
+            sts["spec"]["volumeClaimTemplates"][0]["spec"]["volumeMode"],
+            "Filesystem"
+        );
 
         let mut ds = json!({"spec": {"template": tpl.clone()}});
         apply_defaults(by_name("ds").unwrap(), &mut ds);
-        assert_eq!(ds["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+        assert_eq!(
+            ds["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+        );
         assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
 
         let mut rs = json!({"spec": {"template": tpl.clone()}});
@@ -444,12 +502,18 @@ mod tests {
         assert_eq!(job["spec"]["backoffLimit"], 6);
         assert_eq!(job["spec"]["completionMode"], "NonIndexed");
         assert_eq!(job["spec"]["suspend"], false);
-        assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never", "explicit value kept");
+        assert_eq!(
+            job["spec"]["template"]["spec"]["restartPolicy"], "Never",
+            "explicit value kept"
+        );
         assert_eq!(job["metadata"]["labels"], json!({"app": "pi"}));
 
         let mut parallel = json!({"spec": {"parallelism": 3, "template": tpl.clone()}});
         apply_defaults(by_name("job").unwrap(), &mut parallel);
-        assert!(parallel["spec"].get("completions").is_none(), "work-queue jobs keep completions unset");
+        assert!(
+            parallel["spec"].get("completions").is_none(),
+            "work-queue jobs keep completions unset"
+        );
 
         let mut cj = json!({"spec": {"schedule": "*/1 * * * *", "jobTemplate": {"spec": {"template": tpl.clone()}}}});
         apply_defaults(by_name("cj").unwrap(), &mut cj);
@@ -457,8 +521,13 @@ mod tests {
         assert_eq!(cj["spec"]["suspend"], false);
         assert_eq!(cj["spec"]["successfulJobsHistoryLimit"], 3);
         assert_eq!(cj["spec"]["failedJobsHistoryLimit"], 1);
-        assert_eq!(cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"], "Always");
-        assert!(cj["spec"]["jobTemplate"]["spec"].get("backoffLimit").is_none());
+        assert_eq!(
+            cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"],
+            "Always"
+        );
+        assert!(cj["spec"]["jobTemplate"]["spec"]
+            .get("backoffLimit")
+            .is_none());
     }
 
     #[test]
@@ -483,6 +552,9 @@ mod tests {
         let mut hpa = json!({"spec": {"maxReplicas": 5}});
         apply_defaults(by_name("hpa").unwrap(), &mut hpa);
         assert_eq!(hpa["spec"]["minReplicas"], 1);
-        assert_eq!(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            80
+        );
     }
 }

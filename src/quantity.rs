@@ -153,7 +153,10 @@ pub fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     }
     let number = &text[num_start..i];
     let suffix = &text[i..];
-    if number.is_empty() || number.matches('.').count() > 1 || !number.bytes().any(|b| b.is_ascii_digit()) {
+    if number.is_empty()
+        || number.matches('.').count() > 1
+        || !number.bytes().any(|b| b.is_ascii_digit())
+    {
         return Err(QuantityError::FormatWrong);
     }
     // The suffix must fit the shape [eEinumkKMGTP]*[-+]?[0-9]* before its meaning is checked.
@@ -312,12 +315,19 @@ mod tests {
 
     #[test]
     fn malformed_quantities() {
-        for bad in ["", "abc", "1.2.3", "m", "1x", "1Ki2", "1 Gi", "--1", "1e", "1mm", "1Kii"] {
+        for bad in [
+            "", "abc", "1.2.3", "m", "1x", "1Ki2", "1 Gi", "--1", "1e", "1mm", "1Kii",
+        ] {
             assert!(parse_quantity(bad).is_err(), "{bad:?} should not parse");
         }
-        assert_eq!(parse_quantity("1x").unwrap_err(), QuantityError::FormatWrong);
+        assert_eq!(
+            parse_quantity("1x").unwrap_err(),
+            QuantityError::FormatWrong
+        );
         assert_eq!(parse_quantity("1mm").unwrap_err(), QuantityError::Suffix);
-        assert!(QuantityError::FormatWrong.to_string().starts_with("quantities must match"));
+        assert!(QuantityError::FormatWrong
+            .to_string()
+            .starts_with("quantities must match"));
     }
 
     #[test]

@@ -50,7 +50,10 @@ impl Requirement {
         let values: BTreeSet<String> = values.into_iter().collect();
         let key_errs = is_qualified_name(key);
         if !key_errs.is_empty() {
-            return err(format!("key: Invalid value: {key:?}: {}", key_errs.join("; ")));
+            return err(format!(
+                "key: Invalid value: {key:?}: {}",
+                key_errs.join("; ")
+            ));
         }
         match operator {
             Operator::In | Operator::NotIn => {
@@ -118,7 +121,12 @@ impl Requirement {
                 let Some(have) = value.and_then(|v| v.parse::<i64>().ok()) else {
                     return false;
                 };
-                let Some(want) = self.values.iter().next().and_then(|v| v.parse::<i64>().ok()) else {
+                let Some(want) = self
+                    .values
+                    .iter()
+                    .next()
+                    .and_then(|v| v.parse::<i64>().ok())
+                else {
                     return false;
                 };
                 if self.operator == Operator::GreaterThan {
@@ -269,7 +277,11 @@ impl Parser {
             // `in`/`notin` are fine as keys when they stand where a key belongs.
             Some(Token::In) => "in".to_string(),
             Some(Token::NotIn) => "notin".to_string(),
-            Some(t) => return err(format!("unable to parse requirement: found '{t}', expected: identifier")),
+            Some(t) => {
+                return err(format!(
+                    "unable to parse requirement: found '{t}', expected: identifier"
+                ))
+            }
             None => return err("unable to parse requirement: found '', expected: identifier"),
         };
         if bang {
@@ -299,7 +311,11 @@ impl Parser {
         let values: Vec<String> = match op {
             Operator::In | Operator::NotIn => {
                 if self.next() != Some(Token::Open) {
-                    return err(format!("found '{}', expected: '(' after '{key} {}'", self.prev_text(), if op == Operator::In { "in" } else { "notin" }));
+                    return err(format!(
+                        "found '{}', expected: '(' after '{key} {}'",
+                        self.prev_text(),
+                        if op == Operator::In { "in" } else { "notin" }
+                    ));
                 }
                 let mut vals = Vec::new();
                 loop {
@@ -321,9 +337,9 @@ impl Parser {
                         Some(Token::Comma) => vals.push(String::new()),
                         t => {
                             return err(format!(
-                                "found '{}', expected: ',', ')' or identifier in the values of {key:?}",
-                                t.map(|t| t.to_string()).unwrap_or_default()
-                            ))
+                            "found '{}', expected: ',', ')' or identifier in the values of {key:?}",
+                            t.map(|t| t.to_string()).unwrap_or_default()
+                        ))
                         }
                     }
                 }
@@ -398,7 +414,9 @@ impl LabelSelector {
     }
 
     /// Converts an API `LabelSelector` (matchLabels + matchExpressions).
-    pub fn from_label_selector(sel: &metav1::LabelSelector) -> Result<LabelSelector, SelectorError> {
+    pub fn from_label_selector(
+        sel: &metav1::LabelSelector,
+    ) -> Result<LabelSelector, SelectorError> {
         let mut requirements = Vec::new();
         for (k, v) in sel.match_labels.iter().flatten() {
             requirements.push(Requirement::new(k, Operator::Equals, [v.clone()])?);
@@ -425,7 +443,9 @@ impl LabelSelector {
     }
 
     /// Converts an optional API selector; `None` matches nothing, as in Kubernetes.
-    pub fn from_optional(sel: Option<&metav1::LabelSelector>) -> Result<LabelSelector, SelectorError> {
+    pub fn from_optional(
+        sel: Option<&metav1::LabelSelector>,
+    ) -> Result<LabelSelector, SelectorError> {
         match sel {
             Some(s) => Self::from_label_selector(s),
             None => Ok(Self::nothing()),
@@ -503,8 +523,16 @@ fn unescape(s: &str) -> Result<String, SelectorError> {
         if c == '\\' {
             match chars.next() {
                 Some(n @ ('\\' | ',' | '=' | '!')) => out.push(n),
-                Some(n) => return err(format!("invalid escape sequence '\\{n}' in field selector value {s:?}")),
-                None => return err(format!("unterminated escape sequence in field selector value {s:?}")),
+                Some(n) => {
+                    return err(format!(
+                        "invalid escape sequence '\\{n}' in field selector value {s:?}"
+                    ))
+                }
+                None => {
+                    return err(format!(
+                        "unterminated escape sequence in field selector value {s:?}"
+                    ))
+                }
             }
         } else {
             out.push(c);
@@ -548,7 +576,9 @@ impl FieldSelector {
                 }
             }
             let Some((at, len, negated)) = found else {
-                return err(format!("invalid selector: '{part}'; can't understand '{part}'"));
+                return err(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                ));
             };
             let field = part[..at].trim();
             if field.is_empty() {
@@ -591,7 +621,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn sel(s: &str) -> LabelSelector {
@@ -606,7 +639,10 @@ mod tests {
         assert!(!sel("app=db").matches(&web));
         assert!(sel("app!=db").matches(&web));
         assert!(!sel("app!=web").matches(&web));
-        assert!(sel("missing!=x").matches(&web), "!= matches an absent label");
+        assert!(
+            sel("missing!=x").matches(&web),
+            "!= matches an absent label"
+        );
         assert!(sel("app=web,tier=fe").matches(&web));
         assert!(!sel("app=web,tier=be").matches(&web));
         assert!(sel(" app = web , tier = fe ").matches(&web));
@@ -691,7 +727,10 @@ mod tests {
             "matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]
         }))
         .unwrap();
-        assert!(LabelSelector::from_label_selector(&bad_op).unwrap_err().0.contains("Near"));
+        assert!(LabelSelector::from_label_selector(&bad_op)
+            .unwrap_err()
+            .0
+            .contains("Near"));
         let in_without_values: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
             "matchExpressions": [{"key": "a", "operator": "In"}]
         }))
@@ -702,7 +741,9 @@ mod tests {
         }))
         .unwrap();
         assert!(LabelSelector::from_label_selector(&exists_with_values).is_err());
-        assert!(LabelSelector::from_optional(None).unwrap().matches(&labels(&[])) == false);
+        assert!(!LabelSelector::from_optional(None)
+            .unwrap()
+            .matches(&labels(&[])));
     }
 
     #[test]
@@ -716,14 +757,21 @@ mod tests {
         let fs = FieldSelector::parse("metadata.name=web-1,status.phase!=Pending").unwrap();
         assert!(fs.matches(get));
         assert_eq!(fs.fields(), vec!["metadata.name", "status.phase"]);
-        assert!(!FieldSelector::parse("status.phase==Pending").unwrap().matches(get));
+        assert!(!FieldSelector::parse("status.phase==Pending")
+            .unwrap()
+            .matches(get));
         assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(get));
-        assert!(!FieldSelector::parse("spec.nodeName!=").unwrap().matches(get));
+        assert!(!FieldSelector::parse("spec.nodeName!=")
+            .unwrap()
+            .matches(get));
         assert!(FieldSelector::parse("").unwrap().matches(get));
         assert!(FieldSelector::parse("").unwrap().is_empty());
         let escaped = FieldSelector::parse(r"metadata.name=a\,b").unwrap();
         assert_eq!(escaped.terms()[0].value, "a,b");
-        assert!(FieldSelector::parse("metadata.name").unwrap_err().0.contains("metadata.name"));
+        assert!(FieldSelector::parse("metadata.name")
+            .unwrap_err()
+            .0
+            .contains("metadata.name"));
         assert!(FieldSelector::parse("=x").is_err());
         assert!(FieldSelector::parse("a=b,,c=d").is_err());
     }

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::core::validate_pvc_spec;
 use super::meta::{selector_is_empty, validate_label_selector};
-use super::names::{is_dns1123_subdomain, is_dns1035_label, is_valid_percent};
+use super::names::{is_dns1035_label, is_dns1123_subdomain, is_valid_percent};
 use super::pod::{template_labels, validate_pod_template};
 use super::{arr_of, child, get, index, int_of, nonnegative, str_of, sub, FieldError, IS_NEGATIVE};
 use crate::selector::LabelSelector;
@@ -13,7 +13,11 @@ const SELECTOR_MISMATCH: &str = "`selector` does not match template `labels`";
 
 /// `spec.selector`: required, valid and not empty (`empty selector is invalid for <what>`).
 /// Returns the parsed selector when it is usable.
-fn validate_selector(spec: &Value, what: &str, errs: &mut Vec<FieldError>) -> Option<LabelSelector> {
+fn validate_selector(
+    spec: &Value,
+    what: &str,
+    errs: &mut Vec<FieldError>,
+) -> Option<LabelSelector> {
     let Some(sel) = get(spec, "selector") else {
         errs.push(FieldError::required("spec.selector", ""));
         return None;
@@ -38,8 +42,16 @@ fn check_template_labels(selector: &LabelSelector, spec: &Value, errs: &mut Vec<
     let tpl = sub(spec, "template");
     if !selector.is_empty() && !selector.matches(&template_labels(tpl)) {
         let labels = sub(sub(tpl, "metadata"), "labels").clone();
-        let labels = if labels.is_null() { Value::Object(Default::default()) } else { labels };
-        errs.push(FieldError::invalid("spec.template.metadata.labels", labels, SELECTOR_MISMATCH));
+        let labels = if labels.is_null() {
+            Value::Object(Default::default())
+        } else {
+            labels
+        };
+        errs.push(FieldError::invalid(
+            "spec.template.metadata.labels",
+            labels,
+            SELECTOR_MISMATCH,
+        ));
     }
 }
 
@@ -48,7 +60,11 @@ fn check_always_restart(spec: &Value, kind: &str, errs: &mut Vec<FieldError>) {
     let pod = sub(sub(spec, "template"), "spec");
     let restart = str_of(pod, "restartPolicy");
     if restart != "Always" {
-        errs.push(FieldError::not_supported("spec.template.spec.restartPolicy", restart, &["Always"]));
+        errs.push(FieldError::not_supported(
+            "spec.template.spec.restartPolicy",
+            restart,
+            &["Always"],
+        ));
     }
     if let Some(d) = get(pod, "activeDeadlineSeconds") {
         if kind == "DaemonSet" {
@@ -95,7 +111,11 @@ fn validate_positive_int_or_percent(v: Option<&Value>, path: &str, errs: &mut Ve
 fn not_more_than_100_percent(v: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(Value::String(s)) = v {
         if is_valid_percent(s).is_empty() && int_or_percent_value(v) > 100 {
-            errs.push(FieldError::invalid(path, s.as_str(), "must not be greater than 100%"));
+            errs.push(FieldError::invalid(
+                path,
+                s.as_str(),
+                "must not be greater than 100%",
+            ));
         }
     }
 }
@@ -156,7 +176,11 @@ pub(crate) fn validate_deployment(spec: &Value, old: Option<&Value>, errs: &mut 
     nonnegative(errs, spec, "revisionHistoryLimit", "spec");
     if let Some(p) = int_of(spec, "progressDeadlineSeconds") {
         if p < 0 {
-            errs.push(FieldError::invalid("spec.progressDeadlineSeconds", p, IS_NEGATIVE));
+            errs.push(FieldError::invalid(
+                "spec.progressDeadlineSeconds",
+                p,
+                IS_NEGATIVE,
+            ));
         }
         if p <= int_of(spec, "minReadySeconds").unwrap_or(0) {
             errs.push(FieldError::invalid(
@@ -214,7 +238,11 @@ pub(crate) fn validate_statefulset(spec: &Value, old: Option<&Value>, errs: &mut
                 let path = "spec.updateStrategy.rollingUpdate.maxUnavailable";
                 validate_positive_int_or_percent(mu, path, errs);
                 if mu.is_some() && int_or_percent_value(mu) == 0 {
-                    errs.push(FieldError::invalid(path, mu.cloned().unwrap_or_default(), "must be greater than 0"));
+                    errs.push(FieldError::invalid(
+                        path,
+                        mu.cloned().unwrap_or_default(),
+                        "must be greater than 0",
+                    ));
                 }
                 not_more_than_100_percent(mu, path, errs);
             }
@@ -290,7 +318,10 @@ pub(crate) fn validate_daemonset(spec: &Value, old: Option<&Value>, errs: &mut V
     match str_of(strategy, "type") {
         "OnDelete" => {}
         "RollingUpdate" => match get(strategy, "rollingUpdate") {
-            None => errs.push(FieldError::required("spec.updateStrategy.rollingUpdate", "")),
+            None => errs.push(FieldError::required(
+                "spec.updateStrategy.rollingUpdate",
+                "",
+            )),
             Some(ru) => {
                 let path = "spec.updateStrategy.rollingUpdate";
                 let (unavailable, surge) = (get(ru, "maxUnavailable"), get(ru, "maxSurge"));
@@ -325,7 +356,11 @@ pub(crate) fn validate_daemonset(spec: &Value, old: Option<&Value>, errs: &mut V
     }
 }
 
-pub(crate) fn validate_controller_revision(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_controller_revision(
+    obj: &Value,
+    old: Option<&Value>,
+    errs: &mut Vec<FieldError>,
+) {
     nonnegative(errs, obj, "revision", "");
     if let Some(old) = old {
         let (new, was) = (sub(obj, "data"), sub(old, "data"));

@@ -6,18 +6,32 @@ use super::names::is_valid_path_segment_name;
 use super::{arr_of, child, get, index, int_of, str_of, sub, FieldError};
 use crate::quantity::parse_quantity;
 
-const METRIC_TYPES: [&str; 5] = ["ContainerResource", "External", "Object", "Pods", "Resource"];
+const METRIC_TYPES: [&str; 5] = [
+    "ContainerResource",
+    "External",
+    "Object",
+    "Pods",
+    "Resource",
+];
 
 pub(crate) fn validate_hpa(version: &str, spec: &Value, errs: &mut Vec<FieldError>) {
     let min = int_of(spec, "minReplicas");
     if let Some(m) = min {
         if m < 1 {
-            errs.push(FieldError::invalid("spec.minReplicas", m, "must be greater than or equal to 1"));
+            errs.push(FieldError::invalid(
+                "spec.minReplicas",
+                m,
+                "must be greater than or equal to 1",
+            ));
         }
     }
     let max = int_of(spec, "maxReplicas").unwrap_or(0);
     if max < 1 {
-        errs.push(FieldError::invalid("spec.maxReplicas", max, "must be greater than 0"));
+        errs.push(FieldError::invalid(
+            "spec.maxReplicas",
+            max,
+            "must be greater than 0",
+        ));
     }
     if let Some(m) = min {
         if max < m {
@@ -47,7 +61,11 @@ pub(crate) fn validate_hpa(version: &str, spec: &Value, errs: &mut Vec<FieldErro
     if version == "v1" {
         if let Some(t) = int_of(spec, "targetCPUUtilizationPercentage") {
             if t < 1 {
-                errs.push(FieldError::invalid("spec.targetCPUUtilizationPercentage", t, "must be greater than 0"));
+                errs.push(FieldError::invalid(
+                    "spec.targetCPUUtilizationPercentage",
+                    t,
+                    "must be greater than 0",
+                ));
             }
         }
         return;
@@ -60,9 +78,16 @@ pub(crate) fn validate_hpa(version: &str, spec: &Value, errs: &mut Vec<FieldErro
 fn validate_metric(m: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let ty = str_of(m, "type");
     if ty.is_empty() {
-        errs.push(FieldError::required(child(path, "type"), "must specify a metric source type"));
+        errs.push(FieldError::required(
+            child(path, "type"),
+            "must specify a metric source type",
+        ));
     } else if !METRIC_TYPES.contains(&ty) {
-        errs.push(FieldError::not_supported(child(path, "type"), ty, &METRIC_TYPES));
+        errs.push(FieldError::not_supported(
+            child(path, "type"),
+            ty,
+            &METRIC_TYPES,
+        ));
     }
     let expected = match ty {
         "Object" => "object",
@@ -72,10 +97,16 @@ fn validate_metric(m: &Value, path: &str, errs: &mut Vec<FieldError>) {
         "External" => "external",
         _ => "",
     };
-    let present: Vec<&str> = ["object", "pods", "resource", "containerResource", "external"]
-        .into_iter()
-        .filter(|k| get(m, k).is_some())
-        .collect();
+    let present: Vec<&str> = [
+        "object",
+        "pods",
+        "resource",
+        "containerResource",
+        "external",
+    ]
+    .into_iter()
+    .filter(|k| get(m, k).is_some())
+    .collect();
     if !expected.is_empty() && get(m, expected).is_none() {
         errs.push(FieldError::required(
             child(path, expected),
@@ -84,7 +115,10 @@ fn validate_metric(m: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
     for p in &present {
         if *p != expected {
-            errs.push(FieldError::forbidden(child(path, p), "must populate the given metric source only"));
+            errs.push(FieldError::forbidden(
+                child(path, p),
+                "must populate the given metric source only",
+            ));
         }
     }
     if let Some(src) = get(m, "resource").filter(|_| expected == "resource") {
@@ -93,7 +127,10 @@ fn validate_metric(m: &Value, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(src) = get(m, "containerResource").filter(|_| expected == "containerResource") {
         let p = child(path, "containerResource");
         if str_of(src, "container").is_empty() {
-            errs.push(FieldError::required(child(&p, "container"), "must specify a container"));
+            errs.push(FieldError::required(
+                child(&p, "container"),
+                "must specify a container",
+            ));
         }
         validate_resource_source(src, &p, errs);
     }
@@ -101,7 +138,10 @@ fn validate_metric(m: &Value, path: &str, errs: &mut Vec<FieldError>) {
         if let Some(src) = get(m, k).filter(|_| expected == k) {
             let p = child(path, k);
             if needs_name && str_of(sub(src, "metric"), "name").is_empty() {
-                errs.push(FieldError::required(child(&child(&p, "metric"), "name"), "must specify a metric name"));
+                errs.push(FieldError::required(
+                    child(&child(&p, "metric"), "name"),
+                    "must specify a metric name",
+                ));
             }
             validate_metric_target(sub(src, "target"), &child(&p, "target"), errs);
         }
@@ -110,12 +150,18 @@ fn validate_metric(m: &Value, path: &str, errs: &mut Vec<FieldError>) {
 
 fn validate_resource_source(src: &Value, path: &str, errs: &mut Vec<FieldError>) {
     if str_of(src, "name").is_empty() {
-        errs.push(FieldError::required(child(path, "name"), "must specify a resource name"));
+        errs.push(FieldError::required(
+            child(path, "name"),
+            "must specify a resource name",
+        ));
     }
     let target = sub(src, "target");
     let tp = child(path, "target");
     validate_metric_target(target, &tp, errs);
-    let (util, avg) = (get(target, "averageUtilization"), get(target, "averageValue"));
+    let (util, avg) = (
+        get(target, "averageUtilization"),
+        get(target, "averageValue"),
+    );
     if util.is_none() && avg.is_none() {
         errs.push(FieldError::required(
             child(&tp, "averageUtilization"),
@@ -133,7 +179,10 @@ fn validate_resource_source(src: &Value, path: &str, errs: &mut Vec<FieldError>)
 fn validate_metric_target(t: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let ty = str_of(t, "type");
     if ty.is_empty() {
-        errs.push(FieldError::required(child(path, "type"), "must specify a metric target type"));
+        errs.push(FieldError::required(
+            child(path, "type"),
+            "must specify a metric target type",
+        ));
     }
     if !["Utilization", "Value", "AverageValue"].contains(&ty) {
         errs.push(FieldError::invalid(
@@ -147,14 +196,20 @@ fn validate_metric_target(t: &Value, path: &str, errs: &mut Vec<FieldError>) {
             let s = q.as_str().unwrap_or_default();
             match parse_quantity(s) {
                 Err(e) => errs.push(FieldError::invalid(child(path, k), s, e.to_string())),
-                Ok(v) if v.signum() != 1 => errs.push(FieldError::invalid(child(path, k), s, "must be positive")),
+                Ok(v) if v.signum() != 1 => {
+                    errs.push(FieldError::invalid(child(path, k), s, "must be positive"))
+                }
                 Ok(_) => {}
             }
         }
     }
     if let Some(u) = int_of(t, "averageUtilization") {
         if u < 1 {
-            errs.push(FieldError::invalid(child(path, "averageUtilization"), u, "must be greater than 0"));
+            errs.push(FieldError::invalid(
+                child(path, "averageUtilization"),
+                u,
+                "must be greater than 0",
+            ));
         }
     }
 }

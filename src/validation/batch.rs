@@ -9,25 +9,49 @@ use crate::selector::LabelSelector;
 
 /// `validateJobSpec`; `template` = inside a CronJob's jobTemplate, whose selector is generated.
 fn validate_job_spec(spec: &Value, path: &str, in_template: bool, errs: &mut Vec<FieldError>) {
-    for k in ["parallelism", "completions", "activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished"] {
+    for k in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+    ] {
         nonnegative(errs, spec, k, path);
     }
     if let Some(mode) = get(spec, "completionMode").and_then(Value::as_str) {
         if mode != "NonIndexed" && mode != "Indexed" {
-            errs.push(FieldError::not_supported(child(path, "completionMode"), mode, &["NonIndexed", "Indexed"]));
+            errs.push(FieldError::not_supported(
+                child(path, "completionMode"),
+                mode,
+                &["NonIndexed", "Indexed"],
+            ));
         }
         if mode == "Indexed" && get(spec, "completions").is_none() {
-            errs.push(FieldError::required(child(path, "completions"), "when completion mode is Indexed"));
+            errs.push(FieldError::required(
+                child(path, "completions"),
+                "when completion mode is Indexed",
+            ));
         }
     }
-    let manual = spec.get("manualSelector").and_then(Value::as_bool).unwrap_or(false);
+    let manual = spec
+        .get("manualSelector")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let tpl = sub(spec, "template");
     if in_template {
         if let Some(sel) = get(spec, "selector") {
-            errs.push(FieldError::invalid(child(path, "selector"), sel.clone(), "`selector` will be auto-generated"));
+            errs.push(FieldError::invalid(
+                child(path, "selector"),
+                sel.clone(),
+                "`selector` will be auto-generated",
+            ));
         }
         if manual {
-            errs.push(FieldError::not_supported(child(path, "manualSelector"), true, &["nil", "false"]));
+            errs.push(FieldError::not_supported(
+                child(path, "manualSelector"),
+                true,
+                &["nil", "false"],
+            ));
         }
     } else {
         match get(spec, "selector") {
@@ -44,7 +68,11 @@ fn validate_job_spec(spec: &Value, path: &str, in_template: bool, errs: &mut Vec
                     } else if let Ok(s) = LabelSelector::from_json(sel) {
                         if !s.matches(&template_labels(tpl)) {
                             let labels = sub(sub(tpl, "metadata"), "labels").clone();
-                            let labels = if labels.is_null() { Value::Object(Default::default()) } else { labels };
+                            let labels = if labels.is_null() {
+                                Value::Object(Default::default())
+                            } else {
+                                labels
+                            };
                             errs.push(FieldError::invalid(
                                 child(path, "template.metadata.labels"),
                                 labels,
@@ -71,7 +99,14 @@ fn validate_job_spec(spec: &Value, path: &str, in_template: bool, errs: &mut Vec
 pub(crate) fn validate_job(spec: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
     validate_job_spec(spec, "spec", false, errs);
     if let Some(old) = old {
-        for k in ["completions", "selector", "template", "completionMode", "podFailurePolicy", "backoffLimitPerIndex"] {
+        for k in [
+            "completions",
+            "selector",
+            "template",
+            "completionMode",
+            "podFailurePolicy",
+            "backoffLimitPerIndex",
+        ] {
             let (new, was) = (sub(spec, k), sub(old, k));
             if new != was {
                 errs.push(FieldError::immutable(child("spec", k), new.clone()));
@@ -108,7 +143,12 @@ pub(crate) fn validate_cronjob(spec: &Value, errs: &mut Vec<FieldError>) {
     }
     nonnegative(errs, spec, "successfulJobsHistoryLimit", "spec");
     nonnegative(errs, spec, "failedJobsHistoryLimit", "spec");
-    validate_job_spec(sub(sub(spec, "jobTemplate"), "spec"), "spec.jobTemplate.spec", true, errs);
+    validate_job_spec(
+        sub(sub(spec, "jobTemplate"), "spec"),
+        "spec.jobTemplate.spec",
+        true,
+        errs,
+    );
 }
 
 /// A parsed five-field cron schedule: the allowed values of each field.
@@ -124,7 +164,9 @@ pub struct Schedule {
     pub dow_star: bool,
 }
 
-const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
 const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 fn parse_value(s: &str, names: &[&str], name_base: u32) -> Result<u32, String> {
@@ -132,11 +174,18 @@ fn parse_value(s: &str, names: &[&str], name_base: u32) -> Result<u32, String> {
     if let Some(i) = names.iter().position(|n| *n == lower) {
         return Ok(i as u32 + name_base);
     }
-    s.parse::<u32>()
-        .map_err(|_| format!("failed to parse int from {s}: strconv.Atoi: parsing {s:?}: invalid syntax"))
+    s.parse::<u32>().map_err(|_| {
+        format!("failed to parse int from {s}: strconv.Atoi: parsing {s:?}: invalid syntax")
+    })
 }
 
-fn parse_field(field: &str, min: u32, max: u32, names: &[&str], name_base: u32) -> Result<Vec<u32>, String> {
+fn parse_field(
+    field: &str,
+    min: u32,
+    max: u32,
+    names: &[&str],
+    name_base: u32,
+) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
     for part in field.split(',') {
         let (range, step) = match part.split_once('/') {
@@ -144,9 +193,11 @@ fn parse_field(field: &str, min: u32, max: u32, names: &[&str], name_base: u32) 
                 if s.contains('/') {
                     return Err(format!("too many slashes: {part}"));
                 }
-                let step: u32 = s
-                    .parse()
-                    .map_err(|_| format!("failed to parse int from {s}: strconv.Atoi: parsing {s:?}: invalid syntax"))?;
+                let step: u32 = s.parse().map_err(|_| {
+                    format!(
+                        "failed to parse int from {s}: strconv.Atoi: parsing {s:?}: invalid syntax"
+                    )
+                })?;
                 if step == 0 {
                     return Err(format!("step of range should be a positive number: {part}"));
                 }
@@ -164,18 +215,25 @@ fn parse_field(field: &str, min: u32, max: u32, names: &[&str], name_base: u32) 
                     // `5/15` means from 5 to the end in steps of 15.
                     (v, if step.is_some() { max } else { v })
                 }
-                [a, b] => (parse_value(a, names, name_base)?, parse_value(b, names, name_base)?),
+                [a, b] => (
+                    parse_value(a, names, name_base)?,
+                    parse_value(b, names, name_base)?,
+                ),
                 _ => return Err(format!("too many hyphens: {range}")),
             }
         };
         if lo < min {
-            return Err(format!("beginning of range ({lo}) below minimum ({min}): {part}"));
+            return Err(format!(
+                "beginning of range ({lo}) below minimum ({min}): {part}"
+            ));
         }
         if hi > max {
             return Err(format!("end of range ({hi}) above maximum ({max}): {part}"));
         }
         if lo > hi {
-            return Err(format!("beginning of range ({lo}) beyond end of range ({hi}): {part}"));
+            return Err(format!(
+                "beginning of range ({lo}) beyond end of range ({hi}): {part}"
+            ));
         }
         let step = step.unwrap_or(1);
         let mut v = lo;
@@ -251,17 +309,38 @@ mod tests {
         assert_eq!(s.days_of_week, vec![0]);
         assert_eq!(parse_schedule("@hourly").unwrap().minutes, vec![0]);
         assert_eq!(parse_schedule("@daily").unwrap().hours, vec![0]);
-        assert_eq!(parse_schedule("5/20 * * * *").unwrap().minutes, vec![5, 25, 45]);
+        assert_eq!(
+            parse_schedule("5/20 * * * *").unwrap().minutes,
+            vec![5, 25, 45]
+        );
     }
 
     #[test]
     fn cron_errors() {
-        assert_eq!(parse_schedule("* * * *").unwrap_err(), "expected exactly 5 fields, found 4: [* * * *]");
-        assert_eq!(parse_schedule("@often").unwrap_err(), "unrecognized descriptor: @often");
-        assert_eq!(parse_schedule("60 * * * *").unwrap_err(), "end of range (60) above maximum (59): 60");
-        assert_eq!(parse_schedule("* * 0 * *").unwrap_err(), "beginning of range (0) below minimum (1): 0");
-        assert!(parse_schedule("*/0 * * * *").unwrap_err().contains("positive"));
-        assert!(parse_schedule("x * * * *").unwrap_err().contains("failed to parse int from x"));
-        assert!(parse_schedule("1-2-3 * * * *").unwrap_err().contains("too many hyphens"));
+        assert_eq!(
+            parse_schedule("* * * *").unwrap_err(),
+            "expected exactly 5 fields, found 4: [* * * *]"
+        );
+        assert_eq!(
+            parse_schedule("@often").unwrap_err(),
+            "unrecognized descriptor: @often"
+        );
+        assert_eq!(
+            parse_schedule("60 * * * *").unwrap_err(),
+            "end of range (60) above maximum (59): 60"
+        );
+        assert_eq!(
+            parse_schedule("* * 0 * *").unwrap_err(),
+            "beginning of range (0) below minimum (1): 0"
+        );
+        assert!(parse_schedule("*/0 * * * *")
+            .unwrap_err()
+            .contains("positive"));
+        assert!(parse_schedule("x * * * *")
+            .unwrap_err()
+            .contains("failed to parse int from x"));
+        assert!(parse_schedule("1-2-3 * * * *")
+            .unwrap_err()
+            .contains("too many hyphens"));
     }
 }

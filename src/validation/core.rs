@@ -11,7 +11,12 @@ use super::{arr_of, child, get, index, int_of, key, obj_of, str_of, sub, FieldEr
 use crate::quantity::parse_quantity;
 
 const SERVICE_TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
-const ACCESS_MODES: [&str; 4] = ["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"];
+const ACCESS_MODES: [&str; 4] = [
+    "ReadOnlyMany",
+    "ReadWriteMany",
+    "ReadWriteOnce",
+    "ReadWriteOncePod",
+];
 const VOLUME_MODES: [&str; 2] = ["Block", "Filesystem"];
 
 pub(crate) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
@@ -20,7 +25,11 @@ pub(crate) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Vec<
     let cluster_ip = str_of(spec, "clusterIP");
     let headless = cluster_ip == "None";
     if !SERVICE_TYPES.contains(&svc_type) {
-        errs.push(FieldError::not_supported("spec.type", svc_type, &SERVICE_TYPES));
+        errs.push(FieldError::not_supported(
+            "spec.type",
+            svc_type,
+            &SERVICE_TYPES,
+        ));
     }
     let ports = arr_of(spec, "ports");
     if ports.is_empty() && !headless && svc_type != "ExternalName" {
@@ -50,7 +59,11 @@ pub(crate) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Vec<
         if proto.is_empty() {
             errs.push(FieldError::required(child(&path, "protocol"), ""));
         } else if !PROTOCOLS.contains(&proto) {
-            errs.push(FieldError::not_supported(child(&path, "protocol"), proto, &PROTOCOLS));
+            errs.push(FieldError::not_supported(
+                child(&path, "protocol"),
+                proto,
+                &PROTOCOLS,
+            ));
         }
         validate_port_num_or_name(get(p, "targetPort"), &child(&path, "targetPort"), errs);
         let node_port = int_of(p, "nodePort").unwrap_or(0);
@@ -99,7 +112,11 @@ pub(crate) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Vec<
     }
     let affinity = str_of(spec, "sessionAffinity");
     if !affinity.is_empty() && affinity != "ClientIP" && affinity != "None" {
-        errs.push(FieldError::not_supported("spec.sessionAffinity", affinity, &["ClientIP", "None"]));
+        errs.push(FieldError::not_supported(
+            "spec.sessionAffinity",
+            affinity,
+            &["ClientIP", "None"],
+        ));
     }
     validate_labels(get(spec, "selector"), "spec.selector", errs);
     if let Some(old) = old {
@@ -119,7 +136,11 @@ pub(crate) fn validate_endpoints(obj: &Value, errs: &mut Vec<FieldError>) {
                 let ap = index(&child(&sp, list), j);
                 let ip = str_of(a, "ip");
                 if !is_valid_ip(ip) {
-                    errs.push(FieldError::invalid(child(&ap, "ip"), ip, "must be a valid IP address"));
+                    errs.push(FieldError::invalid(
+                        child(&ap, "ip"),
+                        ip,
+                        "must be a valid IP address",
+                    ));
                 }
             }
         }
@@ -140,7 +161,11 @@ pub(crate) fn validate_endpoints(obj: &Value, errs: &mut Vec<FieldError>) {
             }
             let proto = str_of(p, "protocol");
             if !proto.is_empty() && !PROTOCOLS.contains(&proto) {
-                errs.push(FieldError::not_supported(child(&pp, "protocol"), proto, &PROTOCOLS));
+                errs.push(FieldError::not_supported(
+                    child(&pp, "protocol"),
+                    proto,
+                    &PROTOCOLS,
+                ));
             }
         }
     }
@@ -162,7 +187,11 @@ pub(crate) fn validate_node(obj: &Value, errs: &mut Vec<FieldError>) {
         if effect.is_empty() {
             errs.push(FieldError::required(child(&p, "effect"), ""));
         } else if !EFFECTS.contains(&effect) {
-            errs.push(FieldError::not_supported(child(&p, "effect"), effect, &EFFECTS));
+            errs.push(FieldError::not_supported(
+                child(&p, "effect"),
+                effect,
+                &EFFECTS,
+            ));
         }
     }
 }
@@ -172,20 +201,34 @@ fn positive_quantity(q: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let s = q.as_str().unwrap_or_default();
     match parse_quantity(s) {
         Err(e) => errs.push(FieldError::invalid(path, s, e.to_string())),
-        Ok(v) if v.signum() <= 0 => errs.push(FieldError::invalid(path, s, "must be greater than zero")),
+        Ok(v) if v.signum() <= 0 => {
+            errs.push(FieldError::invalid(path, s, "must be greater than zero"))
+        }
         Ok(_) => {}
     }
 }
 
-fn validate_access_modes(spec: &Value, path: &str, required_detail: &str, errs: &mut Vec<FieldError>) {
+fn validate_access_modes(
+    spec: &Value,
+    path: &str,
+    required_detail: &str,
+    errs: &mut Vec<FieldError>,
+) {
     let modes = arr_of(spec, "accessModes");
     if modes.is_empty() {
-        errs.push(FieldError::required(child(path, "accessModes"), required_detail));
+        errs.push(FieldError::required(
+            child(path, "accessModes"),
+            required_detail,
+        ));
     }
     for m in modes {
         let m = m.as_str().unwrap_or_default();
         if !ACCESS_MODES.contains(&m) {
-            errs.push(FieldError::not_supported(child(path, "accessModes"), m, &ACCESS_MODES));
+            errs.push(FieldError::not_supported(
+                child(path, "accessModes"),
+                m,
+                &ACCESS_MODES,
+            ));
         }
     }
 }
@@ -193,7 +236,11 @@ fn validate_access_modes(spec: &Value, path: &str, required_detail: &str, errs: 
 fn validate_volume_mode(spec: &Value, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(mode) = get(spec, "volumeMode").and_then(Value::as_str) {
         if !VOLUME_MODES.contains(&mode) {
-            errs.push(FieldError::not_supported(child(path, "volumeMode"), mode, &VOLUME_MODES));
+            errs.push(FieldError::not_supported(
+                child(path, "volumeMode"),
+                mode,
+                &VOLUME_MODES,
+            ));
         }
     }
 }
@@ -207,7 +254,9 @@ pub(crate) fn validate_pv(spec: &Value, errs: &mut Vec<FieldError>) {
     if capacity.is_none_or(|c| !c.contains_key("storage") || c.len() > 1) {
         errs.push(FieldError::not_supported(
             "spec.capacity",
-            capacity.map(|c| Value::Object(c.clone())).unwrap_or(Value::Null),
+            capacity
+                .map(|c| Value::Object(c.clone()))
+                .unwrap_or(Value::Null),
             &["storage"],
         ));
     }
@@ -242,7 +291,12 @@ pub(crate) fn validate_pv(spec: &Value, errs: &mut Vec<FieldError>) {
     ];
     let sources: Vec<&String> = spec
         .as_object()
-        .map(|m| m.iter().filter(|(k, v)| !NOT_SOURCES.contains(&k.as_str()) && !v.is_null()).map(|(k, _)| k).collect())
+        .map(|m| {
+            m.iter()
+                .filter(|(k, v)| !NOT_SOURCES.contains(&k.as_str()) && !v.is_null())
+                .map(|(k, _)| k)
+                .collect()
+        })
         .unwrap_or_default();
     match sources.len() {
         0 => errs.push(FieldError::required("spec", "must specify a volume type")),
@@ -253,7 +307,10 @@ pub(crate) fn validate_pv(spec: &Value, errs: &mut Vec<FieldError>) {
         }
         _ => {
             for extra in &sources[1..] {
-                errs.push(FieldError::forbidden(child("spec", extra), "may not specify more than 1 volume type"));
+                errs.push(FieldError::forbidden(
+                    child("spec", extra),
+                    "may not specify more than 1 volume type",
+                ));
             }
         }
     }
@@ -274,7 +331,11 @@ pub(crate) fn validate_pvc_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
     if let Some(class) = get(spec, "storageClassName").and_then(Value::as_str) {
         if !class.is_empty() {
             for m in is_dns1123_subdomain(class) {
-                errs.push(FieldError::invalid(child(path, "storageClassName"), class, m));
+                errs.push(FieldError::invalid(
+                    child(path, "storageClassName"),
+                    class,
+                    m,
+                ));
             }
         }
     }
@@ -286,7 +347,10 @@ pub(crate) fn validate_pvc(spec: &Value, old: Option<&Value>, errs: &mut Vec<Fie
         // Only the requested size (growing) may change once a claim exists.
         let strip = |s: &Value| -> Value {
             let mut s = s.clone();
-            if let Some(req) = s.pointer_mut("/resources/requests").and_then(Value::as_object_mut) {
+            if let Some(req) = s
+                .pointer_mut("/resources/requests")
+                .and_then(Value::as_object_mut)
+            {
                 req.remove("storage");
             }
             if let Some(m) = s.as_object_mut() {

@@ -13,7 +13,9 @@ pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 fn name_errors(res: &ResourceInfo, name: &str, prefix: bool) -> Vec<String> {
     // A generateName may end in '-': the random suffix follows it.
     let name = if prefix {
-        name.strip_suffix('-').map(|n| format!("{n}a")).unwrap_or_else(|| name.to_string())
+        name.strip_suffix('-')
+            .map(|n| format!("{n}a"))
+            .unwrap_or_else(|| name.to_string())
     } else {
         name.to_string()
     };
@@ -31,7 +33,11 @@ pub(crate) fn validate_object_meta(res: &ResourceInfo, meta: &Value, errs: &mut 
     let generate_name = str_of(meta, "generateName");
     if !generate_name.is_empty() {
         for m in name_errors(res, generate_name, true) {
-            errs.push(FieldError::invalid(child(path, "generateName"), generate_name, m));
+            errs.push(FieldError::invalid(
+                child(path, "generateName"),
+                generate_name,
+                m,
+            ));
         }
     }
     if name.is_empty() {
@@ -46,7 +52,11 @@ pub(crate) fn validate_object_meta(res: &ResourceInfo, meta: &Value, errs: &mut 
             errs.push(FieldError::invalid(child(path, "name"), name, m));
         }
         if res.group == "batch" && res.kind == "CronJob" && name.len() > 52 {
-            errs.push(FieldError::invalid(child(path, "name"), name, max_len_error(52)));
+            errs.push(FieldError::invalid(
+                child(path, "name"),
+                name,
+                max_len_error(52),
+            ));
         }
     }
     let namespace = str_of(meta, "namespace");
@@ -59,7 +69,10 @@ pub(crate) fn validate_object_meta(res: &ResourceInfo, meta: &Value, errs: &mut 
             }
         }
     } else if !namespace.is_empty() {
-        errs.push(FieldError::forbidden(child(path, "namespace"), "not allowed on this type"));
+        errs.push(FieldError::forbidden(
+            child(path, "namespace"),
+            "not allowed on this type",
+        ));
     }
     validate_labels(get(meta, "labels"), &child(path, "labels"), errs);
     validate_annotations(get(meta, "annotations"), &child(path, "annotations"), errs);
@@ -68,11 +81,19 @@ pub(crate) fn validate_object_meta(res: &ResourceInfo, meta: &Value, errs: &mut 
         let api_version = str_of(r, "apiVersion");
         let version = api_version.rsplit('/').next().unwrap_or("");
         if version.is_empty() {
-            errs.push(FieldError::invalid(child(&p, "apiVersion"), api_version, "version must not be empty"));
+            errs.push(FieldError::invalid(
+                child(&p, "apiVersion"),
+                api_version,
+                "version must not be empty",
+            ));
         }
         for (k, what) in [("kind", "kind"), ("name", "name"), ("uid", "uid")] {
             if str_of(r, k).is_empty() {
-                errs.push(FieldError::invalid(child(&p, k), "", format!("{what} must not be empty")));
+                errs.push(FieldError::invalid(
+                    child(&p, k),
+                    "",
+                    format!("{what} must not be empty"),
+                ));
             }
         }
     }
@@ -105,7 +126,11 @@ pub(crate) fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec
 }
 
 /// Annotation keys are qualified names (any case); their total size is capped.
-pub(crate) fn validate_annotations(annotations: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_annotations(
+    annotations: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     let Some(map) = annotations.and_then(Value::as_object) else {
         return;
     };
@@ -144,7 +169,11 @@ pub(crate) fn validate_label_selector(sel: &Value, path: &str, errs: &mut Vec<Fi
                     ));
                 }
             }
-            op => errs.push(FieldError::invalid(child(&p, "operator"), op, "not a valid selector operator")),
+            op => errs.push(FieldError::invalid(
+                child(&p, "operator"),
+                op,
+                "not a valid selector operator",
+            )),
         }
         let k = str_of(expr, "key");
         for m in is_qualified_name(k) {
@@ -161,5 +190,6 @@ pub(crate) fn validate_label_selector(sel: &Value, path: &str, errs: &mut Vec<Fi
 
 /// Whether a selector (JSON `LabelSelector`) has no requirements at all.
 pub(crate) fn selector_is_empty(sel: &Value) -> bool {
-    obj_of(sel, "matchLabels").is_none_or(|m| m.is_empty()) && arr_of(sel, "matchExpressions").is_empty()
+    obj_of(sel, "matchLabels").is_none_or(|m| m.is_empty())
+        && arr_of(sel, "matchExpressions").is_empty()
 }

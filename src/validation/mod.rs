@@ -76,7 +76,11 @@ impl FieldError {
         }
     }
 
-    pub fn invalid(field: impl Into<String>, value: impl Into<Value>, detail: impl Into<String>) -> FieldError {
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<Value>,
+        detail: impl Into<String>,
+    ) -> FieldError {
         FieldError {
             field: field.into(),
             kind: ErrorKind::Invalid,
@@ -90,7 +94,11 @@ impl FieldError {
         Self::invalid(field, value, FIELD_IMMUTABLE)
     }
 
-    pub fn not_supported(field: impl Into<String>, value: impl Into<Value>, supported: &[&str]) -> FieldError {
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: impl Into<Value>,
+        supported: &[&str],
+    ) -> FieldError {
         let quoted: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
         FieldError {
             field: field.into(),
@@ -196,7 +204,13 @@ fn go_quote(s: &str) -> String {
 fn go_string_map(m: &serde_json::Map<String, Value>) -> String {
     let parts: Vec<String> = m
         .iter()
-        .map(|(k, v)| format!("{}:{}", go_quote(k), go_quote(v.as_str().unwrap_or_default())))
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                go_quote(k),
+                go_quote(v.as_str().unwrap_or_default())
+            )
+        })
         .collect();
     format!("map[string]string{{{}}}", parts.join(", "))
 }
@@ -205,7 +219,10 @@ fn go_string_slice(values: Option<&Value>) -> String {
     match values.and_then(Value::as_array) {
         None => "[]string(nil)".to_string(),
         Some(a) => {
-            let parts: Vec<String> = a.iter().map(|v| go_quote(v.as_str().unwrap_or_default())).collect();
+            let parts: Vec<String> = a
+                .iter()
+                .map(|v| go_quote(v.as_str().unwrap_or_default()))
+                .collect();
             format!("[]string{{{}}}", parts.join(", "))
         }
     }
@@ -226,7 +243,11 @@ fn go_label_selector(m: &serde_json::Map<String, Value>) -> String {
                     format!(
                         "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{}}}",
                         go_quote(e.get("key").and_then(Value::as_str).unwrap_or_default()),
-                        go_quote(e.get("operator").and_then(Value::as_str).unwrap_or_default()),
+                        go_quote(
+                            e.get("operator")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                        ),
                         go_string_slice(e.get("values"))
                     )
                 })
@@ -244,7 +265,11 @@ fn go_value(field: &str, v: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
         Value::String(s) => go_quote(s),
-        Value::Object(m) if field.ends_with("selector") && m.keys().all(|k| k == "matchLabels" || k == "matchExpressions") => {
+        Value::Object(m)
+            if field.ends_with("selector")
+                && m.keys()
+                    .all(|k| k == "matchLabels" || k == "matchExpressions") =>
+        {
             go_label_selector(m)
         }
         Value::Object(m) if m.values().all(Value::is_string) => go_string_map(m),
@@ -314,7 +339,10 @@ pub(crate) fn int_of(v: &Value, k: &str) -> Option<i64> {
 }
 
 pub(crate) fn arr_of<'a>(v: &'a Value, k: &str) -> &'a [Value] {
-    v.get(k).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    v.get(k)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 pub(crate) fn obj_of<'a>(v: &'a Value, k: &str) -> Option<&'a serde_json::Map<String, Value>> {
@@ -381,7 +409,9 @@ fn prune_added(out: &mut Value, input: Option<&Value>) {
 /// words (`Deployment in version "v1" cannot be handled as a Deployment: ...`).
 /// Kinds without a built-in type come back unchanged.
 pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
-    use k8s_openapi::api::{apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1};
+    use k8s_openapi::api::{
+        apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1,
+    };
     let cannot = |detail: String| {
         format!(
             "{} in version {:?} cannot be handled as a {}: {detail}",

@@ -148,7 +148,11 @@ pub fn is_qualified_name(s: &str) -> Vec<String> {
     if !matches_qualified_name_part(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                QUALIFIED_NAME_ERR,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -176,7 +180,9 @@ pub fn is_valid_port_name(s: &str) -> Vec<String> {
         errs.push(max_len_error(15));
     }
     if s.is_empty() || !s.bytes().all(|c| is_lower_alnum(c) || c == b'-') {
-        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string());
+        errs.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string(),
+        );
     }
     if !s.bytes().any(|c| c.is_ascii_lowercase()) {
         errs.push("must contain at least one letter (a-z)".to_string());
@@ -287,11 +293,15 @@ mod tests {
         for ok in ["app", "App.Name_1", "example.com/role", "k8s.io/x"] {
             assert!(is_qualified_name(ok).is_empty(), "{ok}");
         }
-        assert_eq!(is_qualified_name("/x"), vec!["prefix part must be non-empty"]);
+        assert_eq!(
+            is_qualified_name("/x"),
+            vec!["prefix part must be non-empty"]
+        );
         assert_eq!(is_qualified_name("a/b/c").len(), 1);
         assert!(is_qualified_name("x/")[0].starts_with("name part must be non-empty"));
         assert!(is_qualified_name(&"a".repeat(64))[0].starts_with("name part must be no more"));
-        assert!(is_qualified_name("Bad.Prefix/x")[0].starts_with("prefix part a lowercase RFC 1123 subdomain"));
+        assert!(is_qualified_name("Bad.Prefix/x")[0]
+            .starts_with("prefix part a lowercase RFC 1123 subdomain"));
         assert!(is_valid_label_value("").is_empty());
         assert!(is_valid_label_value("v1.2_x").is_empty());
         assert!(!is_valid_label_value("-x").is_empty());
@@ -301,9 +311,18 @@ mod tests {
     #[test]
     fn ports_env_percent() {
         assert!(is_valid_port_name("http").is_empty());
-        assert_eq!(is_valid_port_name("123"), vec!["must contain at least one letter (a-z)"]);
-        assert_eq!(is_valid_port_name("a--b"), vec!["must contain consecutive hyphens".replace("contain", "not contain")]);
-        assert_eq!(is_valid_port_name("way-too-long-port-name")[0], max_len_error(15));
+        assert_eq!(
+            is_valid_port_name("123"),
+            vec!["must contain at least one letter (a-z)"]
+        );
+        assert_eq!(
+            is_valid_port_name("a--b"),
+            vec!["must contain consecutive hyphens".replace("contain", "not contain")]
+        );
+        assert_eq!(
+            is_valid_port_name("way-too-long-port-name")[0],
+            max_len_error(15)
+        );
         assert!(is_valid_port_num(65535).is_empty());
         assert!(!is_valid_port_num(0).is_empty());
         assert!(is_env_var_name("MY_VAR").is_empty());

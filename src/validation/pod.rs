@@ -6,7 +6,10 @@ use serde_json::Value;
 
 use super::meta::{validate_annotations, validate_labels};
 use super::names::*;
-use super::{arr_of, child, get, index, int_of, key, nonnegative, obj_of, str_of, sub, FieldError, IS_NEGATIVE};
+use super::{
+    arr_of, child, get, index, int_of, key, nonnegative, obj_of, str_of, sub, FieldError,
+    IS_NEGATIVE,
+};
 use crate::quantity::parse_quantity;
 
 pub(crate) const RESTART_POLICIES: [&str; 3] = ["Always", "OnFailure", "Never"];
@@ -37,7 +40,10 @@ pub(crate) fn template_labels(tpl: &Value) -> BTreeMap<String, String> {
 
 pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let volumes = validate_volumes(arr_of(spec, "volumes"), &child(path, "volumes"), errs);
-    let host_network = spec.get("hostNetwork").and_then(Value::as_bool).unwrap_or(false);
+    let host_network = spec
+        .get("hostNetwork")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
 
     let containers = arr_of(spec, "containers");
     let containers_path = child(path, "containers");
@@ -46,24 +52,48 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         errs.push(FieldError::required(&containers_path, ""));
     }
     for (i, c) in containers.iter().enumerate() {
-        validate_container(c, &index(&containers_path, i), &volumes, &mut names, false, host_network, errs);
+        validate_container(
+            c,
+            &index(&containers_path, i),
+            &volumes,
+            &mut names,
+            false,
+            host_network,
+            errs,
+        );
     }
     let init_path = child(path, "initContainers");
     for (i, c) in arr_of(spec, "initContainers").iter().enumerate() {
-        validate_container(c, &index(&init_path, i), &volumes, &mut names, true, host_network, errs);
+        validate_container(
+            c,
+            &index(&init_path, i),
+            &volumes,
+            &mut names,
+            true,
+            host_network,
+            errs,
+        );
     }
 
     let restart = str_of(spec, "restartPolicy");
     if restart.is_empty() {
         errs.push(FieldError::required(child(path, "restartPolicy"), ""));
     } else if !RESTART_POLICIES.contains(&restart) {
-        errs.push(FieldError::not_supported(child(path, "restartPolicy"), restart, &RESTART_POLICIES));
+        errs.push(FieldError::not_supported(
+            child(path, "restartPolicy"),
+            restart,
+            &RESTART_POLICIES,
+        ));
     }
     let dns = str_of(spec, "dnsPolicy");
     if dns.is_empty() {
         errs.push(FieldError::required(child(path, "dnsPolicy"), ""));
     } else if !DNS_POLICIES.contains(&dns) {
-        errs.push(FieldError::not_supported(child(path, "dnsPolicy"), dns, &DNS_POLICIES));
+        errs.push(FieldError::not_supported(
+            child(path, "dnsPolicy"),
+            dns,
+            &DNS_POLICIES,
+        ));
     }
     nonnegative(errs, spec, "terminationGracePeriodSeconds", path);
     if let Some(d) = int_of(spec, "activeDeadlineSeconds") {
@@ -75,9 +105,16 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
             ));
         }
     }
-    validate_labels(get(spec, "nodeSelector"), &child(path, "nodeSelector"), errs);
+    validate_labels(
+        get(spec, "nodeSelector"),
+        &child(path, "nodeSelector"),
+        errs,
+    );
     for (k, check) in [
-        ("serviceAccountName", is_dns1123_subdomain as fn(&str) -> Vec<String>),
+        (
+            "serviceAccountName",
+            is_dns1123_subdomain as fn(&str) -> Vec<String>,
+        ),
         ("nodeName", is_dns1123_subdomain),
         ("hostname", is_dns1123_label),
         ("subdomain", is_dns1123_label),
@@ -90,7 +127,11 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
             }
         }
     }
-    validate_tolerations(arr_of(spec, "tolerations"), &child(path, "tolerations"), errs);
+    validate_tolerations(
+        arr_of(spec, "tolerations"),
+        &child(path, "tolerations"),
+        errs,
+    );
 }
 
 /// Volumes: unique DNS-label names and exactly one source each. Returns the names.
@@ -100,14 +141,27 @@ fn validate_volumes(volumes: &[Value], path: &str, errs: &mut Vec<FieldError>) -
         let p = index(path, i);
         let sources: Vec<&String> = vol
             .as_object()
-            .map(|m| m.iter().filter(|(k, v)| *k != "name" && !v.is_null()).map(|(k, _)| k).collect())
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, v)| *k != "name" && !v.is_null())
+                    .map(|(k, _)| k)
+                    .collect()
+            })
             .unwrap_or_default();
         match sources.len() {
             0 => errs.push(FieldError::required(&p, "must specify a volume type")),
-            1 => validate_volume_source(sources[0], sub(vol, sources[0]), &child(&p, sources[0]), errs),
+            1 => validate_volume_source(
+                sources[0],
+                sub(vol, sources[0]),
+                &child(&p, sources[0]),
+                errs,
+            ),
             _ => {
                 for extra in &sources[1..] {
-                    errs.push(FieldError::forbidden(child(&p, extra), "may not specify more than 1 volume type"));
+                    errs.push(FieldError::forbidden(
+                        child(&p, extra),
+                        "may not specify more than 1 volume type",
+                    ));
                 }
             }
         }
@@ -218,11 +272,18 @@ fn validate_container(
     if pull.is_empty() {
         errs.push(FieldError::required(child(path, "imagePullPolicy"), ""));
     } else if !PULL_POLICIES.contains(&pull) {
-        errs.push(FieldError::not_supported(child(path, "imagePullPolicy"), pull, &PULL_POLICIES));
+        errs.push(FieldError::not_supported(
+            child(path, "imagePullPolicy"),
+            pull,
+            &PULL_POLICIES,
+        ));
     }
     let tmp = str_of(c, "terminationMessagePolicy");
     if tmp.is_empty() {
-        errs.push(FieldError::required(child(path, "terminationMessagePolicy"), ""));
+        errs.push(FieldError::required(
+            child(path, "terminationMessagePolicy"),
+            "",
+        ));
     } else if !TERMINATION_MESSAGE_POLICIES.contains(&tmp) {
         errs.push(FieldError::not_supported(
             child(path, "terminationMessagePolicy"),
@@ -230,9 +291,19 @@ fn validate_container(
             &TERMINATION_MESSAGE_POLICIES,
         ));
     }
-    validate_container_ports(arr_of(c, "ports"), &child(path, "ports"), host_network, errs);
+    validate_container_ports(
+        arr_of(c, "ports"),
+        &child(path, "ports"),
+        host_network,
+        errs,
+    );
     validate_env(arr_of(c, "env"), &child(path, "env"), errs);
-    validate_volume_mounts(arr_of(c, "volumeMounts"), &child(path, "volumeMounts"), volumes, errs);
+    validate_volume_mounts(
+        arr_of(c, "volumeMounts"),
+        &child(path, "volumeMounts"),
+        volumes,
+        errs,
+    );
     validate_resources(sub(c, "resources"), &child(path, "resources"), errs);
 
     let restart = get(c, "restartPolicy").and_then(Value::as_str);
@@ -240,7 +311,11 @@ fn validate_container(
     if let Some(r) = restart {
         if init {
             if r != "Always" {
-                errs.push(FieldError::not_supported(child(path, "restartPolicy"), r, &["Always"]));
+                errs.push(FieldError::not_supported(
+                    child(path, "restartPolicy"),
+                    r,
+                    &["Always"],
+                ));
             }
         } else {
             errs.push(FieldError::forbidden(
@@ -263,7 +338,11 @@ fn validate_container(
         if probe != "readinessProbe" {
             if let Some(s) = int_of(p, "successThreshold") {
                 if s != 1 {
-                    errs.push(FieldError::invalid(child(&probe_path, "successThreshold"), s, "must be 1"));
+                    errs.push(FieldError::invalid(
+                        child(&probe_path, "successThreshold"),
+                        s,
+                        "must be 1",
+                    ));
                 }
             }
         }
@@ -271,12 +350,22 @@ fn validate_container(
     let lifecycle = sub(c, "lifecycle");
     for hook in ["postStart", "preStop"] {
         if let Some(h) = get(lifecycle, hook) {
-            validate_handler(h, &child(&child(path, "lifecycle"), hook), &["exec", "httpGet", "tcpSocket", "sleep"], errs);
+            validate_handler(
+                h,
+                &child(&child(path, "lifecycle"), hook),
+                &["exec", "httpGet", "tcpSocket", "sleep"],
+                errs,
+            );
         }
     }
 }
 
-fn validate_container_ports(ports: &[Value], path: &str, host_network: bool, errs: &mut Vec<FieldError>) {
+fn validate_container_ports(
+    ports: &[Value],
+    path: &str,
+    host_network: bool,
+    errs: &mut Vec<FieldError>,
+) {
     let mut names = BTreeSet::new();
     for (i, port) in ports.iter().enumerate() {
         let p = index(path, i);
@@ -296,7 +385,11 @@ fn validate_container_ports(ports: &[Value], path: &str, host_network: bool, err
             errs.push(FieldError::required(child(&p, "containerPort"), ""));
         } else {
             for m in is_valid_port_num(container_port) {
-                errs.push(FieldError::invalid(child(&p, "containerPort"), container_port, m));
+                errs.push(FieldError::invalid(
+                    child(&p, "containerPort"),
+                    container_port,
+                    m,
+                ));
             }
         }
         let host_port = int_of(port, "hostPort").unwrap_or(0);
@@ -316,7 +409,11 @@ fn validate_container_ports(ports: &[Value], path: &str, host_network: bool, err
         if proto.is_empty() {
             errs.push(FieldError::required(child(&p, "protocol"), ""));
         } else if !PROTOCOLS.contains(&proto) {
-            errs.push(FieldError::not_supported(child(&p, "protocol"), proto, &PROTOCOLS));
+            errs.push(FieldError::not_supported(
+                child(&p, "protocol"),
+                proto,
+                &PROTOCOLS,
+            ));
         }
     }
 }
@@ -346,15 +443,27 @@ fn validate_env(env: &[Value], path: &str, errs: &mut Vec<FieldError>) {
                 errs.push(FieldError::invalid(child(&p, "name"), name, m));
             }
         }
-        let Some(from) = get(ev, "valueFrom") else { continue };
+        let Some(from) = get(ev, "valueFrom") else {
+            continue;
+        };
         let from_path = child(&p, "valueFrom");
         if !str_of(ev, "value").is_empty() {
-            errs.push(FieldError::invalid(&from_path, "", "may not be specified when `value` is not empty"));
+            errs.push(FieldError::invalid(
+                &from_path,
+                "",
+                "may not be specified when `value` is not empty",
+            ));
         }
-        let sources: Vec<&str> = ["fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef"]
-            .into_iter()
-            .filter(|k| get(from, k).is_some())
-            .collect();
+        let sources: Vec<&str> = [
+            "fieldRef",
+            "resourceFieldRef",
+            "configMapKeyRef",
+            "secretKeyRef",
+            "fileKeyRef",
+        ]
+        .into_iter()
+        .filter(|k| get(from, k).is_some())
+        .collect();
         match sources.len() {
             0 => errs.push(FieldError::invalid(
                 &from_path,
@@ -383,19 +492,30 @@ fn validate_env(env: &[Value], path: &str, errs: &mut Vec<FieldError>) {
         for k in ["configMapKeyRef", "secretKeyRef"] {
             if let Some(r) = get(from, k) {
                 if str_of(r, "key").is_empty() {
-                    errs.push(FieldError::required(child(&child(&from_path, k), "key"), ""));
+                    errs.push(FieldError::required(
+                        child(&child(&from_path, k), "key"),
+                        "",
+                    ));
                 }
             }
         }
         if let Some(r) = get(from, "resourceFieldRef") {
             if str_of(r, "resource").is_empty() {
-                errs.push(FieldError::required(child(&child(&from_path, "resourceFieldRef"), "resource"), ""));
+                errs.push(FieldError::required(
+                    child(&child(&from_path, "resourceFieldRef"), "resource"),
+                    "",
+                ));
             }
         }
     }
 }
 
-fn validate_volume_mounts(mounts: &[Value], path: &str, volumes: &BTreeSet<String>, errs: &mut Vec<FieldError>) {
+fn validate_volume_mounts(
+    mounts: &[Value],
+    path: &str,
+    volumes: &BTreeSet<String>,
+    errs: &mut Vec<FieldError>,
+) {
     let mut mount_points = BTreeSet::new();
     for (i, m) in mounts.iter().enumerate() {
         let p = index(path, i);
@@ -411,18 +531,34 @@ fn validate_volume_mounts(mounts: &[Value], path: &str, volumes: &BTreeSet<Strin
             errs.push(FieldError::required(child(&p, "mountPath"), ""));
         } else if !mount_path.starts_with('/') {
             // Docker only mounts at absolute paths.
-            errs.push(FieldError::invalid(child(&p, "mountPath"), mount_path, "must be an absolute path"));
+            errs.push(FieldError::invalid(
+                child(&p, "mountPath"),
+                mount_path,
+                "must be an absolute path",
+            ));
         }
         if !mount_path.is_empty() && !mount_points.insert(mount_path.to_string()) {
-            errs.push(FieldError::invalid(child(&p, "mountPath"), mount_path, "must be unique"));
+            errs.push(FieldError::invalid(
+                child(&p, "mountPath"),
+                mount_path,
+                "must be unique",
+            ));
         }
         let sub_path = str_of(m, "subPath");
         if !sub_path.is_empty() {
             if sub_path.starts_with('/') {
-                errs.push(FieldError::invalid(child(&p, "subPath"), sub_path, "must be a relative path"));
+                errs.push(FieldError::invalid(
+                    child(&p, "subPath"),
+                    sub_path,
+                    "must be a relative path",
+                ));
             }
             if sub_path.split('/').any(|seg| seg == "..") {
-                errs.push(FieldError::invalid(child(&p, "subPath"), sub_path, "must not contain '..'"));
+                errs.push(FieldError::invalid(
+                    child(&p, "subPath"),
+                    sub_path,
+                    "must not contain '..'",
+                ));
             }
         }
     }
@@ -441,7 +577,11 @@ fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
             errs.push(FieldError::invalid(p, name, m));
         }
         if !name.contains('/') && !is_standard_container_resource(name) {
-            errs.push(FieldError::invalid(p, name, "must be a standard resource for containers"));
+            errs.push(FieldError::invalid(
+                p,
+                name,
+                "must be a standard resource for containers",
+            ));
         }
     };
     if let Some(l) = obj_of(res, "limits") {
@@ -463,7 +603,9 @@ fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
                 continue;
             }
             if let Some(limit) = limits.get(name) {
-                let (Ok(req), Ok(lim)) = (parse_quantity(q), parse_quantity(limit)) else { continue };
+                let (Ok(req), Ok(lim)) = (parse_quantity(q), parse_quantity(limit)) else {
+                    continue;
+                };
                 if req > lim {
                     errs.push(FieldError::invalid(
                         &requests_path,
@@ -478,22 +620,27 @@ fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
 
 /// Exactly one handler among `kinds`; each handler's own fields.
 fn validate_handler(h: &Value, path: &str, kinds: &[&str], errs: &mut Vec<FieldError>) {
-    let present: Vec<&str> = kinds.iter().copied().filter(|k| get(h, k).is_some()).collect();
+    let present: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|k| get(h, k).is_some())
+        .collect();
     if present.is_empty() {
         errs.push(FieldError::required(path, "must specify a handler type"));
         return;
     }
     for extra in &present[1..] {
-        errs.push(FieldError::forbidden(child(path, extra), "may not specify more than 1 handler type"));
+        errs.push(FieldError::forbidden(
+            child(path, extra),
+            "may not specify more than 1 handler type",
+        ));
     }
     let kind = present[0];
     let hp = child(path, kind);
     let body = sub(h, kind);
     match kind {
-        "exec" => {
-            if arr_of(body, "command").is_empty() {
-                errs.push(FieldError::required(child(&hp, "command"), ""));
-            }
+        "exec" if arr_of(body, "command").is_empty() => {
+            errs.push(FieldError::required(child(&hp, "command"), ""));
         }
         "httpGet" => {
             if str_of(body, "path").is_empty() {
@@ -502,7 +649,11 @@ fn validate_handler(h: &Value, path: &str, kinds: &[&str], errs: &mut Vec<FieldE
             validate_port_num_or_name(get(body, "port"), &child(&hp, "port"), errs);
             let scheme = str_of(body, "scheme");
             if !scheme.is_empty() && scheme != "HTTP" && scheme != "HTTPS" {
-                errs.push(FieldError::not_supported(child(&hp, "scheme"), scheme, &["HTTP", "HTTPS"]));
+                errs.push(FieldError::not_supported(
+                    child(&hp, "scheme"),
+                    scheme,
+                    &["HTTP", "HTTPS"],
+                ));
             }
         }
         "tcpSocket" => validate_port_num_or_name(get(body, "port"), &child(&hp, "port"), errs),
@@ -530,13 +681,21 @@ fn validate_probe(p: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
     if let Some(t) = int_of(p, "terminationGracePeriodSeconds") {
         if t <= 0 {
-            errs.push(FieldError::invalid(child(path, "terminationGracePeriodSeconds"), t, "must be greater than 0"));
+            errs.push(FieldError::invalid(
+                child(path, "terminationGracePeriodSeconds"),
+                t,
+                "must be greater than 0",
+            ));
         }
     }
 }
 
 /// `ValidatePortNumOrName`: a number 1–65535 or an IANA port name.
-pub(crate) fn validate_port_num_or_name(port: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_port_num_or_name(
+    port: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     match port {
         Some(Value::Number(n)) => {
             let n = n.as_i64().unwrap_or(0);
@@ -599,10 +758,18 @@ fn validate_tolerations(tolerations: &[Value], path: &str, errs: &mut Vec<FieldE
                     ));
                 }
             }
-            _ => errs.push(FieldError::not_supported(child(&p, "operator"), op, &["Equal", "Exists"])),
+            _ => errs.push(FieldError::not_supported(
+                child(&p, "operator"),
+                op,
+                &["Equal", "Exists"],
+            )),
         }
         if !effect.is_empty() && !EFFECTS.contains(&effect) {
-            errs.push(FieldError::not_supported(child(&p, "effect"), effect, &EFFECTS));
+            errs.push(FieldError::not_supported(
+                child(&p, "effect"),
+                effect,
+                &EFFECTS,
+            ));
         }
     }
 }
@@ -681,7 +848,10 @@ fn diff_paths(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
         (Value::Object(x), Value::Object(y)) => {
             let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
             for k in keys {
-                let (va, vb) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                let (va, vb) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
                 if va != vb {
                     diff_paths(va, vb, &child(path, k), out);
                 }
