@@ -15,6 +15,8 @@ mod meta;
 pub mod names;
 mod pod;
 
+pub use batch::{parse_schedule, Schedule};
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
