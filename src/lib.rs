@@ -4,6 +4,7 @@
 pub mod defaults;
 pub mod patch;
 pub mod printers;
+pub mod quantity;
 pub mod resources;
 pub mod selector;
 pub mod validation;

@@ -1,57 +1,778 @@
-//! TEMPORARY: replaced by the selector module from branch `valid`.
-use std::collections::BTreeMap;
-#[derive(Debug, thiserror::Error)]
+//! Label and field selectors, parsed and matched the way Kubernetes does
+//! (`app=nginx,tier!=fe`, `env in (prod,qa)`, `!canary`;
+//! `metadata.name=web,status.phase!=Running`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
+
+use crate::validation::names::{is_qualified_name, is_valid_label_value};
+
+/// A selector that could not be parsed or built; the message names the bad part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct SelectorError(pub String);
-#[derive(Debug, Clone, Default)]
-pub struct LabelSelector(Vec<(String, String, bool)>);
-impl LabelSelector {
-    pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        let mut out = Vec::new();
-        for part in s.split(',').filter(|p| !p.is_empty()) {
-            if let Some((k, v)) = part.split_once("!=") {
-                out.push((k.to_string(), v.to_string(), false));
-            } else if let Some((k, v)) = part.split_once('=') {
-                out.push((k.to_string(), v.trim_start_matches('=').to_string(), true));
-            } else {
-                return Err(SelectorError(part.to_string()));
+
+fn err<T>(msg: impl Into<String>) -> Result<T, SelectorError> {
+    Err(SelectorError(msg.into()))
+}
+
+/// A selector operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    Equals,
+    DoubleEquals,
+    NotEquals,
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    GreaterThan,
+    LessThan,
+}
+
+/// One requirement of a label selector: `key op values`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: Operator,
+    pub values: BTreeSet<String>,
+}
+
+impl Requirement {
+    /// Builds a requirement, checking the key, the values and their count as Kubernetes does.
+    pub fn new(
+        key: &str,
+        operator: Operator,
+        values: impl IntoIterator<Item = String>,
+    ) -> Result<Requirement, SelectorError> {
+        let values: BTreeSet<String> = values.into_iter().collect();
+        let key_errs = is_qualified_name(key);
+        if !key_errs.is_empty() {
+            return err(format!(
+                "key: Invalid value: {key:?}: {}",
+                key_errs.join("; ")
+            ));
+        }
+        match operator {
+            Operator::In | Operator::NotIn => {
+                if values.is_empty() {
+                    return err(format!(
+                        "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty (key {key:?})"
+                    ));
+                }
+            }
+            Operator::Equals | Operator::DoubleEquals | Operator::NotEquals => {
+                if values.len() != 1 {
+                    return err(format!(
+                        "values: Invalid value: {values:?}: exact-match compatibility requires one single value (key {key:?})"
+                    ));
+                }
+            }
+            Operator::Exists | Operator::DoesNotExist => {
+                if !values.is_empty() {
+                    return err(format!(
+                        "values: Invalid value: {values:?}: values set must be empty for exists and does not exist (key {key:?})"
+                    ));
+                }
+            }
+            Operator::GreaterThan | Operator::LessThan => {
+                if values.len() != 1 {
+                    return err(format!(
+                        "values: Invalid value: {values:?}: for 'Gt', 'Lt' operators, exactly one value is required (key {key:?})"
+                    ));
+                }
+                for v in &values {
+                    if v.parse::<i64>().is_err() {
+                        return err(format!(
+                            "values[0]: Invalid value: {v:?}: for 'Gt', 'Lt' operators, the value must be an integer (key {key:?})"
+                        ));
+                    }
+                }
             }
         }
-        Ok(LabelSelector(out))
+        for v in &values {
+            let v_errs = is_valid_label_value(v);
+            if !v_errs.is_empty() {
+                return err(format!(
+                    "values: Invalid value: {v:?}: {} (key {key:?})",
+                    v_errs.join("; ")
+                ));
+            }
+        }
+        Ok(Requirement {
+            key: key.to_string(),
+            operator,
+            values,
+        })
     }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.0
-            .iter()
-            .all(|(k, v, eq)| (labels.get(k) == Some(v)) == *eq)
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        let value = labels.get(&self.key);
+        match self.operator {
+            Operator::Equals | Operator::DoubleEquals | Operator::In => {
+                value.is_some_and(|v| self.values.contains(v))
+            }
+            Operator::NotEquals | Operator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            Operator::Exists => value.is_some(),
+            Operator::DoesNotExist => value.is_none(),
+            Operator::GreaterThan | Operator::LessThan => {
+                let Some(have) = value.and_then(|v| v.parse::<i64>().ok()) else {
+                    return false;
+                };
+                let Some(want) = self
+                    .values
+                    .iter()
+                    .next()
+                    .and_then(|v| v.parse::<i64>().ok())
+                else {
+                    return false;
+                };
+                if self.operator == Operator::GreaterThan {
+                    have > want
+                } else {
+                    have < want
+                }
+            }
+        }
     }
 }
-pub fn from_label_selector(
-    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-) -> Result<LabelSelector, SelectorError> {
-    Ok(LabelSelector(
-        sel.match_labels
-            .clone()
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let joined = || self.values.iter().cloned().collect::<Vec<_>>().join(",");
+        match self.operator {
+            Operator::Exists => write!(f, "{}", self.key),
+            Operator::DoesNotExist => write!(f, "!{}", self.key),
+            Operator::Equals => write!(f, "{}={}", self.key, joined()),
+            Operator::DoubleEquals => write!(f, "{}=={}", self.key, joined()),
+            Operator::NotEquals => write!(f, "{}!={}", self.key, joined()),
+            Operator::In => write!(f, "{} in ({})", self.key, joined()),
+            Operator::NotIn => write!(f, "{} notin ({})", self.key, joined()),
+            Operator::GreaterThan => write!(f, "{}>{}", self.key, joined()),
+            Operator::LessThan => write!(f, "{}<{}", self.key, joined()),
+        }
+    }
+}
+
+/// A label selector: every requirement must hold. The empty selector matches everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelSelector {
+    requirements: Vec<Requirement>,
+    /// A selector that matches nothing (a nil `metav1.LabelSelector`).
+    nothing: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Ident(String),
+    Eq,
+    DoubleEq,
+    NotEq,
+    Bang,
+    In,
+    NotIn,
+    Gt,
+    Lt,
+    Open,
+    Close,
+    Comma,
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Token::Ident(s) => f.write_str(s),
+            Token::Eq => f.write_str("="),
+            Token::DoubleEq => f.write_str("=="),
+            Token::NotEq => f.write_str("!="),
+            Token::Bang => f.write_str("!"),
+            Token::In => f.write_str("in"),
+            Token::NotIn => f.write_str("notin"),
+            Token::Gt => f.write_str(">"),
+            Token::Lt => f.write_str("<"),
+            Token::Open => f.write_str("("),
+            Token::Close => f.write_str(")"),
+            Token::Comma => f.write_str(","),
+        }
+    }
+}
+
+fn is_special(c: char) -> bool {
+    matches!(c, '=' | '!' | '(' | ')' | ',' | '<' | '>') || c.is_whitespace()
+}
+
+fn lex(s: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let next = chars.get(i + 1).copied();
+        let tok = match c {
+            '=' if next == Some('=') => {
+                i += 1;
+                Token::DoubleEq
+            }
+            '=' => Token::Eq,
+            '!' if next == Some('=') => {
+                i += 1;
+                Token::NotEq
+            }
+            '!' => Token::Bang,
+            '(' => Token::Open,
+            ')' => Token::Close,
+            ',' => Token::Comma,
+            '>' => Token::Gt,
+            '<' => Token::Lt,
+            _ => {
+                let start = i;
+                while i < chars.len() && !is_special(chars[i]) {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                out.push(match word.as_str() {
+                    "in" => Token::In,
+                    "notin" => Token::NotIn,
+                    _ => Token::Ident(word),
+                });
+                continue;
+            }
+        };
+        out.push(tok);
+        i += 1;
+    }
+    out
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.pos)
+    }
+    fn next(&mut self) -> Option<Token> {
+        let t = self.tokens.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
+        let bang = if self.peek() == Some(&Token::Bang) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        };
+        let key = match self.next() {
+            Some(Token::Ident(k)) => k,
+            // `in`/`notin` are fine as keys when they stand where a key belongs.
+            Some(Token::In) => "in".to_string(),
+            Some(Token::NotIn) => "notin".to_string(),
+            Some(t) => {
+                return err(format!(
+                    "unable to parse requirement: found '{t}', expected: identifier"
+                ))
+            }
+            None => return err("unable to parse requirement: found '', expected: identifier"),
+        };
+        if bang {
+            return match self.peek() {
+                None | Some(Token::Comma) => Requirement::new(&key, Operator::DoesNotExist, []),
+                Some(t) => err(format!(
+                    "unable to parse requirement: found '{t}', expected: ',' or 'end of string' after '!{key}'"
+                )),
+            };
+        }
+        let op = match self.peek() {
+            None | Some(Token::Comma) => return Requirement::new(&key, Operator::Exists, []),
+            Some(Token::Eq) => Operator::Equals,
+            Some(Token::DoubleEq) => Operator::DoubleEquals,
+            Some(Token::NotEq) => Operator::NotEquals,
+            Some(Token::In) => Operator::In,
+            Some(Token::NotIn) => Operator::NotIn,
+            Some(Token::Gt) => Operator::GreaterThan,
+            Some(Token::Lt) => Operator::LessThan,
+            Some(t) => {
+                return err(format!(
+                    "found '{t}', expected: in, notin, =, ==, !=, gt, lt (after key {key:?})"
+                ))
+            }
+        };
+        self.pos += 1;
+        let values: Vec<String> = match op {
+            Operator::In | Operator::NotIn => {
+                if self.next() != Some(Token::Open) {
+                    return err(format!(
+                        "found '{}', expected: '(' after '{key} {}'",
+                        self.prev_text(),
+                        if op == Operator::In { "in" } else { "notin" }
+                    ));
+                }
+                let mut vals = Vec::new();
+                loop {
+                    match self.next() {
+                        Some(Token::Close) => break,
+                        Some(Token::Ident(v)) => {
+                            vals.push(v);
+                            match self.next() {
+                                Some(Token::Comma) => continue,
+                                Some(Token::Close) => break,
+                                t => {
+                                    return err(format!(
+                                        "found '{}', expected: ',' or ')' in the values of {key:?}",
+                                        t.map(|t| t.to_string()).unwrap_or_default()
+                                    ))
+                                }
+                            }
+                        }
+                        Some(Token::Comma) => vals.push(String::new()),
+                        t => {
+                            return err(format!(
+                            "found '{}', expected: ',', ')' or identifier in the values of {key:?}",
+                            t.map(|t| t.to_string()).unwrap_or_default()
+                        ))
+                        }
+                    }
+                }
+                vals
+            }
+            _ => match self.peek() {
+                Some(Token::Ident(v)) => {
+                    let v = v.clone();
+                    self.pos += 1;
+                    vec![v]
+                }
+                None | Some(Token::Comma) => vec![String::new()],
+                Some(t) => {
+                    return err(format!(
+                        "found '{t}', expected: identifier as the value of {key:?}"
+                    ))
+                }
+            },
+        };
+        Requirement::new(&key, op, values)
+    }
+
+    fn prev_text(&self) -> String {
+        self.tokens
+            .get(self.pos.saturating_sub(1))
+            .map(|t| t.to_string())
             .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v, true))
-            .collect(),
-    ))
+    }
 }
-#[derive(Debug, Clone, Default)]
-pub struct FieldSelector(Vec<(String, String, bool)>);
+
+impl LabelSelector {
+    /// The selector that matches everything.
+    pub fn everything() -> LabelSelector {
+        LabelSelector::default()
+    }
+
+    /// The selector that matches nothing (Kubernetes' result for a nil selector).
+    pub fn nothing() -> LabelSelector {
+        LabelSelector {
+            requirements: Vec::new(),
+            nothing: true,
+        }
+    }
+
+    /// Parses the query-string form: `a=b,c!=d,env in (prod,qa),tier notin (fe),key,!key`.
+    pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
+        let mut parser = Parser {
+            tokens: lex(s),
+            pos: 0,
+        };
+        let mut requirements = Vec::new();
+        if parser.tokens.is_empty() {
+            return Ok(LabelSelector::everything());
+        }
+        loop {
+            requirements.push(parser.requirement()?);
+            match parser.next() {
+                None => break,
+                Some(Token::Comma) => {
+                    if parser.peek().is_none() {
+                        return err("found '', expected: identifier after ','");
+                    }
+                }
+                Some(t) => return err(format!("found '{t}', expected: ',' or 'end of string'")),
+            }
+        }
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(LabelSelector {
+            requirements,
+            nothing: false,
+        })
+    }
+
+    /// Converts an API `LabelSelector` (matchLabels + matchExpressions).
+    pub fn from_label_selector(
+        sel: &metav1::LabelSelector,
+    ) -> Result<LabelSelector, SelectorError> {
+        let mut requirements = Vec::new();
+        for (k, v) in sel.match_labels.iter().flatten() {
+            requirements.push(Requirement::new(k, Operator::Equals, [v.clone()])?);
+        }
+        for expr in sel.match_expressions.iter().flatten() {
+            let op = match expr.operator.as_str() {
+                "In" => Operator::In,
+                "NotIn" => Operator::NotIn,
+                "Exists" => Operator::Exists,
+                "DoesNotExist" => Operator::DoesNotExist,
+                other => return err(format!("{other:?} is not a valid label selector operator")),
+            };
+            requirements.push(Requirement::new(
+                &expr.key,
+                op,
+                expr.values.clone().unwrap_or_default(),
+            )?);
+        }
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(LabelSelector {
+            requirements,
+            nothing: false,
+        })
+    }
+
+    /// Converts an optional API selector; `None` matches nothing, as in Kubernetes.
+    pub fn from_optional(
+        sel: Option<&metav1::LabelSelector>,
+    ) -> Result<LabelSelector, SelectorError> {
+        match sel {
+            Some(s) => Self::from_label_selector(s),
+            None => Ok(Self::nothing()),
+        }
+    }
+
+    /// Converts the JSON form of an API selector (as found in stored objects).
+    pub fn from_json(value: &serde_json::Value) -> Result<LabelSelector, SelectorError> {
+        let sel: metav1::LabelSelector = serde_json::from_value(value.clone())
+            .map_err(|e| SelectorError(format!("invalid label selector: {e}")))?;
+        Self::from_label_selector(&sel)
+    }
+
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// True for the selector that matches everything.
+    pub fn is_empty(&self) -> bool {
+        !self.nothing && self.requirements.is_empty()
+    }
+
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.requirements
+    }
+}
+
+impl fmt::Display for LabelSelector {
+    /// The query-string form, as in a scale subresource's `status.selector`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.requirements.iter().map(|r| r.to_string()).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// One term of a field selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldTerm {
+    pub field: String,
+    pub value: String,
+    pub negated: bool,
+}
+
+/// A field selector (`metadata.name=web,status.phase!=Running`): every term must hold.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FieldSelector {
+    terms: Vec<FieldTerm>,
+}
+
+/// Splits on `sep` outside backslash escapes.
+fn split_escaped(s: &str, sep: char) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            cur.push(c);
+            if let Some(n) = chars.next() {
+                cur.push(n);
+            }
+        } else if c == sep {
+            parts.push(std::mem::take(&mut cur));
+        } else {
+            cur.push(c);
+        }
+    }
+    parts.push(cur);
+    parts
+}
+
+fn unescape(s: &str) -> Result<String, SelectorError> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some(n @ ('\\' | ',' | '=' | '!')) => out.push(n),
+                Some(n) => {
+                    return err(format!(
+                        "invalid escape sequence '\\{n}' in field selector value {s:?}"
+                    ))
+                }
+                None => {
+                    return err(format!(
+                        "unterminated escape sequence in field selector value {s:?}"
+                    ))
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
 impl FieldSelector {
-    pub fn parse(s: &str) -> Result<Self, SelectorError> {
-        LabelSelector::parse(s).map(|l| FieldSelector(l.0))
+    /// Parses `a=b`, `a==b`, `a!=b` terms separated by commas; empty = everything.
+    pub fn parse(s: &str) -> Result<FieldSelector, SelectorError> {
+        let mut terms = Vec::new();
+        if s.trim().is_empty() {
+            return Ok(FieldSelector { terms });
+        }
+        for part in split_escaped(s, ',') {
+            let part = part.trim();
+            if part.is_empty() {
+                return err(format!("invalid selector: '{s}'; empty term"));
+            }
+            // Find the first unescaped operator.
+            let bytes = part.as_bytes();
+            let mut i = 0;
+            let mut found = None;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'\\' => i += 2,
+                    b'!' if bytes.get(i + 1) == Some(&b'=') => {
+                        found = Some((i, 2, true));
+                        break;
+                    }
+                    b'=' if bytes.get(i + 1) == Some(&b'=') => {
+                        found = Some((i, 2, false));
+                        break;
+                    }
+                    b'=' => {
+                        found = Some((i, 1, false));
+                        break;
+                    }
+                    _ => i += 1,
+                }
+            }
+            let Some((at, len, negated)) = found else {
+                return err(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                ));
+            };
+            let field = part[..at].trim();
+            if field.is_empty() {
+                return err(format!("invalid selector: '{part}'; field name is empty"));
+            }
+            let value = unescape(part[at + len..].trim())?;
+            terms.push(FieldTerm {
+                field: field.to_string(),
+                value,
+                negated,
+            });
+        }
+        Ok(FieldSelector { terms })
     }
+
+    /// Whether an object matches; `get` returns a field's value (`None` counts as empty).
     pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
-        self.0
-            .iter()
-            .all(|(k, v, eq)| (get(k).unwrap_or_default() == *v) == *eq)
+        self.terms.iter().all(|t| {
+            let have = get(&t.field).unwrap_or_default();
+            (have == t.value) != t.negated
+        })
     }
+
+    /// The field names used, so callers can reject unsupported ones.
     pub fn fields(&self) -> Vec<&str> {
-        self.0.iter().map(|(k, _, _)| k.as_str()).collect()
+        self.terms.iter().map(|t| t.field.as_str()).collect()
+    }
+
+    pub fn terms(&self) -> &[FieldTerm] {
+        &self.terms
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn sel(s: &str) -> LabelSelector {
+        LabelSelector::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn equality_selectors() {
+        let web = labels(&[("app", "web"), ("tier", "fe")]);
+        assert!(sel("app=web").matches(&web));
+        assert!(sel("app==web").matches(&web));
+        assert!(!sel("app=db").matches(&web));
+        assert!(sel("app!=db").matches(&web));
+        assert!(!sel("app!=web").matches(&web));
+        assert!(
+            sel("missing!=x").matches(&web),
+            "!= matches an absent label"
+        );
+        assert!(sel("app=web,tier=fe").matches(&web));
+        assert!(!sel("app=web,tier=be").matches(&web));
+        assert!(sel(" app = web , tier = fe ").matches(&web));
+        assert!(sel("role=").matches(&labels(&[("role", "")])));
+    }
+
+    #[test]
+    fn set_selectors() {
+        let prod = labels(&[("env", "prod"), ("tier", "be")]);
+        assert!(sel("env in (prod,qa)").matches(&prod));
+        assert!(!sel("env in (dev)").matches(&prod));
+        assert!(sel("tier notin (fe)").matches(&prod));
+        assert!(!sel("tier notin (be, fe)").matches(&prod));
+        assert!(sel("env").matches(&prod));
+        assert!(!sel("!env").matches(&prod));
+        assert!(sel("!canary").matches(&prod));
+        assert!(sel("env in (prod),!canary,tier").matches(&prod));
+        assert!(sel("example.com/role notin (x)").matches(&prod));
+        assert!(sel("n>3").matches(&labels(&[("n", "5")])));
+        assert!(!sel("n<3").matches(&labels(&[("n", "5")])));
+    }
+
+    #[test]
+    fn empty_matches_everything() {
+        let s = sel("");
+        assert!(s.is_empty());
+        assert!(s.matches(&labels(&[])));
+        assert!(s.matches(&labels(&[("a", "b")])));
+        assert!(!sel("a=b").is_empty());
+        assert!(!LabelSelector::nothing().matches(&labels(&[])));
+        assert!(!LabelSelector::nothing().is_empty());
+    }
+
+    #[test]
+    fn parse_errors_name_the_bad_part() {
+        let e = LabelSelector::parse("app=web,bad key=x").unwrap_err();
+        assert!(e.0.contains("key"), "{e}");
+        let e = LabelSelector::parse("-app=web").unwrap_err();
+        assert!(e.0.contains("\"-app\""), "{e}");
+        let e = LabelSelector::parse("env in ()").unwrap_err();
+        assert!(e.0.contains("can't be empty"), "{e}");
+        let e = LabelSelector::parse("env in prod").unwrap_err();
+        assert!(e.0.contains("'('"), "{e}");
+        let e = LabelSelector::parse("app=web,").unwrap_err();
+        assert!(e.0.contains("identifier"), "{e}");
+        let e = LabelSelector::parse("app=we b").unwrap_err();
+        assert!(e.0.contains("'b'"), "{e}");
+        let e = LabelSelector::parse("app=-web-").unwrap_err();
+        assert!(e.0.contains("\"-web-\""), "{e}");
+        assert!(LabelSelector::parse("env in (a,b").is_err());
+        assert!(LabelSelector::parse("!a=b").is_err());
+        assert!(LabelSelector::parse("n>x").is_err());
+    }
+
+    #[test]
+    fn display_is_the_query_form() {
+        assert_eq!(sel("tier=fe,app=web").to_string(), "app=web,tier=fe");
+        assert_eq!(sel("env in (qa,prod)").to_string(), "env in (prod,qa)");
+        assert_eq!(sel("!a,b notin (x)").to_string(), "!a,b notin (x)");
+    }
+
+    #[test]
+    fn from_api_selector() {
+        let api: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"app": "nginx"},
+            "matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["prod", "qa"]},
+                {"key": "canary", "operator": "DoesNotExist"}
+            ]
+        }))
+        .unwrap();
+        let s = LabelSelector::from_label_selector(&api).unwrap();
+        assert!(s.matches(&labels(&[("app", "nginx"), ("env", "qa")])));
+        assert!(!s.matches(&labels(&[("app", "nginx"), ("env", "qa"), ("canary", "1")])));
+        assert!(!s.matches(&labels(&[("app", "nginx")])));
+        assert_eq!(s.to_string(), "app=nginx,!canary,env in (prod,qa)");
+
+        let empty = LabelSelector::from_label_selector(&metav1::LabelSelector::default()).unwrap();
+        assert!(empty.is_empty());
+
+        let bad_op: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]
+        }))
+        .unwrap();
+        assert!(LabelSelector::from_label_selector(&bad_op)
+            .unwrap_err()
+            .0
+            .contains("Near"));
+        let in_without_values: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "a", "operator": "In"}]
+        }))
+        .unwrap();
+        assert!(LabelSelector::from_label_selector(&in_without_values).is_err());
+        let exists_with_values: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]
+        }))
+        .unwrap();
+        assert!(LabelSelector::from_label_selector(&exists_with_values).is_err());
+        assert!(!LabelSelector::from_optional(None)
+            .unwrap()
+            .matches(&labels(&[])));
+    }
+
+    #[test]
+    fn field_selectors() {
+        let get = |f: &str| match f {
+            "metadata.name" => Some("web-1".to_string()),
+            "status.phase" => Some("Running".to_string()),
+            "spec.nodeName" => Some(String::new()),
+            _ => None,
+        };
+        let fs = FieldSelector::parse("metadata.name=web-1,status.phase!=Pending").unwrap();
+        assert!(fs.matches(get));
+        assert_eq!(fs.fields(), vec!["metadata.name", "status.phase"]);
+        assert!(!FieldSelector::parse("status.phase==Pending")
+            .unwrap()
+            .matches(get));
+        assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(get));
+        assert!(!FieldSelector::parse("spec.nodeName!=")
+            .unwrap()
+            .matches(get));
+        assert!(FieldSelector::parse("").unwrap().matches(get));
+        assert!(FieldSelector::parse("").unwrap().is_empty());
+        let escaped = FieldSelector::parse(r"metadata.name=a\,b").unwrap();
+        assert_eq!(escaped.terms()[0].value, "a,b");
+        assert!(FieldSelector::parse("metadata.name")
+            .unwrap_err()
+            .0
+            .contains("metadata.name"));
+        assert!(FieldSelector::parse("=x").is_err());
+        assert!(FieldSelector::parse("a=b,,c=d").is_err());
     }
 }

@@ -1,36 +1,522 @@
-//! TEMPORARY: replaced by the validation module from branch `valid`.
-use crate::resources::ResourceInfo;
+//! The checks the API server runs on every create and update: decoding into
+//! the built-in type ([`normalize`]) and Kubernetes' field validation
+//! ([`validate`]), which reports every problem at once with Kubernetes' field
+//! paths, reasons and messages.
+//!
+//! Order on the server: `normalize` → [`crate::defaults::apply_defaults`] →
+//! generate `metadata.name` from `generateName` and fill `metadata.namespace`
+//! from the URL → `validate`.
+
+mod apps;
+mod autoscaling;
+mod batch;
+mod core;
+mod meta;
+pub mod names;
+mod pod;
+
+pub use batch::{parse_schedule, Schedule};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
-#[derive(Debug, Clone)]
+
+use crate::resources::ResourceInfo;
+
+/// What is wrong with a field; each maps to a Kubernetes `StatusCause` reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Required,
+    Invalid,
+    NotSupported,
+    Duplicate,
+    Forbidden,
+    TooLong,
+    TooMany,
+    NotFound,
+}
+
+impl ErrorKind {
+    /// The text Kubernetes puts after the field path (`Invalid value`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ErrorKind::Required => "Required value",
+            ErrorKind::Invalid => "Invalid value",
+            ErrorKind::NotSupported => "Unsupported value",
+            ErrorKind::Duplicate => "Duplicate value",
+            ErrorKind::Forbidden => "Forbidden",
+            ErrorKind::TooLong => "Too long",
+            ErrorKind::TooMany => "Too many",
+            ErrorKind::NotFound => "Not found",
+        }
+    }
+}
+
+/// One problem with one field, as Kubernetes' `field.Error`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {
+    /// Path in Kubernetes' syntax: `spec.template.spec.containers[0].ports[1].containerPort`.
     pub field: String,
+    pub kind: ErrorKind,
+    /// The offending value; `None` leaves it out of the message.
     pub bad_value: Option<Value>,
     pub detail: String,
 }
+
+/// Kubernetes' message for an immutable field.
+pub const FIELD_IMMUTABLE: &str = "field is immutable";
+/// Kubernetes' message for a negative number.
+pub const IS_NEGATIVE: &str = "must be greater than or equal to 0";
+
 impl FieldError {
-    pub fn reason(&self) -> &'static str {
-        "FieldValueInvalid"
-    }
-    pub fn message(&self) -> String {
-        format!("{}: Invalid value: {}", self.field, self.detail)
-    }
-}
-pub fn normalize(_res: &ResourceInfo, obj: Value) -> Result<Value, String> {
-    Ok(obj)
-}
-pub fn validate(_res: &ResourceInfo, obj: &Value, _old: Option<&Value>) -> Vec<FieldError> {
-    let mut out = Vec::new();
-    if obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
-        out.push(FieldError {
-            field: "metadata.name".into(),
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::Required,
             bad_value: None,
-            detail: "name or generateName is required".into(),
-        });
+            detail: detail.into(),
+        }
     }
-    out
+
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<Value>,
+        detail: impl Into<String>,
+    ) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::Invalid,
+            bad_value: Some(value.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field is immutable`, with the new value.
+    pub fn immutable(field: impl Into<String>, value: impl Into<Value>) -> FieldError {
+        Self::invalid(field, value, FIELD_IMMUTABLE)
+    }
+
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: impl Into<Value>,
+        supported: &[&str],
+    ) -> FieldError {
+        let quoted: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::NotSupported,
+            bad_value: Some(value.into()),
+            detail: if quoted.is_empty() {
+                String::new()
+            } else {
+                format!("supported values: {}", quoted.join(", "))
+            },
+        }
+    }
+
+    pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::Duplicate,
+            bad_value: Some(value.into()),
+            detail: String::new(),
+        }
+    }
+
+    pub fn not_found(field: impl Into<String>, value: impl Into<Value>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::NotFound,
+            bad_value: Some(value.into()),
+            detail: String::new(),
+        }
+    }
+
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::Forbidden,
+            bad_value: None,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn too_long(field: impl Into<String>, max_bytes: usize) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind: ErrorKind::TooLong,
+            bad_value: None,
+            detail: format!(
+                "may not be more than {max_bytes} {}",
+                if max_bytes == 1 { "byte" } else { "bytes" }
+            ),
+        }
+    }
+
+    /// Kubernetes' `StatusCause.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self.kind {
+            ErrorKind::Required => "FieldValueRequired",
+            ErrorKind::Invalid => "FieldValueInvalid",
+            ErrorKind::NotSupported => "FieldValueNotSupported",
+            ErrorKind::Duplicate => "FieldValueDuplicate",
+            ErrorKind::Forbidden => "FieldValueForbidden",
+            ErrorKind::TooLong => "FieldValueTooLong",
+            ErrorKind::TooMany => "FieldValueTooMany",
+            ErrorKind::NotFound => "FieldValueNotFound",
+        }
+    }
+
+    /// The message without the field path (Kubernetes' `ErrorBody`), used as
+    /// `StatusCause.message`.
+    pub fn body(&self) -> String {
+        let mut s = self.kind.as_str().to_string();
+        let shows_value = !matches!(
+            self.kind,
+            ErrorKind::Required | ErrorKind::Forbidden | ErrorKind::TooLong
+        );
+        if let (true, Some(v)) = (shows_value, &self.bad_value) {
+            s.push_str(": ");
+            s.push_str(&go_value(&self.field, v));
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+
+    /// The full message: `spec.replicas: Invalid value: -1: must be greater than or equal to 0`.
+    pub fn message(&self) -> String {
+        format!("{}: {}", self.field, self.body())
+    }
 }
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+/// Go's `%q` for a string (close enough: JSON string escaping).
+fn go_quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+fn go_string_map(m: &serde_json::Map<String, Value>) -> String {
+    let parts: Vec<String> = m
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                go_quote(k),
+                go_quote(v.as_str().unwrap_or_default())
+            )
+        })
+        .collect();
+    format!("map[string]string{{{}}}", parts.join(", "))
+}
+
+fn go_string_slice(values: Option<&Value>) -> String {
+    match values.and_then(Value::as_array) {
+        None => "[]string(nil)".to_string(),
+        Some(a) => {
+            let parts: Vec<String> = a
+                .iter()
+                .map(|v| go_quote(v.as_str().unwrap_or_default()))
+                .collect();
+            format!("[]string{{{}}}", parts.join(", "))
+        }
+    }
+}
+
+/// A label selector as Go's `%#v` prints `v1.LabelSelector`.
+fn go_label_selector(m: &serde_json::Map<String, Value>) -> String {
+    let labels = match m.get("matchLabels").and_then(Value::as_object) {
+        Some(l) => go_string_map(l),
+        None => "map[string]string(nil)".to_string(),
+    };
+    let exprs = match m.get("matchExpressions").and_then(Value::as_array) {
+        None => "[]v1.LabelSelectorRequirement(nil)".to_string(),
+        Some(a) => {
+            let parts: Vec<String> = a
+                .iter()
+                .map(|e| {
+                    format!(
+                        "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{}}}",
+                        go_quote(e.get("key").and_then(Value::as_str).unwrap_or_default()),
+                        go_quote(
+                            e.get("operator")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                        ),
+                        go_string_slice(e.get("values"))
+                    )
+                })
+                .collect();
+            format!("[]v1.LabelSelectorRequirement{{{}}}", parts.join(", "))
+        }
+    };
+    format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{exprs}}}")
+}
+
+/// Renders a bad value the way Kubernetes' messages show it.
+fn go_value(field: &str, v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => go_quote(s),
+        Value::Object(m)
+            if field.ends_with("selector")
+                && m.keys()
+                    .all(|k| k == "matchLabels" || k == "matchExpressions") =>
+        {
+            go_label_selector(m)
+        }
+        Value::Object(m) if m.values().all(Value::is_string) => go_string_map(m),
+        Value::Array(a) if a.iter().all(Value::is_string) => go_string_slice(Some(v)),
+        other => other.to_string(),
+    }
+}
+
+/// Kubernetes' 422 message: `Deployment.apps "web" is invalid: spec.replicas: ...`,
+/// with several errors as `[a, b]`.
+pub fn invalid_message(res: &ResourceInfo, name: &str, errs: &[FieldError]) -> String {
+    let mut msgs: Vec<String> = Vec::new();
+    for e in errs {
+        let m = e.message();
+        if !msgs.contains(&m) {
+            msgs.push(m);
+        }
+    }
+    let qualified = if res.group.is_empty() {
+        res.kind.to_string()
+    } else {
+        format!("{}.{}", res.kind, res.group)
+    };
+    let joined = if msgs.len() == 1 {
+        msgs.remove(0)
+    } else {
+        format!("[{}]", msgs.join(", "))
+    };
+    format!("{qualified} {name:?} is invalid: {joined}")
+}
+
+// ---- field paths -------------------------------------------------------------
+
+/// `base.name`.
+pub(crate) fn child(base: &str, name: &str) -> String {
+    if base.is_empty() {
+        name.to_string()
+    } else {
+        format!("{base}.{name}")
+    }
+}
+
+/// `base[i]`.
+pub(crate) fn index(base: &str, i: usize) -> String {
+    format!("{base}[{i}]")
+}
+
+/// `base[key]`.
+pub(crate) fn key(base: &str, k: &str) -> String {
+    format!("{base}[{k}]")
+}
+
+// ---- JSON access ---------------------------------------------------------------
+
+/// The field, unless absent or null.
+pub(crate) fn get<'a>(v: &'a Value, k: &str) -> Option<&'a Value> {
+    v.get(k).filter(|x| !x.is_null())
+}
+
+/// The string field, or "" when absent.
+pub(crate) fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+pub(crate) fn int_of(v: &Value, k: &str) -> Option<i64> {
+    v.get(k).and_then(Value::as_i64)
+}
+
+pub(crate) fn arr_of<'a>(v: &'a Value, k: &str) -> &'a [Value] {
+    v.get(k)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+pub(crate) fn obj_of<'a>(v: &'a Value, k: &str) -> Option<&'a serde_json::Map<String, Value>> {
+    v.get(k).and_then(Value::as_object)
+}
+
+static NULL: Value = Value::Null;
+
+/// The field or `null`, for walking into optional objects.
+pub(crate) fn sub<'a>(v: &'a Value, k: &str) -> &'a Value {
+    v.get(k).unwrap_or(&NULL)
+}
+
+/// `ValidateNonnegativeField` for an optional integer.
+pub(crate) fn nonnegative(errs: &mut Vec<FieldError>, v: &Value, k: &str, path: &str) {
+    if let Some(n) = int_of(v, k) {
+        if n < 0 {
+            errs.push(FieldError::invalid(child(path, k), n, IS_NEGATIVE));
+        }
+    }
+}
+
+// ---- normalize -----------------------------------------------------------------
+
+fn roundtrip<T: DeserializeOwned + Serialize>(v: Value) -> Result<Value, String> {
+    let typed: T = serde_path_to_error::deserialize(v).map_err(|e| e.to_string())?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+/// Removes what decoding added but the user never wrote: empty objects and
+/// lists that stand for absent required fields, so validation still reports
+/// them as `Required value`.
+fn prune_added(out: &mut Value, input: Option<&Value>) {
+    match out {
+        Value::Object(map) => {
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for k in keys {
+                let inp = input.and_then(|i| i.get(&k)).filter(|x| !x.is_null());
+                let child = map.get_mut(&k).expect("key listed");
+                prune_added(child, inp);
+                if inp.is_none() {
+                    let empty = match child {
+                        Value::Object(m) => m.is_empty(),
+                        Value::Array(a) => a.is_empty(),
+                        _ => false,
+                    };
+                    if empty {
+                        map.remove(&k);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                prune_added(item, input.and_then(|a| a.get(i)));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Decodes `obj` into the built-in type for `res` and encodes it again: unknown
+/// fields are dropped and a wrongly typed field is an error in Kubernetes'
+/// words (`Deployment in version "v1" cannot be handled as a Deployment: ...`).
+/// Kinds without a built-in type come back unchanged.
+pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
+    use k8s_openapi::api::{
+        apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1,
+    };
+    let cannot = |detail: String| {
+        format!(
+            "{} in version {:?} cannot be handled as a {}: {detail}",
+            res.kind, res.version, res.kind
+        )
+    };
+    let Value::Object(mut map) = obj else {
+        return Err(cannot("the object must be a JSON object".to_string()));
+    };
+    let api_version = res.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), Value::String(api_version.clone()));
+        }
+        Some(v) if v != api_version => {
+            return Err(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            ))
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), Value::String(res.kind.to_string()));
+        }
+        Some(k) if k != res.kind => {
+            return Err(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                res.kind
+            ))
+        }
+        _ => {}
+    }
+    let input = Value::Object(map);
+    let v = input.clone();
+    let out = match (res.group, res.version, res.kind) {
+        ("", "v1", "Pod") => roundtrip::<corev1::Pod>(v),
+        ("", "v1", "Service") => roundtrip::<corev1::Service>(v),
+        ("", "v1", "Endpoints") => roundtrip::<corev1::Endpoints>(v),
+        ("", "v1", "Node") => roundtrip::<corev1::Node>(v),
+        ("", "v1", "Namespace") => roundtrip::<corev1::Namespace>(v),
+        ("", "v1", "Event") => roundtrip::<corev1::Event>(v),
+        ("", "v1", "PersistentVolume") => roundtrip::<corev1::PersistentVolume>(v),
+        ("", "v1", "PersistentVolumeClaim") => roundtrip::<corev1::PersistentVolumeClaim>(v),
+        ("apps", "v1", "Deployment") => roundtrip::<apps::Deployment>(v),
+        ("apps", "v1", "ReplicaSet") => roundtrip::<apps::ReplicaSet>(v),
+        ("apps", "v1", "StatefulSet") => roundtrip::<apps::StatefulSet>(v),
+        ("apps", "v1", "DaemonSet") => roundtrip::<apps::DaemonSet>(v),
+        ("apps", "v1", "ControllerRevision") => roundtrip::<apps::ControllerRevision>(v),
+        ("batch", "v1", "Job") => roundtrip::<batchv1::Job>(v),
+        ("batch", "v1", "CronJob") => roundtrip::<batchv1::CronJob>(v),
+        ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
+            roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v)
+        }
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
+            roundtrip::<autoscaling::v1::HorizontalPodAutoscaler>(v)
+        }
+        _ => return Ok(input),
+    };
+    let mut out = out.map_err(cannot)?;
+    prune_added(&mut out, Some(&input));
+    Ok(out)
+}
+
+// ---- validate ------------------------------------------------------------------
+
+/// Validates a create (`old` = None) or an update (`old` = the stored object).
+/// Expects a normalized, defaulted object whose name and namespace are filled in.
+pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    meta::validate_object_meta(res, sub(obj, "metadata"), &mut errs);
+    if let Some(old) = old {
+        meta::validate_object_meta_update(sub(obj, "metadata"), sub(old, "metadata"), &mut errs);
+    }
+    let spec = sub(obj, "spec");
+    let old_spec = old.map(|o| sub(o, "spec"));
+    match (res.group, res.kind) {
+        ("", "Pod") => {
+            pod::validate_pod_spec(spec, "spec", &mut errs);
+            if let Some(old_spec) = old_spec {
+                pod::validate_pod_update(spec, old_spec, &mut errs);
+            }
+        }
+        ("", "Service") => core::validate_service(obj, old, &mut errs),
+        ("", "Endpoints") => core::validate_endpoints(obj, &mut errs),
+        ("", "Node") => core::validate_node(obj, &mut errs),
+        ("", "Namespace") | ("", "Event") => {}
+        ("", "PersistentVolume") => core::validate_pv(spec, &mut errs),
+        ("", "PersistentVolumeClaim") => core::validate_pvc(spec, old_spec, &mut errs),
+        ("apps", "Deployment") => apps::validate_deployment(spec, old_spec, &mut errs),
+        ("apps", "ReplicaSet") => apps::validate_replicaset(spec, old_spec, &mut errs),
+        ("apps", "StatefulSet") => apps::validate_statefulset(spec, old_spec, &mut errs),
+        ("apps", "DaemonSet") => apps::validate_daemonset(spec, old_spec, &mut errs),
+        ("apps", "ControllerRevision") => apps::validate_controller_revision(obj, old, &mut errs),
+        ("batch", "Job") => batch::validate_job(spec, old_spec, &mut errs),
+        ("batch", "CronJob") => batch::validate_cronjob(spec, &mut errs),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            autoscaling::validate_hpa(res.version, spec, &mut errs)
+        }
+        _ => {}
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests;

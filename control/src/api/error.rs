@@ -98,14 +98,7 @@ impl ApiError {
         };
         let causes: Vec<Value> = errors
             .iter()
-            .map(|e| {
-                let message = e.message();
-                let message = message
-                    .strip_prefix(&format!("{}: ", e.field))
-                    .unwrap_or(&message)
-                    .to_string();
-                json!({"reason": e.reason(), "message": message, "field": e.field})
-            })
+            .map(|e| json!({"reason": e.reason(), "message": e.body(), "field": e.field}))
             .collect();
         let mut details = json!({"name": name, "kind": res.kind, "causes": causes});
         if !res.group.is_empty() {
