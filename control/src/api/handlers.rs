@@ -10,6 +10,7 @@ use bosun::{defaults, patch, validation};
 use http::{HeaderValue, Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::allocate;
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
 use super::object::{
@@ -390,7 +391,25 @@ async fn create(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
     }
     defaults::apply_defaults(sres, &mut obj);
     let name = meta_str(&obj, "name").unwrap_or("").to_string();
-    let errors = validation::validate(sres, &obj, None);
+    if res.kind == "Job" {
+        allocate::job_selector(&mut obj);
+    }
+    let mut errors = validation::validate(sres, &obj, None);
+    if errors.is_empty() && res.kind == "Service" {
+        let services = state
+            .store
+            .list(&res.storage_prefix())
+            .await
+            .map_err(|e| ApiError::from_store(e, res, &name))?
+            .0
+            .iter()
+            .map(object::from_store)
+            .collect::<ApiResult<Vec<_>>>()?;
+        let (ips, ports) = allocate::held_by(&services);
+        if let Err(e) = allocate::service(&mut obj, &ips, &ports) {
+            errors.push(e);
+        }
+    }
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, &name, &errors));
     }
@@ -467,6 +486,20 @@ fn merge_write(res: &ResourceInfo, current: &Value, new: Value, part: Part) -> V
             Some(s) => out["status"] = s.clone(),
             None => {
                 out.as_object_mut().expect("object").remove("status");
+            }
+        }
+    }
+    if res.kind == "Service" {
+        // An update that leaves the cluster IP out keeps the one allocated.
+        for field in ["clusterIP", "clusterIPs"] {
+            let given = out.pointer(&format!("/spec/{field}"));
+            if given.is_none_or(|v| v == "" || v == &json!([])) {
+                if let (Some(old), Some(spec)) = (
+                    current.pointer(&format!("/spec/{field}")),
+                    out.get_mut("spec").and_then(Value::as_object_mut),
+                ) {
+                    spec.insert(field.into(), old.clone());
+                }
             }
         }
     }

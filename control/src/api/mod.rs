@@ -1,6 +1,7 @@
 //! The Kubernetes-shaped HTTP API: routing, authentication, discovery and
 //! the verbs on every served resource.
 
+mod allocate;
 mod discovery;
 pub mod error;
 mod filter;
