@@ -1,1 +1,9 @@
+//! bosun's shared library: the served resources, Kubernetes' defaulting
+//! and validation, label selectors, quantities, patches and printers.
+
+pub mod defaults;
+pub mod patch;
+pub mod printers;
 pub mod resources;
+pub mod selector;
+pub mod validation;

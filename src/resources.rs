@@ -63,7 +63,11 @@ impl ResourceInfo {
     pub fn collection_path(&self, namespace: Option<&str>) -> String {
         match namespace {
             Some(ns) if self.namespaced => {
-                format!("{}/namespaces/{ns}/{}", self.group_version_path(), self.plural)
+                format!(
+                    "{}/namespaces/{ns}/{}",
+                    self.group_version_path(),
+                    self.plural
+                )
             }
             _ => format!("{}/{}", self.group_version_path(), self.plural),
         }
@@ -259,7 +263,10 @@ mod tests {
             "/apis/apps/v1/namespaces/ns1/deployments"
         );
         let node = by_name("no").unwrap();
-        assert_eq!(node.storage_key(Some("ignored"), "n1"), "/registry/nodes/n1");
+        assert_eq!(
+            node.storage_key(Some("ignored"), "n1"),
+            "/registry/nodes/n1"
+        );
         assert_eq!(node.collection_path(None), "/api/v1/nodes");
         assert_eq!(deploy.kind_group(), "deployment.apps");
     }

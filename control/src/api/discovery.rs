@@ -1,0 +1,151 @@
+//! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`) and
+//! `/version`, in the legacy (non-aggregated) form: a client that asks for
+//! aggregated discovery gets plain `application/json` and falls back.
+
+use bosun::resources::{groups, ResourceInfo, RESOURCES};
+use serde_json::{json, Value};
+
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+pub fn api_versions() -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+    })
+}
+
+fn group_doc(name: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": name,
+        "versions": vs,
+        "preferredVersion": vs[0],
+    })
+}
+
+pub fn api_group_list() -> Value {
+    let groups: Vec<Value> = groups()
+        .iter()
+        .map(|(name, versions)| group_doc(name, versions))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub fn api_group(group: &str) -> Option<Value> {
+    let (name, versions) = groups().into_iter().find(|(n, _)| *n == group)?;
+    let mut doc = group_doc(name, &versions);
+    doc["kind"] = json!("APIGroup");
+    doc["apiVersion"] = json!("v1");
+    Some(doc)
+}
+
+fn resource_entry(r: &ResourceInfo) -> Value {
+    let mut e = json!({
+        "name": r.plural,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": VERBS,
+    });
+    if !r.short_names.is_empty() {
+        e["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        e["categories"] = json!(r.categories);
+    }
+    e
+}
+
+/// The APIResourceList of one group version, or None if it is not served.
+pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        resources.push(resource_entry(r));
+        for sub in r.subresources {
+            let mut e = json!({
+                "name": format!("{}/{sub}", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["get", "patch", "update"],
+            });
+            if *sub == "scale" {
+                e["group"] = json!("autoscaling");
+                e["version"] = json!("v1");
+                e["kind"] = json!("Scale");
+            }
+            resources.push(e);
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    }))
+}
+
+/// `/version`: the Kubernetes API level bosun's types come from.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "37",
+        "gitVersion": concat!("v1.37.0-bosun.", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_v1_lists_scale_subresources() {
+        let doc = resource_list("apps", "v1").unwrap();
+        let names: Vec<&str> = doc["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"deployments"));
+        assert!(names.contains(&"deployments/scale"));
+        assert!(names.contains(&"statefulsets/status"));
+        assert!(resource_list("apps", "v2").is_none());
+    }
+
+    #[test]
+    fn autoscaling_prefers_v2() {
+        let g = api_group("autoscaling").unwrap();
+        assert_eq!(g["preferredVersion"]["version"], "v2");
+    }
+}

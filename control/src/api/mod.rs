@@ -1,0 +1,283 @@
+//! The Kubernetes-shaped HTTP API: routing, authentication, discovery and
+//! the verbs on every served resource.
+
+mod discovery;
+pub mod error;
+mod filter;
+mod handlers;
+pub mod object;
+mod table;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use bosun::resources::{self, ResourceInfo, RESOURCES};
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::Value;
+
+use crate::store::Store;
+use error::{ApiError, ApiResult};
+
+/// Tunables of the API server.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// Largest accepted request body.
+    pub body_limit: usize,
+    /// How often an idle watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions {
+            body_limit: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+pub struct ApiState {
+    pub store: Arc<dyn Store>,
+    /// The bearer token every request must carry.
+    pub token: String,
+    pub options: ApiOptions,
+    /// Flips to true when the server shuts down, ending open watches.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The API as an axum router.
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .fallback(dispatch)
+        .with_state(state)
+        .layer(middleware::from_fn(log_request))
+}
+
+/// One line per request at debug; failures of the server itself at warn.
+async fn log_request(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let status = response.status();
+    let micros = started.elapsed().as_micros() as u64;
+    if status.is_server_error() {
+        tracing::warn!(%method, %uri, status = status.as_u16(), micros, "request failed");
+    } else {
+        tracing::debug!(%method, %uri, status = status.as_u16(), micros, "request");
+    }
+    response
+}
+
+/// What a resource URL names.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub res: &'static ResourceInfo,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+fn is_namespaced_plural(group: &str, version: &str, plural: &str) -> bool {
+    resources::by_path(group, version, plural).is_some_and(|r| r.namespaced)
+}
+
+/// Parses the part of a resource URL after `/api/v1` or `/apis/<g>/<v>`.
+fn parse_target(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
+    let (namespace, rest): (Option<String>, &[&str]) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if is_namespaced_plural(group, version, plural) => {
+            (Some(ns.to_string()), &rest[2..][..1 + tail.len()])
+        }
+        _ => (None, rest),
+    };
+    let (plural, name, sub) = match rest {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some(name.to_string()), None),
+        [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
+        _ => return None,
+    };
+    let res = resources::by_path(group, version, plural)?;
+    if res.namespaced && namespace.is_none() && name.is_some() {
+        return None;
+    }
+    Some(Target {
+        res,
+        namespace,
+        name,
+        subresource: sub,
+    })
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        // Compare every byte so the time taken does not reveal the prefix.
+        Some(t) if t.len() == state.token.len() => {
+            t.bytes()
+                .zip(state.token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        }
+        _ => false,
+    }
+}
+
+fn parse_query(uri: &http::Uri) -> HashMap<String, String> {
+    uri.query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything a verb handler needs of the request.
+pub struct ApiRequest {
+    pub method: Method,
+    pub target: Target,
+    pub query: HashMap<String, String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl ApiRequest {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.get(name).map(String::as_str)
+    }
+
+    pub fn flag(&self, name: &str) -> bool {
+        matches!(self.param(name), Some("true") | Some("1"))
+    }
+}
+
+async fn dispatch(
+    State(state): State<Arc<ApiState>>,
+    method: Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match route(state, method, uri, headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(
+    state: Arc<ApiState>,
+    method: Method,
+    uri: http::Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let path = uri.path().trim_end_matches('/');
+    match path {
+        "/healthz" | "/readyz" | "/livez" => {
+            return Ok((StatusCode::OK, "ok").into_response());
+        }
+        "/version" => return Ok(json_response(StatusCode::OK, &discovery::version())),
+        _ => {}
+    }
+    if !authorized(&state, &headers) {
+        return Err(ApiError::unauthorized());
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
+        ["api"] => return Ok(json_response(StatusCode::OK, &discovery::api_versions())),
+        ["apis"] => return Ok(json_response(StatusCode::OK, &discovery::api_group_list())),
+        ["apis", group] => {
+            return discovery::api_group(group)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::not_found_path(path));
+        }
+        ["api", version] => {
+            return discovery::resource_list("", version)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::not_found_path(path));
+        }
+        ["apis", group, version] => {
+            return discovery::resource_list(group, version)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::not_found_path(path));
+        }
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::not_found_path(path)),
+    };
+    let target =
+        parse_target(group, version, rest).ok_or_else(|| ApiError::not_found_path(path))?;
+    let body = axum::body::to_bytes(body, state.options.body_limit)
+        .await
+        .map_err(|_| ApiError::too_large(state.options.body_limit))?;
+    let req = ApiRequest {
+        method,
+        query: parse_query(&uri),
+        target,
+        headers,
+        body,
+    };
+    handlers::handle(&state, req).await
+}
+
+/// The entry of `res`'s resource that objects are stored in.
+pub fn storage_resource(res: &'static ResourceInfo) -> &'static ResourceInfo {
+    RESOURCES
+        .iter()
+        .find(|r| r.group == res.group && r.plural == res.plural && r.is_storage_version())
+        .unwrap_or(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_their_targets() {
+        let t = parse_target(
+            "",
+            "v1",
+            &["namespaces", "default", "pods", "web", "status"],
+        )
+        .unwrap();
+        assert_eq!(t.res.kind, "Pod");
+        assert_eq!(t.namespace.as_deref(), Some("default"));
+        assert_eq!(t.name.as_deref(), Some("web"));
+        assert_eq!(t.subresource.as_deref(), Some("status"));
+
+        let t = parse_target("", "v1", &["namespaces", "default"]).unwrap();
+        assert_eq!(t.res.kind, "Namespace");
+        assert_eq!(t.name.as_deref(), Some("default"));
+
+        let t = parse_target("", "v1", &["namespaces", "kube-system", "status"]).unwrap();
+        assert_eq!(t.res.kind, "Namespace");
+        assert_eq!(t.subresource.as_deref(), Some("status"));
+
+        let t = parse_target("apps", "v1", &["deployments"]).unwrap();
+        assert!(t.namespace.is_none() && t.name.is_none());
+
+        assert!(parse_target("", "v1", &["pods", "web"]).is_none());
+        assert!(parse_target("", "v1", &["widgets"]).is_none());
+        assert!(parse_target("apps", "v1", &["pods"]).is_none());
+    }
+}

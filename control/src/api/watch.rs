@@ -1,0 +1,234 @@
+//! `?watch=true`: a stream of JSON lines `{"type": ..., "object": ...}`.
+//!
+//! Without a resourceVersion (or with "0") the stream starts with an ADDED
+//! event for every existing object; with one, it replays every change
+//! after it from the store's history, or ends with an ERROR event carrying
+//! a 410 Expired Status when that history has been compacted, so the
+//! client relists.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use bosun::resources::ResourceInfo;
+use futures::StreamExt;
+use http::StatusCode;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::error::{ApiError, ApiResult};
+use super::filter::Filter;
+use super::handlers::list_matching;
+use super::object::{self, from_storage_version};
+use super::table::{self, IncludeObject};
+use super::{ApiRequest, ApiState};
+use crate::store::{Event, EventStream, EventType, StoreError};
+
+/// How a watch renders objects.
+#[derive(Clone)]
+struct Render {
+    res: &'static ResourceInfo,
+    table: Option<IncludeObject>,
+}
+
+impl Render {
+    fn line(&self, kind: &str, obj: Value) -> Bytes {
+        let obj = match self.table {
+            Some(include) => {
+                let rv = object::meta_str(&obj, "resourceVersion")
+                    .unwrap_or("")
+                    .to_string();
+                table::table(self.res, &[obj], &rv, include)
+            }
+            None => obj,
+        };
+        let mut line = serde_json::to_vec(&json!({"type": kind, "object": obj}))
+            .expect("a JSON value serializes");
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+
+    fn bookmark(&self, rev: u64, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rev.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({
+            "kind": self.res.kind,
+            "apiVersion": self.res.api_version(),
+            "metadata": metadata,
+        });
+        let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": obj}))
+            .expect("a JSON value serializes");
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+}
+
+fn error_line(err: &ApiError) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": err.status()}))
+        .expect("a JSON value serializes");
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CACHE_CONTROL, "no-cache, private")
+        .body(body)
+        .expect("a valid response")
+}
+
+/// The watch event an object change is for this watcher, if any: an
+/// object that starts or stops matching the selectors is ADDED or DELETED
+/// as Kubernetes does.
+fn classify(res: &ResourceInfo, filter: &Filter, event: &Event) -> Option<(&'static str, Value)> {
+    let decode = |raw: &[u8]| -> Option<Value> {
+        let mut obj: Value = serde_json::from_slice(raw).ok()?;
+        object::set_resource_version(&mut obj, event.revision);
+        Some(from_storage_version(res, obj))
+    };
+    let new = decode(&event.value)?;
+    let prev_matches = event
+        .prev
+        .as_deref()
+        .and_then(decode)
+        .is_some_and(|p| filter.matches(&p));
+    match event.kind {
+        EventType::Added => filter.matches(&new).then_some(("ADDED", new)),
+        EventType::Deleted => prev_matches.then_some(("DELETED", new)),
+        EventType::Modified => match (prev_matches, filter.matches(&new)) {
+            (true, true) => Some(("MODIFIED", new)),
+            (false, true) => Some(("ADDED", new)),
+            (true, false) => Some(("DELETED", new)),
+            (false, false) => None,
+        },
+    }
+}
+
+pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Response> {
+    let res = req.target.res;
+    let filter = Filter::parse(res, req.param("labelSelector"), req.param("fieldSelector"))?;
+    let render = Render {
+        res,
+        table: table::wants_table(&req.headers)
+            .then(|| IncludeObject::parse(req.param("includeObject"))),
+    };
+    let bookmarks = req.flag("allowWatchBookmarks");
+    let send_initial = req.flag("sendInitialEvents");
+    let timeout = req
+        .param("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(30 * 60));
+    let requested = match req.param("resourceVersion") {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("resourceVersion: Invalid value: {rv:?}"))
+        })?),
+    };
+
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let mut initial = Vec::new();
+    let after = match requested {
+        Some(rv) if !send_initial => rv,
+        _ => {
+            let (items, rev) = list_matching(state, req).await?;
+            initial = items;
+            rev
+        }
+    };
+    let prefix = match req.target.namespace.as_deref() {
+        Some(ns) if res.namespaced => format!("{}{ns}/", res.storage_prefix()),
+        _ => res.storage_prefix(),
+    };
+    let stream = match state.store.watch(&prefix, after).await {
+        Ok(s) => s,
+        Err(StoreError::Compacted { requested, oldest }) => {
+            let err = ApiError::gone(format!("too old resource version: {requested} ({oldest})"));
+            let _ = tx.send(error_line(&err)).await;
+            return Ok(stream_response(rx));
+        }
+        Err(e) => return Err(ApiError::from_store(e, res, "")),
+    };
+
+    let shutdown = state.shutdown.clone();
+    let interval = state.options.bookmark_interval;
+    tokio::spawn(async move {
+        for obj in initial {
+            if tx.send(render.line("ADDED", obj)).await.is_err() {
+                return;
+            }
+        }
+        if send_initial && tx.send(render.bookmark(after, true)).await.is_err() {
+            return;
+        }
+        follow(
+            stream,
+            tx,
+            FollowState {
+                render,
+                filter,
+                last: after,
+                bookmarks,
+                interval,
+                timeout,
+                shutdown,
+            },
+        )
+        .await;
+    });
+    Ok(stream_response(rx))
+}
+
+struct FollowState {
+    render: Render,
+    filter: Filter,
+    last: u64,
+    bookmarks: bool,
+    interval: Duration,
+    timeout: Duration,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: FollowState) {
+    let deadline = tokio::time::sleep(st.timeout);
+    tokio::pin!(deadline);
+    let mut ticker = tokio::time::interval(st.interval);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            next = stream.next() => match next {
+                Some(Ok(event)) => {
+                    st.last = event.revision;
+                    if let Some((kind, obj)) = classify(st.render.res, &st.filter, &event) {
+                        if tx.send(st.render.line(kind, obj)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    let err = ApiError::from_store(e, st.render.res, "");
+                    let _ = tx.send(error_line(&err)).await;
+                    return;
+                }
+                None => return,
+            },
+            _ = ticker.tick(), if st.bookmarks => {
+                if tx.send(st.render.bookmark(st.last, false)).await.is_err() {
+                    return;
+                }
+            }
+            _ = &mut deadline => return,
+            _ = st.shutdown.changed() => return,
+            _ = tx.closed() => return,
+        }
+    }
+}

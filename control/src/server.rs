@@ -1,0 +1,220 @@
+//! Starting and stopping the control plane: data dir, admin token, store,
+//! the API listener, graceful shutdown.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use bosun::resources;
+use rand::Rng;
+use serde_json::json;
+
+use crate::api::{self, ApiOptions, ApiState};
+use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
+use crate::tls;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub bind: SocketAddr,
+    /// Extra names and addresses for the serving certificate.
+    pub tls_sans: Vec<String>,
+    pub store: StoreOptions,
+    pub api: ApiOptions,
+}
+
+/// Writes `contents` to `path` so that readers see all of it or nothing.
+pub fn write_atomically(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The admin token: generated on first start, then read back.
+pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("admin-token");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        let token = existing.trim().to_string();
+        if !token.is_empty() {
+            return Ok(token);
+        }
+    }
+    let mut bytes = [0u8; 24];
+    rand::rng().fill(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_atomically(&path, &format!("{token}\n"), 0o600)?;
+    Ok(token)
+}
+
+/// Namespaces that exist from the start, as in every Kubernetes cluster.
+async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
+    let namespaces = resources::by_name("namespaces").expect("served");
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let obj = json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": ns,
+                "uid": uuid::Uuid::new_v4().to_string(),
+                "creationTimestamp": api::object::now_rfc3339(),
+                "labels": {"kubernetes.io/metadata.name": ns},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        });
+        match store
+            .create(&namespaces.storage_key(None, ns), serde_json::to_vec(&obj)?)
+            .await
+        {
+            Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+            Err(e) => return Err(e).context("creating the initial namespaces"),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the control plane until SIGTERM or SIGINT.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let token = admin_token(&config.data_dir)?;
+    let store = EmbeddedStore::open(&config.data_dir.join("store.redb"), config.store.clone())
+        .context("opening the store")?;
+    let store: Arc<dyn Store> = Arc::new(store);
+    bootstrap(store.as_ref()).await?;
+
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let state = Arc::new(ApiState {
+        store: store.clone(),
+        token,
+        options: config.api.clone(),
+        shutdown: shutdown_rx,
+    });
+    let pki = tls::load_or_create(&config.data_dir, &certificate_names(&config))?;
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("listening on {}", config.bind))?;
+    let addr = listener.local_addr()?;
+    let token = state.token.clone();
+    write_atomically(
+        &config.data_dir.join("admin.kubeconfig"),
+        &admin_kubeconfig(addr, &pki.ca_pem, &token)?,
+        0o600,
+    )?;
+    let address_file = config.data_dir.join("address");
+    write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
+
+    serve_tls(listener, pki.server_config, api::router(state), shutdown_tx).await;
+    let _ = std::fs::remove_file(&address_file);
+    drop(store);
+    Ok(())
+}
+
+/// The names the serving certificate is valid for.
+fn certificate_names(config: &Config) -> Vec<String> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    if !config.bind.ip().is_unspecified() {
+        names.push(config.bind.ip().to_string());
+    }
+    if let Ok(host) = nix::unistd::gethostname() {
+        names.push(host.to_string_lossy().into_owned());
+    }
+    names.extend(config.tls_sans.iter().cloned());
+    names.dedup();
+    names
+}
+
+/// A kubeconfig for the admin user, as `kubectl --kubeconfig` reads it.
+fn admin_kubeconfig(addr: SocketAddr, ca_pem: &str, token: &str) -> anyhow::Result<String> {
+    use base64::Engine;
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let server = format!("https://{}", SocketAddr::new(host.parse()?, addr.port()));
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "bosun", "cluster": {
+            "server": server,
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+        }}],
+        "users": [{"name": "bosun-admin", "user": {"token": token}}],
+        "contexts": [{"name": "bosun", "context": {"cluster": "bosun", "user": "bosun-admin", "namespace": "default"}}],
+        "current-context": "bosun",
+    });
+    Ok(serde_yaml::to_string(&config)?)
+}
+
+/// Serves `app` over TLS until SIGTERM or SIGINT, then stops accepting,
+/// ends open watches and lets in-flight requests finish.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: axum::Router,
+    shutdown: tokio::sync::watch::Sender<bool>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio::signal::unix::{signal, SignalKind};
+
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        };
+        let acceptor = acceptor.clone();
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    tracing::info!("shutting down");
+    drop(listener);
+    let _ = shutdown.send(true);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
+            tracing::warn!("connections still open after 10s; closing them");
+        }
+    }
+}

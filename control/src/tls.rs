@@ -1,0 +1,83 @@
+//! TLS for the API: kubectl (client-go) sends bearer tokens only over
+//! HTTPS, so the control plane makes its own CA on first start, signs a
+//! serving certificate for the names it is reached by, and hands the CA
+//! to clients in the kubeconfig it writes.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The PEM files in the data dir.
+pub struct Pki {
+    pub ca_pem: String,
+    pub server_config: Arc<rustls::ServerConfig>,
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    crate::server::write_atomically(path, contents, 0o600)
+}
+
+/// Loads the CA and serving certificate from `dir`, making them on first
+/// start. `names` are the DNS names and IP addresses clients connect to.
+pub fn load_or_create(dir: &Path, names: &[String]) -> anyhow::Result<Pki> {
+    let ca_crt = dir.join("ca.crt");
+    let server_crt = dir.join("server.crt");
+    let server_key = dir.join("server.key");
+    let sans_file = dir.join("server.sans");
+    let wanted_sans = names.join(",");
+    let have_sans = std::fs::read_to_string(&sans_file).unwrap_or_default();
+    if !ca_crt.exists() {
+        let ca_key = KeyPair::generate().context("generating the CA key")?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name.push(DnType::CommonName, "bosun-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        ca.not_after = rcgen::date_time_ymd(2126, 1, 1);
+        let ca_cert = ca.self_signed(&ca_key)?;
+        write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;
+        crate::server::write_atomically(&ca_crt, &ca_cert.pem(), 0o644)?;
+        let _ = std::fs::remove_file(&server_crt);
+    }
+    if !server_crt.exists() || have_sans.trim() != wanted_sans {
+        let ca_key_pem = std::fs::read_to_string(dir.join("ca.key")).context("reading ca.key")?;
+        let ca_key = KeyPair::from_pem(&ca_key_pem)?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name.push(DnType::CommonName, "bosun-ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().context("generating the serving key")?;
+        let mut params = CertificateParams::new(names.to_vec())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "bosun-control");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_after = rcgen::date_time_ymd(2126, 1, 1);
+        let cert = params.signed_by(&key, &issuer)?;
+        write_private(&server_key, &key.serialize_pem())?;
+        crate::server::write_atomically(&server_crt, &cert.pem(), 0o644)?;
+        crate::server::write_atomically(&sans_file, &wanted_sans, 0o644)?;
+    }
+    let ca_pem = std::fs::read_to_string(&ca_crt)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&server_crt)
+        .context("reading server.crt")?
+        .collect::<Result<_, _>>()?;
+    let key = PrivateKeyDer::from_pem_file(&server_key).context("reading server.key")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Pki {
+        ca_pem,
+        server_config: Arc::new(config),
+    })
+}
