@@ -5,6 +5,7 @@ use anyhow::{anyhow, Context as _, Result};
 use clap::Args;
 use serde_json::{Map, Value};
 
+use bosun::patch::three_way_strategic_patch;
 use bosun::resources::{by_kind, ResourceInfo};
 
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -13,7 +14,6 @@ use super::client::Ctx;
 use super::errors;
 use super::manifest::{load, Manifest};
 use super::output::sort_keys;
-use super::patch_shim::three_way_strategic_patch;
 
 /// The annotation kubectl keeps the last applied manifest in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -151,9 +151,8 @@ async fn apply_one(ctx: &Ctx, m: &Manifest, explicit_ns: bool) -> Result<(String
         return Ok((printed, ApplyResult::Created));
     };
     let current = serde_json::to_value(&current)?;
-    let original = last_applied(&current).unwrap_or(Value::Object(Map::new()));
-    let patch = three_way_strategic_patch(&original, &modified, &current)
-        .map_err(|e| anyhow!("computing the patch for {printed}: {e}"))?;
+    let original = last_applied(&current);
+    let patch = three_way_strategic_patch(original.as_ref(), &modified, &current);
     if patch.as_object().is_some_and(|p| p.is_empty()) {
         return Ok((printed, ApplyResult::Unchanged));
     }
@@ -251,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn shim_patch_is_empty_when_only_server_defaults_differ() {
+    fn reapplying_gives_an_empty_patch_and_a_change_gives_only_the_change() {
         let manifest = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "d"},
             "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
@@ -260,14 +259,14 @@ mod tests {
         current["metadata"]["uid"] = json!("u");
         current["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("Always");
         current["status"] = json!({"replicas": 3});
-        let original = last_applied(&current).unwrap();
-        let p = three_way_strategic_patch(&original, &modified, &current).unwrap();
+        let original = last_applied(&current);
+        let p = three_way_strategic_patch(original.as_ref(), &modified, &current);
         assert_eq!(p, json!({}));
 
         let mut manifest2 = manifest.clone();
         manifest2["spec"]["replicas"] = json!(5);
         let modified2 = with_last_applied(&manifest2, Some("default"));
-        let p = three_way_strategic_patch(&original, &modified2, &current).unwrap();
+        let p = three_way_strategic_patch(original.as_ref(), &modified2, &current);
         assert_eq!(p["spec"], json!({"replicas": 5}));
         assert!(p["metadata"]["annotations"][LAST_APPLIED].is_string());
     }

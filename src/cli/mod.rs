@@ -10,7 +10,6 @@ mod info;
 mod manifest;
 mod modify;
 mod output;
-mod patch_shim;
 mod table;
 mod targets;
 mod up;

@@ -15,7 +15,6 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client::{bosun_kubeconfig, home_dir};
 use super::delete::parse_duration;
@@ -167,29 +166,51 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// GET /readyz over plain HTTP/1.1; true on a 200.
-async fn ready(addr: &str, token: Option<&str>) -> bool {
+/// The server's own admin kubeconfig: `https://ADDR`, its CA and the admin token.
+struct AdminConfig {
+    /// The `cluster` body (server, certificate-authority-data).
+    cluster: serde_yaml::Value,
+    server: String,
+    token: String,
+}
+
+fn read_admin_config(path: &Path) -> Result<AdminConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let cluster = doc["clusters"][0]["cluster"].clone();
+    let server = cluster["server"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{} names no server", path.display()))?
+        .to_string();
+    let token = doc["users"][0]["user"]["token"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{} holds no token", path.display()))?
+        .to_string();
+    Ok(AdminConfig {
+        cluster,
+        server,
+        token,
+    })
+}
+
+/// GET /readyz through a client built from the admin kubeconfig (TLS with
+/// the server's CA); true on a 200.
+async fn ready(admin_kubeconfig: &Path) -> bool {
     let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let req =
-            format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
-        stream.write_all(req.as_bytes()).await?;
-        let mut buf = Vec::new();
-        stream.read_to_end(&mut buf).await?;
-        std::io::Result::Ok(buf)
+        let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig).ok()?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .ok()?;
+        let client = kube::Client::try_from(config).ok()?;
+        let req = http::Request::get("/readyz").body(Vec::new()).ok()?;
+        client.request_text(req).await.ok()
     };
-    match tokio::time::timeout(Duration::from_secs(2), attempt).await {
-        Ok(Ok(buf)) => {
-            let text = String::from_utf8_lossy(&buf);
-            text.lines()
-                .next()
-                .is_some_and(|status| status.split_whitespace().nth(1) == Some("200"))
-        }
-        _ => false,
-    }
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), attempt).await,
+        Ok(Some(_))
+    )
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
@@ -200,8 +221,8 @@ fn read_trimmed(path: &Path) -> Option<String> {
 }
 
 /// Writes (or updates, keeping other entries) a kubeconfig whose `bosun`
-/// context points at `server` with `token`.
-pub fn write_kubeconfig(path: &Path, server: &str, token: &str) -> Result<()> {
+/// context points at `cluster` (server and CA) with `token`.
+pub fn write_kubeconfig(path: &Path, cluster: &serde_yaml::Value, token: &str) -> Result<()> {
     use serde_yaml::{Mapping, Value};
     let mut doc: Value = std::fs::read_to_string(path)
         .ok()
@@ -214,8 +235,6 @@ pub fn write_kubeconfig(path: &Path, server: &str, token: &str) -> Result<()> {
         m.insert(key.into(), body);
         Value::Mapping(m)
     };
-    let mut cluster = Mapping::new();
-    cluster.insert("server".into(), server.into());
     let mut user = Mapping::new();
     user.insert("token".into(), token.into());
     let mut context = Mapping::new();
@@ -223,10 +242,7 @@ pub fn write_kubeconfig(path: &Path, server: &str, token: &str) -> Result<()> {
     context.insert("user".into(), "bosun-admin".into());
     context.insert("namespace".into(), "default".into());
     let upserts = [
-        (
-            "clusters",
-            entry("bosun", "cluster", Value::Mapping(cluster)),
-        ),
+        ("clusters", entry("bosun", "cluster", cluster.clone())),
         ("users", entry("bosun-admin", "user", Value::Mapping(user))),
         (
             "contexts",
@@ -267,9 +283,9 @@ fn pretty(path: &Path) -> String {
     }
 }
 
-fn print_next_steps(addr: &str, pid: i32, dir: &Path, kubeconfig: &Path) {
+fn print_next_steps(server: &str, pid: i32, dir: &Path, kubeconfig: &Path) {
     let kc = pretty(kubeconfig);
-    println!("  server:     http://{addr} (pid {pid})");
+    println!("  server:     {server} (pid {pid})");
     println!("  data:       {}", pretty(dir));
     println!("  logs:       {}", pretty(&CONTROL.log_file(dir)));
     println!("  kubeconfig: {kc}");
@@ -284,27 +300,25 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let timeout = parse_duration(&args.timeout)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir.canonicalize().unwrap_or(dir);
     let kubeconfig = kubeconfig
         .map(Path::to_path_buf)
         .unwrap_or_else(bosun_kubeconfig);
+    // bosun-control writes admin.kubeconfig (https://ADDR, its CA, the admin
+    // token) and then `address` once it is listening.
     let address_file = dir.join("address");
-    let token_file = dir.join("admin-token");
+    let admin_kubeconfig = dir.join("admin.kubeconfig");
 
     if let Some(pid) = CONTROL.running_pid(&dir) {
-        let addr = read_trimmed(&address_file).ok_or_else(|| {
-            anyhow!("bosun-control (pid {pid}) is running but wrote no address yet")
-        })?;
-        let token = read_trimmed(&token_file);
-        if ready(&addr, token.as_deref()).await {
-            if let Some(token) = token {
-                write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &token)?;
-            }
+        if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
+            let admin = read_admin_config(&admin_kubeconfig)?;
+            write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
             println!("bosun is already running.");
-            print_next_steps(&addr, pid, &dir, &kubeconfig);
+            print_next_steps(&admin.server, pid, &dir, &kubeconfig);
             return Ok(true);
         }
         bail!(
-            "bosun-control (pid {pid}) is running but not ready at {addr}; see {} or run `bosun down`",
+            "bosun-control (pid {pid}) is running but not ready; see {} or run `bosun down`",
             CONTROL.log_file(&dir).display()
         );
     }
@@ -322,7 +336,7 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     )?;
     let pid = child.id() as i32;
     let deadline = tokio::time::Instant::now() + timeout;
-    let addr = loop {
+    loop {
         if let Some(status) = child.try_wait()? {
             let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
             bail!(
@@ -331,10 +345,8 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
                 tail(&CONTROL.log_file(&dir), 20)
             );
         }
-        if let Some(addr) = read_trimmed(&address_file) {
-            if ready(&addr, read_trimmed(&token_file).as_deref()).await {
-                break addr;
-            }
+        if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
+            break;
         }
         if tokio::time::Instant::now() >= deadline {
             bail!(
@@ -344,13 +356,12 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let token = read_trimmed(&token_file)
-        .ok_or_else(|| anyhow!("bosun-control wrote no token to {}", token_file.display()))?;
-    write_kubeconfig(&kubeconfig, &format!("http://{addr}"), &token)?;
+    }
+    let admin = read_admin_config(&admin_kubeconfig)?;
+    write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
     // Start the agent here, once it exists (see the note at CONTROL).
     println!("bosun is up.");
-    print_next_steps(&addr, pid, &dir, &kubeconfig);
+    print_next_steps(&admin.server, pid, &dir, &kubeconfig);
     Ok(true)
 }
 
@@ -403,15 +414,30 @@ mod tests {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: https://x\n",
         )
         .unwrap();
-        write_kubeconfig(&path, "http://127.0.0.1:1", "t1").unwrap();
-        write_kubeconfig(&path, "http://127.0.0.1:2", "t2").unwrap();
+        let cluster = |server: &str| {
+            serde_yaml::from_str::<serde_yaml::Value>(&format!(
+                "server: {server}\ncertificate-authority-data: Q0E=\n"
+            ))
+            .unwrap()
+        };
+        write_kubeconfig(&path, &cluster("https://127.0.0.1:1"), "t1").unwrap();
+        write_kubeconfig(&path, &cluster("https://127.0.0.1:2"), "t2").unwrap();
         let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
         assert_eq!(kc.current_context.as_deref(), Some("bosun"));
         assert_eq!(kc.clusters.len(), 2);
         let bosun = kc.clusters.iter().find(|c| c.name == "bosun").unwrap();
         assert_eq!(
             bosun.cluster.as_ref().unwrap().server.as_deref(),
-            Some("http://127.0.0.1:2")
+            Some("https://127.0.0.1:2")
+        );
+        assert_eq!(
+            bosun
+                .cluster
+                .as_ref()
+                .unwrap()
+                .certificate_authority_data
+                .as_deref(),
+            Some("Q0E=")
         );
         assert_eq!(kc.auth_infos.len(), 1);
         let ctx = kc.contexts[0].context.as_ref().unwrap();
