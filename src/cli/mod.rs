@@ -111,8 +111,27 @@ async fn dispatch(cli: Cli) -> Outcome {
     }
 }
 
+/// `bosun get pods | head -1` must end quietly, as kubectl does, not with a
+/// panic about a broken pipe.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 /// Parses the command line, runs the command, prints a failure as kubectl would.
 pub fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
