@@ -536,3 +536,51 @@ fn up_and_down_with_a_private_home() {
     let gone = bosun(&["get", "ns"]);
     assert!(gone.fails().contains("was refused"), "{}", gone.stderr);
 }
+
+#[test]
+fn get_watch_prints_a_row_per_event() {
+    use std::io::BufRead;
+    let c = Cluster::start();
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .arg("--kubeconfig")
+        .arg(c.kubeconfig())
+        .args(["get", "pods", "-w"])
+        .env("HOME", c.path("home"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = watch.stdout.take().unwrap();
+    let _watch = Kill(watch);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // Give the watch a moment to open, then make events.
+    std::thread::sleep(Duration::from_millis(500));
+    let file = c.write("web.yaml", PODS.split("---").next().unwrap());
+    c.bosun(&["apply", "-f", &file]).ok();
+    c.bosun(&["label", "pod", "web", "x=y"]).ok();
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("a watch line")
+    };
+    let header = next();
+    assert!(header.starts_with("NAME   READY   STATUS"), "{header}");
+    let first = next();
+    let second = next();
+    assert!(first.starts_with("web    0/1     "), "{first}");
+    assert!(second.starts_with("web    "), "{second}");
+    assert_eq!(column_starts(&header)[..3], column_starts(&first)[..3]);
+}
