@@ -1,0 +1,155 @@
+//! The `bosun` command line: kubectl's verbs against a bosun control plane.
+
+mod apply;
+mod client;
+mod delete;
+mod describe;
+mod errors;
+mod get;
+mod info;
+mod manifest;
+mod modify;
+mod output;
+mod table;
+mod targets;
+mod up;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use client::{ConnectOptions, Ctx};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bosun",
+    version,
+    about = "bosun controls a bosun cluster, with kubectl's verbs",
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.bosun/kubeconfig, ~/.kube/config).
+    #[arg(long, global = true, value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// The namespace for this request.
+    #[arg(short = 'n', long, global = true)]
+    namespace: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a local control plane in the background and write a kubeconfig for it.
+    Up(up::UpArgs),
+    /// Stop the local control plane started by `bosun up` (its data is kept).
+    Down(up::DownArgs),
+    /// Apply a configuration to resources from a file, a directory or stdin.
+    Apply(apply::ApplyArgs),
+    /// Create resources from a file, a directory or stdin.
+    Create(apply::CreateArgs),
+    /// Delete resources by file, by type and name, by label selector, or all of a type.
+    Delete(delete::DeleteArgs),
+    /// Display one or many resources.
+    Get(get::GetArgs),
+    /// Show details of a resource.
+    Describe(describe::DescribeArgs),
+    /// Update the labels on a resource.
+    Label(modify::LabelArgs),
+    /// Update the annotations on a resource.
+    Annotate(modify::LabelArgs),
+    /// Update fields of a resource with a strategic merge, merge or JSON patch.
+    Patch(modify::PatchArgs),
+    /// Print the client and server version.
+    Version,
+    /// Print the resource types the server serves.
+    ApiResources,
+}
+
+impl Cli {
+    fn connect_options(&self) -> ConnectOptions {
+        ConnectOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+        }
+    }
+}
+
+/// What a command ended with: `Ok(false)` when it printed its own errors
+/// and should exit 1 (kubectl goes on after a failed object and fails at the end).
+type Outcome = anyhow::Result<bool>;
+
+async fn dispatch(cli: Cli) -> Outcome {
+    let opts = cli.connect_options();
+    match cli.command {
+        Command::Up(args) => up::up(&args, opts.kubeconfig.as_deref()).await,
+        Command::Down(args) => up::down(&args),
+        command => {
+            let ctx = Ctx::connect(&opts).await?;
+            let explicit_ns = opts.namespace.is_some();
+            match command {
+                Command::Apply(args) => apply::apply(&ctx, &args, explicit_ns).await,
+                Command::Create(args) => apply::create(&ctx, &args, explicit_ns).await,
+                Command::Delete(args) => delete::delete(&ctx, &args).await,
+                Command::Get(args) => get::get(&ctx, &args).await,
+                Command::Describe(args) => describe::describe(&ctx, &args).await,
+                Command::Label(args) => modify::label(&ctx, &args, modify::Field::Labels).await,
+                Command::Annotate(args) => {
+                    modify::label(&ctx, &args, modify::Field::Annotations).await
+                }
+                Command::Patch(args) => modify::patch(&ctx, &args).await,
+                Command::Version => info::version(&ctx).await,
+                Command::ApiResources => info::api_resources(&ctx).await,
+                Command::Up(_) | Command::Down(_) => unreachable!("handled above"),
+            }
+        }
+    }
+}
+
+/// `bosun get pods | head -1` must end quietly, as kubectl does, not with a
+/// panic about a broken pipe.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
+/// Parses the command line, runs the command, prints a failure as kubectl would.
+pub fn main() -> ExitCode {
+    quiet_on_closed_stdout();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("{}", errors::render(&e));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! `bosun up` / `bosun down`: run the local control plane in the background
+//! and point a kubeconfig at it.
+//!
+//! Every background process is a [`Component`] with its pid file and log in
+//! the data directory; `up` starts them in order, `down` stops them in
+//! reverse. The agent (`bosun-agent`) joins the list once it exists.
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use clap::Args;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::client::{bosun_kubeconfig, home_dir};
+use super::delete::parse_duration;
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Where the control plane keeps its data, token, address and log.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 6443)]
+    port: u16,
+    /// How long to wait for the control plane to become ready.
+    #[arg(long, default_value = "30s")]
+    timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The data directory given to `bosun up`.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// How long to wait for each process to exit.
+    #[arg(long, default_value = "30s")]
+    timeout: String,
+}
+
+/// A process `bosun up` runs in the background.
+struct Component {
+    /// Shown to the user.
+    title: &'static str,
+    /// The executable, looked up next to `bosun` and then on PATH.
+    binary: &'static str,
+    /// `DIR/<name>.pid` and `DIR/<name>.log`.
+    name: &'static str,
+}
+
+const CONTROL: Component = Component {
+    title: "control plane",
+    binary: "bosun-control",
+    name: "control",
+};
+
+// The agent goes here: a `Component { title: "agent", binary: "bosun-agent",
+// name: "agent" }` started after CONTROL is ready, with the kubeconfig written
+// below, and stopped before it in `down`.
+
+fn default_data_dir() -> PathBuf {
+    home_dir().join(".bosun").join("control")
+}
+
+impl Component {
+    fn pid_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.pid", self.name))
+    }
+    fn log_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.log", self.name))
+    }
+
+    /// The recorded pid, if that process is still running this component's binary.
+    fn running_pid(&self, dir: &Path) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.pid_file(dir))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (is_alive(pid) && runs_binary(pid, self.binary)).then_some(pid)
+    }
+
+    fn find_binary(&self) -> Result<PathBuf> {
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            let candidate = dir.join(self.binary);
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            for dir in std::env::split_paths(&path) {
+                let candidate = dir.join(self.binary);
+                if candidate.is_file() {
+                    return Ok(candidate);
+                }
+            }
+        }
+        bail!(
+            "cannot find {} next to {} or on PATH (build it with `cargo build --workspace`)",
+            self.binary,
+            std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "bosun".into())
+        )
+    }
+
+    /// Starts the process detached from this one: its own process group,
+    /// stdin from /dev/null, stdout and stderr appended to its log.
+    fn spawn(&self, dir: &Path, args: &[String]) -> Result<std::process::Child> {
+        let binary = self.find_binary()?;
+        let log_path = self.log_file(dir);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
+        let child = Command::new(&binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        std::fs::write(self.pid_file(dir), format!("{}\n", child.id()))?;
+        Ok(child)
+    }
+}
+
+/// Whether the process exists and is not a zombie.
+fn is_alive(pid: i32) -> bool {
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
+        Err(_) => true,
+    }
+}
+
+/// Guards against signalling a recycled pid.
+fn runs_binary(pid: i32, binary: &str) -> bool {
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmd) => cmd
+            .split(|b| *b == 0)
+            .next()
+            .is_some_and(|argv0| String::from_utf8_lossy(argv0).ends_with(binary)),
+        Err(_) => true,
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The server's own admin kubeconfig: `https://ADDR`, its CA and the admin token.
+struct AdminConfig {
+    /// The `cluster` body (server, certificate-authority-data).
+    cluster: serde_yaml::Value,
+    server: String,
+    token: String,
+}
+
+fn read_admin_config(path: &Path) -> Result<AdminConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let cluster = doc["clusters"][0]["cluster"].clone();
+    let server = cluster["server"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{} names no server", path.display()))?
+        .to_string();
+    let token = doc["users"][0]["user"]["token"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{} holds no token", path.display()))?
+        .to_string();
+    Ok(AdminConfig {
+        cluster,
+        server,
+        token,
+    })
+}
+
+/// GET /readyz through a client built from the admin kubeconfig (TLS with
+/// the server's CA); true on a 200.
+async fn ready(admin_kubeconfig: &Path) -> bool {
+    let attempt = async {
+        let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig).ok()?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .ok()?;
+        let client = kube::Client::try_from(config).ok()?;
+        let req = http::Request::get("/readyz").body(Vec::new()).ok()?;
+        client.request_text(req).await.ok()
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), attempt).await,
+        Ok(Some(_))
+    )
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Writes (or updates, keeping other entries) a kubeconfig whose `bosun`
+/// context points at `cluster` (server and CA) with `token`.
+pub fn write_kubeconfig(path: &Path, cluster: &serde_yaml::Value, token: &str) -> Result<()> {
+    use serde_yaml::{Mapping, Value};
+    let mut doc: Value = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_yaml::from_str(&t).ok())
+        .filter(Value::is_mapping)
+        .unwrap_or_else(|| Value::Mapping(Mapping::new()));
+    let entry = |name: &str, key: &str, body: Value| {
+        let mut m = Mapping::new();
+        m.insert("name".into(), name.into());
+        m.insert(key.into(), body);
+        Value::Mapping(m)
+    };
+    let mut user = Mapping::new();
+    user.insert("token".into(), token.into());
+    let mut context = Mapping::new();
+    context.insert("cluster".into(), "bosun".into());
+    context.insert("user".into(), "bosun-admin".into());
+    context.insert("namespace".into(), "default".into());
+    let upserts = [
+        ("clusters", entry("bosun", "cluster", cluster.clone())),
+        ("users", entry("bosun-admin", "user", Value::Mapping(user))),
+        (
+            "contexts",
+            entry("bosun", "context", Value::Mapping(context)),
+        ),
+    ];
+    let map = doc.as_mapping_mut().expect("checked to be a mapping");
+    map.insert("apiVersion".into(), "v1".into());
+    map.insert("kind".into(), "Config".into());
+    for (list, item) in upserts {
+        let seq = map
+            .entry(list.into())
+            .or_insert_with(|| Value::Sequence(Vec::new()));
+        if !seq.is_sequence() {
+            *seq = Value::Sequence(Vec::new());
+        }
+        let seq = seq.as_sequence_mut().expect("just made a sequence");
+        seq.retain(|e| e.get("name") != item.get("name"));
+        seq.push(item);
+    }
+    map.insert("current-context".into(), "bosun".into());
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let text = serde_yaml::to_string(&doc)?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
+}
+
+/// `~/x` for paths under HOME, to print commands users can paste.
+fn pretty(path: &Path) -> String {
+    let home = home_dir();
+    match path.strip_prefix(&home) {
+        Ok(rest) if home != Path::new("/") => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
+    }
+}
+
+fn print_next_steps(server: &str, pid: i32, dir: &Path, kubeconfig: &Path) {
+    let kc = pretty(kubeconfig);
+    println!("  server:     {server} (pid {pid})");
+    println!("  data:       {}", pretty(dir));
+    println!("  logs:       {}", pretty(&CONTROL.log_file(dir)));
+    println!("  kubeconfig: {kc}");
+    println!();
+    println!("Next:");
+    println!("  bosun get nodes");
+    println!("  kubectl --kubeconfig {kc} get pods");
+    println!("  export KUBECONFIG={kc}");
+}
+
+pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
+    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let timeout = parse_duration(&args.timeout)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir.canonicalize().unwrap_or(dir);
+    let kubeconfig = kubeconfig
+        .map(Path::to_path_buf)
+        .unwrap_or_else(bosun_kubeconfig);
+    // bosun-control writes admin.kubeconfig (https://ADDR, its CA, the admin
+    // token) and then `address` once it is listening.
+    let address_file = dir.join("address");
+    let admin_kubeconfig = dir.join("admin.kubeconfig");
+
+    if let Some(pid) = CONTROL.running_pid(&dir) {
+        if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
+            let admin = read_admin_config(&admin_kubeconfig)?;
+            write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
+            println!("bosun is already running.");
+            print_next_steps(&admin.server, pid, &dir, &kubeconfig);
+            return Ok(true);
+        }
+        bail!(
+            "bosun-control (pid {pid}) is running but not ready; see {} or run `bosun down`",
+            CONTROL.log_file(&dir).display()
+        );
+    }
+
+    // A stale address from an earlier run must not be mistaken for this one's.
+    let _ = std::fs::remove_file(&address_file);
+    let mut child = CONTROL.spawn(
+        &dir,
+        &[
+            "--data-dir".to_string(),
+            dir.display().to_string(),
+            "--port".to_string(),
+            args.port.to_string(),
+        ],
+    )?;
+    let pid = child.id() as i32;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
+            bail!(
+                "bosun-control exited ({status}) before becoming ready; last lines of {}:\n{}",
+                CONTROL.log_file(&dir).display(),
+                tail(&CONTROL.log_file(&dir), 20)
+            );
+        }
+        if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "bosun-control (pid {pid}) did not become ready within {}; see {}",
+                args.timeout,
+                CONTROL.log_file(&dir).display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let admin = read_admin_config(&admin_kubeconfig)?;
+    write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
+    // Start the agent here, once it exists (see the note at CONTROL).
+    println!("bosun is up.");
+    print_next_steps(&admin.server, pid, &dir, &kubeconfig);
+    Ok(true)
+}
+
+pub fn down(args: &DownArgs) -> Result<bool> {
+    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let timeout = parse_duration(&args.timeout)?;
+    // Stop in reverse start order (the agent, when it exists, before CONTROL).
+    let Some(pid) = CONTROL.running_pid(&dir) else {
+        let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
+        println!(
+            "bosun is not running (no live {} in {}).",
+            CONTROL.binary,
+            pretty(&dir)
+        );
+        return Ok(true);
+    };
+    kill(Pid::from_raw(pid), Signal::SIGTERM)
+        .with_context(|| format!("signalling bosun-control (pid {pid})"))?;
+    let deadline = std::time::Instant::now() + timeout;
+    while is_alive(pid) {
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "bosun-control (pid {pid}) did not exit within {} of SIGTERM; see {}",
+                args.timeout,
+                CONTROL.log_file(&dir).display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
+    let _ = std::fs::remove_file(dir.join("address"));
+    println!(
+        "bosun {} stopped (pid {pid}); data kept in {}.",
+        CONTROL.title,
+        pretty(&dir)
+    );
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_is_written_and_updated_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kc");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: https://x\n",
+        )
+        .unwrap();
+        let cluster = |server: &str| {
+            serde_yaml::from_str::<serde_yaml::Value>(&format!(
+                "server: {server}\ncertificate-authority-data: Q0E=\n"
+            ))
+            .unwrap()
+        };
+        write_kubeconfig(&path, &cluster("https://127.0.0.1:1"), "t1").unwrap();
+        write_kubeconfig(&path, &cluster("https://127.0.0.1:2"), "t2").unwrap();
+        let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
+        assert_eq!(kc.current_context.as_deref(), Some("bosun"));
+        assert_eq!(kc.clusters.len(), 2);
+        let bosun = kc.clusters.iter().find(|c| c.name == "bosun").unwrap();
+        assert_eq!(
+            bosun.cluster.as_ref().unwrap().server.as_deref(),
+            Some("https://127.0.0.1:2")
+        );
+        assert_eq!(
+            bosun
+                .cluster
+                .as_ref()
+                .unwrap()
+                .certificate_authority_data
+                .as_deref(),
+            Some("Q0E=")
+        );
+        assert_eq!(kc.auth_infos.len(), 1);
+        let ctx = kc.contexts[0].context.as_ref().unwrap();
+        assert_eq!(ctx.namespace.as_deref(), Some("default"));
+    }
+}
