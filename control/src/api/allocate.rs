@@ -67,7 +67,7 @@ pub fn service(
                 return Err(FieldError::invalid(
                     "spec.clusterIPs",
                     json!([given]),
-                    &format!("failed to allocate IP {given}: provided IP is already allocated"),
+                    format!("failed to allocate IP {given}: provided IP is already allocated"),
                 ));
             }
             given.to_string()
@@ -86,14 +86,14 @@ pub fn service(
                 match port["nodePort"].as_i64() {
                     Some(p) if !NODE_PORTS.contains(&p) => {
                         return Err(FieldError::invalid(
-                            &format!("spec.ports[{i}].nodePort"),
+                            format!("spec.ports[{i}].nodePort"),
                             json!(p),
                             "provided port is not in the valid range. The range of valid ports is 30000-32767",
                         ))
                     }
                     Some(p) if !taken.insert(p) => {
                         return Err(FieldError::invalid(
-                            &format!("spec.ports[{i}].nodePort"),
+                            format!("spec.ports[{i}].nodePort"),
                             json!(p),
                             "provided port is already allocated",
                         ))
@@ -105,7 +105,7 @@ pub fn service(
                             .find(|p| !taken.contains(p))
                             .ok_or_else(|| {
                                 FieldError::forbidden(
-                                    &format!("spec.ports[{i}].nodePort"),
+                                    format!("spec.ports[{i}].nodePort"),
                                     "no node ports left in the range 30000-32767",
                                 )
                             })?;
