@@ -244,9 +244,7 @@ async fn route(
     };
     let target =
         parse_target(group, version, rest).ok_or_else(|| ApiError::not_found_path(path))?;
-    let body = axum::body::to_bytes(body, state.options.body_limit)
-        .await
-        .map_err(|_| ApiError::too_large(state.options.body_limit))?;
+    let body = read_body(body, state.options.body_limit).await?;
     let req = ApiRequest {
         method,
         query: parse_query(&uri),
@@ -255,6 +253,29 @@ async fn route(
         body,
     };
     handlers::handle(&state, req).await
+}
+
+/// Reads a request body of at most `limit` bytes. A larger one is read to
+/// its end (up to a bound) and discarded, so the client gets the 413
+/// instead of a connection cut in the middle of its upload.
+async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
+    const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        seen += chunk.len();
+        if seen <= limit {
+            buf.extend_from_slice(&chunk);
+        } else if seen > DRAIN_LIMIT {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(ApiError::too_large(limit));
+    }
+    Ok(Bytes::from(buf))
 }
 
 /// The entry of `res`'s resource that objects are stored in.
