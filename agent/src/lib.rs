@@ -1,0 +1,4 @@
+//! bosun's node agent: the kubelet of bosun. It runs the pods bound to its
+//! node on Docker and reports their status to the control plane.
+
+pub mod runtime;

@@ -1,0 +1,1 @@
+//! A recording fake of the runtime, for unit tests.
