@@ -1,4 +1,9 @@
 //! bosun's node agent: the kubelet of bosun. It runs the pods bound to its
 //! node on Docker and reports their status to the control plane.
 
+pub mod config;
 pub mod runtime;
+pub mod spec;
+pub mod status;
+pub mod volumes;
+pub mod worker;

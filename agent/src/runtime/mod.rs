@@ -35,7 +35,7 @@ pub mod labels {
 /// The sandbox's container name in `labels::CONTAINER`.
 pub const SANDBOX_CONTAINER: &str = "POD";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
     Sandbox,
     Init,
@@ -222,7 +222,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn image_id(&self, image: &str) -> Result<Option<String>>;
 
     /// Pulls `image`; `progress` hears each status line. Returns its id.
-    async fn pull_image(&self, image: &str, progress: &(dyn Fn(&str) + Send + Sync)) -> Result<String>;
+    async fn pull_image(
+        &self,
+        image: &str,
+        progress: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<String>;
 
     /// Makes sure the pause image exists (importing the one built into the
     /// agent) and returns its reference.

@@ -1,0 +1,55 @@
+//! The agent's settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub node_name: String,
+    /// The address pods and the control plane reach this node at.
+    pub node_ip: String,
+    /// The node's pod subnet; the pod network's subnet on Docker.
+    pub pod_cidr: String,
+    /// Where pod volumes (emptyDir) live.
+    pub data_dir: PathBuf,
+    /// Nameservers pods with dnsPolicy ClusterFirst get.
+    pub cluster_dns: Vec<String>,
+    pub cluster_domain: String,
+    /// First crash-loop back-off delay; it doubles up to `backoff_max`.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// A container that ran this long has its back-off reset.
+    pub backoff_reset: Duration,
+    /// How often every pod is synced even if nothing changed.
+    pub sync_period: Duration,
+    /// How often the agent lists its containers to notice changes made
+    /// behind its back.
+    pub relist_period: Duration,
+    /// How often the Node's status is refreshed.
+    pub heartbeat_period: Duration,
+}
+
+impl AgentConfig {
+    /// The Docker network this node's pods live on.
+    pub fn network_name(&self) -> String {
+        format!("bosun-{}", self.node_name)
+    }
+
+    /// Settings for unit tests.
+    pub fn for_tests(node: &str, data_dir: PathBuf) -> Self {
+        AgentConfig {
+            node_name: node.into(),
+            node_ip: "192.168.1.10".into(),
+            pod_cidr: "10.244.0.0/24".into(),
+            data_dir,
+            cluster_dns: vec!["10.96.0.10".into()],
+            cluster_domain: "cluster.local".into(),
+            backoff_base: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            backoff_reset: Duration::from_secs(600),
+            sync_period: Duration::from_secs(10),
+            relist_period: Duration::from_secs(1),
+            heartbeat_period: Duration::from_secs(10),
+        }
+    }
+}

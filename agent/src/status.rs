@@ -1,0 +1,493 @@
+//! A pod's status from its containers, by Kubernetes' rules: each
+//! container's state (waiting, running, terminated) with its last state
+//! and restart count, the pod's phase, and its conditions.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::{json, Value};
+
+use crate::runtime::{ContainerInfo, ContainerState};
+
+fn ts(t: Option<DateTime<Utc>>) -> Value {
+    t.map(|t| json!(t.to_rfc3339_opts(SecondsFormat::Secs, true)))
+        .unwrap_or(Value::Null)
+}
+
+/// Why a container is waiting, when the agent knows better than "it has
+/// not been created yet" (CrashLoopBackOff, ErrImagePull, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub reason: String,
+    pub message: String,
+}
+
+/// Everything the status is computed from.
+pub struct Observed<'a> {
+    pub pod: &'a Pod,
+    /// The pod's containers (every instance, any state), sandbox excluded.
+    pub containers: &'a [ContainerInfo],
+    /// Waiting reasons the worker set, by container name.
+    pub waiting: &'a BTreeMap<String, Waiting>,
+    /// Readiness by container name (absent = no readiness probe).
+    pub ready: &'a BTreeMap<String, bool>,
+    /// Startup probe passed, by container name (absent = no startup probe).
+    pub started: &'a BTreeMap<String, bool>,
+    pub pod_ip: Option<String>,
+    pub host_ip: String,
+    /// Set when the pod failed as a whole (e.g. an init container failed
+    /// with restartPolicy Never).
+    pub failed: Option<(String, String)>,
+    pub now: DateTime<Utc>,
+}
+
+/// The newest instance of each container name, and the one before it.
+fn instances<'a>(
+    containers: &'a [ContainerInfo],
+    name: &str,
+) -> (Option<&'a ContainerInfo>, Option<&'a ContainerInfo>) {
+    let mut mine: Vec<&ContainerInfo> = containers.iter().filter(|c| c.name == name).collect();
+    mine.sort_by_key(|c| (c.restart_count, c.created_at));
+    let latest = mine.pop();
+    (latest, mine.pop())
+}
+
+fn terminated(c: &ContainerInfo) -> Value {
+    let code = c.exit_code.unwrap_or(0);
+    let reason = c
+        .reason
+        .clone()
+        .unwrap_or_else(|| if code == 0 { "Completed" } else { "Error" }.into());
+    json!({"terminated": {
+        "exitCode": code,
+        "reason": reason,
+        "startedAt": ts(c.started_at),
+        "finishedAt": ts(c.finished_at),
+        "containerID": format!("docker://{}", c.id),
+    }})
+}
+
+/// One container's status.
+fn container_status(
+    spec: &Container,
+    obs: &Observed<'_>,
+    default_waiting: &str,
+) -> (Value, Option<&'static str>) {
+    let (latest, previous) = instances(obs.containers, &spec.name);
+    let waiting_override = obs.waiting.get(&spec.name);
+    let mut last_state = json!({});
+    let (state, class) = match (latest, waiting_override) {
+        (_, Some(w)) => {
+            if let Some(l) = latest.filter(|l| l.state == ContainerState::Exited) {
+                last_state = terminated(l);
+            }
+            (
+                json!({"waiting": {"reason": w.reason, "message": w.message}}),
+                "waiting",
+            )
+        }
+        (None, None) => (json!({"waiting": {"reason": default_waiting}}), "waiting"),
+        (Some(l), None) => match l.state {
+            ContainerState::Running => (
+                json!({"running": {"startedAt": ts(l.started_at)}}),
+                "running",
+            ),
+            ContainerState::Exited => (
+                terminated(l),
+                if l.exit_code == Some(0) {
+                    "succeeded"
+                } else {
+                    "failed"
+                },
+            ),
+            ContainerState::Created => (
+                json!({"waiting": {"reason": "ContainerCreating"}}),
+                "waiting",
+            ),
+            ContainerState::Unknown => (json!({"waiting": {"reason": "Unknown"}}), "unknown"),
+        },
+    };
+    if last_state == json!({}) {
+        if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
+            last_state = terminated(p);
+        }
+    }
+    let running = class == "running";
+    let started = running && obs.started.get(&spec.name).copied().unwrap_or(true);
+    let ready = started && obs.ready.get(&spec.name).copied().unwrap_or(true);
+    let mut status = json!({
+        "name": spec.name,
+        "state": state,
+        "lastState": last_state,
+        "ready": ready,
+        "started": started,
+        "restartCount": latest.map(|l| l.restart_count).unwrap_or(0),
+        "image": spec.image.clone().unwrap_or_default(),
+        "imageID": latest.map(|l| l.image_id.clone()).unwrap_or_default(),
+    });
+    if let Some(l) = latest {
+        status["containerID"] = json!(format!("docker://{}", l.id));
+    }
+    let class = match class {
+        "running" => Some("running"),
+        "succeeded" => Some("succeeded"),
+        "failed" => Some("failed"),
+        "unknown" => Some("unknown"),
+        _ => None,
+    };
+    // A container waiting to restart after a failure counts as stopped.
+    let class = match class {
+        None if last_state.get("terminated").is_some() => {
+            if last_state["terminated"]["exitCode"] == 0 {
+                Some("succeeded")
+            } else {
+                Some("failed")
+            }
+        }
+        other => other,
+    };
+    (status, class)
+}
+
+fn condition(
+    previous: &[Value],
+    kind: &str,
+    ok: bool,
+    reason: Option<&str>,
+    now: DateTime<Utc>,
+) -> Value {
+    let status = if ok { "True" } else { "False" };
+    let since = previous
+        .iter()
+        .find(|c| c["type"] == kind && c["status"] == status)
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| ts(Some(now)));
+    let mut c =
+        json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
+    if let Some(r) = reason.filter(|_| !ok) {
+        c["reason"] = json!(r);
+    }
+    c
+}
+
+/// The pod's status.
+pub fn pod_status(obs: &Observed<'_>) -> Value {
+    let spec = obs.pod.spec.clone().unwrap_or_default();
+    let previous =
+        serde_json::to_value(obs.pod.status.clone().unwrap_or_default()).unwrap_or(json!({}));
+    let prev_conditions: Vec<Value> = previous["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let restart_policy = spec.restart_policy.as_deref().unwrap_or("Always");
+
+    let inits = spec.init_containers.clone().unwrap_or_default();
+    let mut init_statuses = Vec::new();
+    let mut initialized = true;
+    let mut init_failed_for_good = false;
+    for c in &inits {
+        let (s, class) = container_status(c, obs, "PodInitializing");
+        let done =
+            s["state"]["terminated"]["exitCode"] == 0 && s["state"].get("terminated").is_some();
+        if !done {
+            initialized = false;
+            if class == Some("failed") && restart_policy == "Never" {
+                init_failed_for_good = true;
+            }
+        }
+        init_statuses.push(s);
+    }
+    let app_default = if initialized {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let (mut running, mut waiting, mut stopped, mut succeeded, mut unknown) = (0, 0, 0, 0, 0);
+    let mut statuses = Vec::new();
+    let mut all_ready = true;
+    for c in &spec.containers {
+        let (s, class) = container_status(c, obs, app_default);
+        all_ready &= s["ready"] == true;
+        match class {
+            Some("running") => running += 1,
+            Some("succeeded") => {
+                stopped += 1;
+                succeeded += 1
+            }
+            Some("failed") => stopped += 1,
+            Some("unknown") => unknown += 1,
+            _ => waiting += 1,
+        }
+        statuses.push(s);
+    }
+
+    let phase = if let Some(_) = &obs.failed {
+        "Failed"
+    } else if init_failed_for_good {
+        "Failed"
+    } else if !initialized {
+        "Pending"
+    } else if waiting > 0 {
+        "Pending"
+    } else if running > 0 && unknown == 0 {
+        "Running"
+    } else if running == 0 && stopped > 0 && unknown == 0 {
+        if restart_policy == "Always" {
+            "Running"
+        } else if stopped == succeeded {
+            "Succeeded"
+        } else if restart_policy == "Never" {
+            "Failed"
+        } else {
+            "Running"
+        }
+    } else if running == 0 && stopped == 0 && unknown == 0 {
+        "Pending"
+    } else {
+        "Unknown"
+    };
+
+    let containers_ready = all_ready && running == spec.containers.len();
+    let ready_reason = if containers_ready {
+        None
+    } else if phase == "Succeeded" || phase == "Failed" {
+        Some("PodCompleted")
+    } else {
+        Some("ContainersNotReady")
+    };
+    let init_reason = if phase == "Succeeded" || phase == "Failed" {
+        "PodCompleted"
+    } else {
+        "ContainersNotInitialized"
+    };
+    let conditions = vec![
+        condition(
+            &prev_conditions,
+            "PodReadyToStartContainers",
+            obs.pod_ip.is_some(),
+            None,
+            obs.now,
+        ),
+        condition(
+            &prev_conditions,
+            "Initialized",
+            initialized,
+            Some(init_reason),
+            obs.now,
+        ),
+        condition(
+            &prev_conditions,
+            "Ready",
+            containers_ready,
+            ready_reason,
+            obs.now,
+        ),
+        condition(
+            &prev_conditions,
+            "ContainersReady",
+            containers_ready,
+            ready_reason,
+            obs.now,
+        ),
+        condition(&prev_conditions, "PodScheduled", true, None, obs.now),
+    ];
+    let start_time = previous
+        .get("startTime")
+        .filter(|t| !t.is_null())
+        .cloned()
+        .unwrap_or_else(|| ts(Some(obs.now)));
+    let mut status = json!({
+        "phase": phase,
+        "conditions": conditions,
+        "hostIP": obs.host_ip,
+        "hostIPs": [{"ip": obs.host_ip}],
+        "startTime": start_time,
+        "containerStatuses": statuses,
+        "qosClass": previous.get("qosClass").cloned().unwrap_or(json!("BestEffort")),
+    });
+    if !inits.is_empty() {
+        status["initContainerStatuses"] = json!(init_statuses);
+    }
+    if let Some(ip) = &obs.pod_ip {
+        status["podIP"] = json!(ip);
+        status["podIPs"] = json!([{"ip": ip}]);
+    }
+    if let Some((reason, message)) = &obs.failed {
+        status["reason"] = json!(reason);
+        status["message"] = json!(message);
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{PodRef, Role};
+
+    fn pod(spec: Value) -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": spec}),
+        )
+        .unwrap()
+    }
+
+    fn container(
+        name: &str,
+        state: ContainerState,
+        exit: Option<i64>,
+        restarts: u32,
+    ) -> ContainerInfo {
+        ContainerInfo {
+            id: format!("{name}-{restarts}"),
+            pod: PodRef {
+                namespace: "default".into(),
+                name: "p".into(),
+                uid: "u".into(),
+            },
+            role: Role::App,
+            name: name.into(),
+            state,
+            exit_code: exit,
+            reason: None,
+            created_at: Some(Utc::now()),
+            started_at: Some(Utc::now()),
+            finished_at: exit.map(|_| Utc::now()),
+            image: "busybox".into(),
+            image_id: "sha256:1".into(),
+            restart_count: restarts,
+            spec_hash: String::new(),
+            ip: None,
+        }
+    }
+
+    fn status_of(spec: Value, containers: &[ContainerInfo], waiting: &[(&str, &str)]) -> Value {
+        let pod = pod(spec);
+        let waiting: BTreeMap<String, Waiting> = waiting
+            .iter()
+            .map(|(n, r)| {
+                (
+                    n.to_string(),
+                    Waiting {
+                        reason: r.to_string(),
+                        message: String::new(),
+                    },
+                )
+            })
+            .collect();
+        pod_status(&Observed {
+            pod: &pod,
+            containers,
+            waiting: &waiting,
+            ready: &BTreeMap::new(),
+            started: &BTreeMap::new(),
+            pod_ip: Some("10.244.0.2".into()),
+            host_ip: "192.168.1.10".into(),
+            failed: None,
+            now: Utc::now(),
+        })
+    }
+
+    fn one(policy: &str) -> Value {
+        json!({"restartPolicy": policy, "containers": [{"name": "a", "image": "busybox"}]})
+    }
+
+    fn two(policy: &str) -> Value {
+        json!({"restartPolicy": policy,
+            "containers": [{"name": "a", "image": "busybox"}, {"name": "b", "image": "busybox"}]})
+    }
+
+    #[test]
+    fn phases_follow_the_seeds_rules() {
+        let run = container("a", ContainerState::Running, None, 0);
+        assert_eq!(
+            status_of(one("Always"), &[run.clone()], &[])["phase"],
+            "Running"
+        );
+        let failed = container("a", ContainerState::Exited, Some(1), 0);
+        assert_eq!(
+            status_of(one("Never"), &[failed.clone()], &[])["phase"],
+            "Failed"
+        );
+        let ok = container("a", ContainerState::Exited, Some(0), 0);
+        assert_eq!(
+            status_of(one("OnFailure"), &[ok.clone()], &[])["phase"],
+            "Succeeded"
+        );
+        assert_eq!(status_of(one("Never"), &[ok], &[])["phase"], "Succeeded");
+        // A crash-looping container keeps the pod Running.
+        let s = status_of(
+            one("Always"),
+            &[failed.clone()],
+            &[("a", "CrashLoopBackOff")],
+        );
+        assert_eq!(s["phase"], "Running");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "CrashLoopBackOff"
+        );
+        assert_eq!(
+            s["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+            1
+        );
+        // Two containers, one failed for good, one running: Running.
+        let b = container("b", ContainerState::Running, None, 0);
+        assert_eq!(
+            status_of(two("Never"), &[failed, b], &[])["phase"],
+            "Running"
+        );
+        // Nothing created yet: Pending, ContainerCreating.
+        let s = status_of(one("Always"), &[], &[]);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ContainerCreating"
+        );
+    }
+
+    #[test]
+    fn restarts_and_last_state() {
+        let old = container("a", ContainerState::Exited, Some(137), 0);
+        let new = container("a", ContainerState::Running, None, 1);
+        let s = status_of(one("Always"), &[old, new], &[]);
+        let c = &s["containerStatuses"][0];
+        assert_eq!(c["restartCount"], 1);
+        assert_eq!(c["ready"], true);
+        assert!(c["state"]["running"].is_object());
+        assert_eq!(c["lastState"]["terminated"]["exitCode"], 137);
+        assert_eq!(c["lastState"]["terminated"]["reason"], "Error");
+        let ready = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready["status"], "True");
+    }
+
+    #[test]
+    fn init_containers_gate_the_pod() {
+        let spec = json!({"restartPolicy": "Always",
+            "initContainers": [{"name": "i1", "image": "busybox"}, {"name": "i2", "image": "busybox"}],
+            "containers": [{"name": "a", "image": "busybox"}]});
+        let mut i1 = container("i1", ContainerState::Running, None, 0);
+        i1.role = Role::Init;
+        let s = status_of(spec.clone(), &[i1.clone()], &[]);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "PodInitializing"
+        );
+        assert_eq!(
+            bosun::printers::pod_status(&json!({"spec": spec, "status": s})),
+            "Init:0/2"
+        );
+        let never = json!({"restartPolicy": "Never",
+            "initContainers": [{"name": "i1", "image": "busybox"}],
+            "containers": [{"name": "a", "image": "busybox"}]});
+        let mut bad = container("i1", ContainerState::Exited, Some(2), 0);
+        bad.role = Role::Init;
+        assert_eq!(status_of(never, &[bad], &[])["phase"], "Failed");
+    }
+}

@@ -1,0 +1,196 @@
+//! Pod volumes on the node: emptyDir (a directory under the agent's data
+//! dir, tmpfs with `medium: Memory`, removed with the pod) and hostPath
+//! (with Kubernetes' `type` checks).
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Pod, Volume};
+
+use crate::config::AgentConfig;
+
+pub fn pod_dir(cfg: &AgentConfig, uid: &str) -> PathBuf {
+    cfg.data_dir.join("pods").join(uid)
+}
+
+fn empty_dir_path(cfg: &AgentConfig, uid: &str, name: &str) -> PathBuf {
+    pod_dir(cfg, uid)
+        .join("volumes")
+        .join("empty-dir")
+        .join(name)
+}
+
+fn volume<'a>(pod: &'a Pod, name: &str) -> Option<&'a Volume> {
+    pod.spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find(|v| v.name == name)
+}
+
+/// The host path a volume is mounted from.
+pub fn host_path_of(pod: &Pod, name: &str, cfg: &AgentConfig) -> Result<String, String> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let v = volume(pod, name).ok_or_else(|| format!("no volume named {name:?} in the pod"))?;
+    if v.empty_dir.is_some() {
+        return Ok(empty_dir_path(cfg, uid, name)
+            .to_string_lossy()
+            .into_owned());
+    }
+    if let Some(hp) = &v.host_path {
+        return Ok(hp.path.clone());
+    }
+    Err("only emptyDir and hostPath volumes are supported by this agent".into())
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let target = path.to_string_lossy();
+    std::fs::read_to_string("/proc/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(&*target))
+        })
+        .unwrap_or(false)
+}
+
+/// Checks a hostPath against its `type`, creating it where the type says so.
+fn check_host_path(path: &str, kind: &str) -> Result<(), String> {
+    let p = Path::new(path);
+    let meta = std::fs::metadata(p);
+    let fail = |what: &str| Err(format!("hostPath type check failed: {path} is not {what}"));
+    match kind {
+        "" => Ok(()),
+        "DirectoryOrCreate" => {
+            if !p.exists() {
+                std::fs::create_dir_all(p).map_err(|e| format!("creating {path}: {e}"))?;
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+            }
+            if p.is_dir() {
+                Ok(())
+            } else {
+                fail("a directory")
+            }
+        }
+        "Directory" => {
+            if p.is_dir() {
+                Ok(())
+            } else {
+                fail("a directory")
+            }
+        }
+        "FileOrCreate" => {
+            if !p.exists() {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| format!("creating {path}: {e}"))?;
+            }
+            if p.is_file() {
+                Ok(())
+            } else {
+                fail("a file")
+            }
+        }
+        "File" => {
+            if p.is_file() {
+                Ok(())
+            } else {
+                fail("a file")
+            }
+        }
+        "Socket" => match meta {
+            Ok(m) if m.file_type().is_socket() => Ok(()),
+            _ => fail("a socket"),
+        },
+        "CharDevice" => match meta {
+            Ok(m) if m.file_type().is_char_device() => Ok(()),
+            _ => fail("a character device"),
+        },
+        "BlockDevice" => match meta {
+            Ok(m) if m.file_type().is_block_device() => Ok(()),
+            _ => fail("a block device"),
+        },
+        other => Err(format!("unknown hostPath type {other:?}")),
+    }
+}
+
+/// Makes every volume of the pod ready to mount.
+pub fn setup(pod: &Pod, cfg: &AgentConfig) -> Result<(), String> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    for v in volumes {
+        if let Some(ed) = &v.empty_dir {
+            let dir = empty_dir_path(cfg, uid, &v.name);
+            std::fs::create_dir_all(&dir).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
+            if ed.medium.as_deref() == Some("Memory") && !is_mounted(&dir) {
+                let mut opts = String::from("mode=0777");
+                if let Some(limit) = &ed.size_limit {
+                    if let Ok(q) = bosun::quantity::parse_quantity(&limit.0) {
+                        opts.push_str(&format!(",size={}", q.value()));
+                    }
+                }
+                let status = std::process::Command::new("mount")
+                    .args(["-t", "tmpfs", "-o", &opts, "tmpfs"])
+                    .arg(&dir)
+                    .status()
+                    .map_err(|e| format!("emptyDir {} (Memory): mount: {e}", v.name))?;
+                if !status.success() {
+                    return Err(format!("emptyDir {} (Memory): mount tmpfs failed", v.name));
+                }
+            }
+        }
+        if let Some(hp) = &v.host_path {
+            check_host_path(&hp.path, hp.type_.as_deref().unwrap_or(""))
+                .map_err(|e| format!("hostPath {}: {e}", v.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the pod's volumes dir (unmounting tmpfs emptyDirs first).
+pub fn teardown(cfg: &AgentConfig, uid: &str) {
+    let dir = pod_dir(cfg, uid);
+    let empty = dir.join("volumes").join("empty-dir");
+    if let Ok(entries) = std::fs::read_dir(&empty) {
+        for e in entries.flatten() {
+            if is_mounted(&e.path()) {
+                let _ = std::process::Command::new("umount").arg(e.path()).status();
+            }
+        }
+    }
+    if let Err(e) = std::fs::remove_dir_all(&dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing pod volumes");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_path_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("made");
+        check_host_path(d.to_str().unwrap(), "DirectoryOrCreate").unwrap();
+        assert!(d.is_dir());
+        check_host_path(d.to_str().unwrap(), "Directory").unwrap();
+        assert!(check_host_path(d.to_str().unwrap(), "File").is_err());
+        let f = dir.path().join("f");
+        check_host_path(f.to_str().unwrap(), "FileOrCreate").unwrap();
+        assert!(f.is_file());
+        assert!(check_host_path(dir.path().join("nope").to_str().unwrap(), "Directory").is_err());
+        assert!(check_host_path("/dev/null", "CharDevice").is_ok());
+        assert!(check_host_path("/dev/null", "Socket").is_err());
+    }
+}
