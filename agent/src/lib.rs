@@ -2,6 +2,9 @@
 //! node on Docker and reports their status to the control plane.
 
 pub mod config;
+pub mod events;
+pub mod manager;
+pub mod node;
 pub mod runtime;
 pub mod spec;
 pub mod status;

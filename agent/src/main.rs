@@ -1,1 +1,149 @@
-fn main() {}
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bosun_agent::config::AgentConfig;
+use bosun_agent::manager::Agent;
+use bosun_agent::runtime::docker::DockerRuntime;
+use clap::Parser;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tracing_subscriber::EnvFilter;
+
+/// bosun's node agent: runs the pods bound to this node on Docker.
+#[derive(Parser, Debug)]
+#[command(name = "bosun-agent", version)]
+struct Args {
+    /// Kubeconfig to reach the control plane with.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: PathBuf,
+    /// The Node's name (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The node's address; required when the host has several.
+    #[arg(long)]
+    node_ip: Option<IpAddr>,
+    /// The node's pod subnet (default: a /24 of 10.244.0.0/16 picked from the node name).
+    #[arg(long)]
+    pod_cidr: Option<String>,
+    /// Where pod volumes live (default: /var/lib/bosun/agent-<node>).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Nameserver for pods with dnsPolicy ClusterFirst.
+    #[arg(long, default_value = "10.96.0.10")]
+    cluster_dns: Vec<String>,
+    #[arg(long, default_value = "cluster.local")]
+    cluster_domain: String,
+    /// Docker endpoint (default: DOCKER_HOST or the local socket).
+    #[arg(long, env = "DOCKER_HOST")]
+    docker_host: Option<String>,
+    /// First crash-loop back-off, in seconds (doubles up to --backoff-max).
+    #[arg(long, default_value_t = 10.0)]
+    backoff_base: f64,
+    #[arg(long, default_value_t = 300.0)]
+    backoff_max: f64,
+    /// Seconds between container relists.
+    #[arg(long, default_value_t = 1.0)]
+    relist_period: f64,
+    /// Seconds between node heartbeats.
+    #[arg(long, default_value_t = 10.0)]
+    heartbeat_period: f64,
+}
+
+/// The one non-loopback IPv4 address of this host, if there is exactly one.
+fn only_address() -> anyhow::Result<String> {
+    let mut found: Vec<String> = nix::ifaddrs::getifaddrs()?
+        .filter(|i| {
+            !i.interface_name.starts_with("docker")
+                && !i.interface_name.starts_with("br-")
+                && !i.interface_name.starts_with("veth")
+        })
+        .filter_map(|i| i.address?.as_sockaddr_in().map(|a| a.ip().to_string()))
+        .filter(|ip| !ip.starts_with("127."))
+        .collect();
+    found.sort();
+    found.dedup();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Ok("127.0.0.1".into()),
+        many => bail!(
+            "this host has several addresses ({}); say which with --node-ip",
+            many.join(", ")
+        ),
+    }
+}
+
+/// A /24 of 10.244.0.0/16 derived from the node name.
+fn default_pod_cidr(node: &str) -> String {
+    let n = node
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+        % 254
+        + 1;
+    format!("10.244.{n}.0/24")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let node_name = match args.node_name {
+        Some(n) => n,
+        None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
+    };
+    let node_ip = match args.node_ip {
+        Some(ip) => ip.to_string(),
+        None => only_address()?,
+    };
+    let secs = Duration::from_secs_f64;
+    let cfg = AgentConfig {
+        pod_cidr: args
+            .pod_cidr
+            .unwrap_or_else(|| default_pod_cidr(&node_name)),
+        data_dir: args
+            .data_dir
+            .unwrap_or_else(|| PathBuf::from(format!("/var/lib/bosun/agent-{node_name}"))),
+        node_name,
+        node_ip,
+        cluster_dns: args.cluster_dns,
+        cluster_domain: args.cluster_domain,
+        backoff_base: secs(args.backoff_base),
+        backoff_max: secs(args.backoff_max),
+        backoff_reset: secs(args.backoff_max * 2.0),
+        sync_period: Duration::from_secs(10),
+        relist_period: secs(args.relist_period),
+        heartbeat_period: secs(args.heartbeat_period),
+    };
+    std::fs::create_dir_all(&cfg.data_dir)
+        .with_context(|| format!("creating {}", cfg.data_dir.display()))?;
+    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
+        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
+    let client_config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let client = kube::Client::try_from(client_config)?;
+    let rt = DockerRuntime::connect(args.docker_host.as_deref()).context("connecting to Docker")?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        tracing::info!("shutting down; pods keep running");
+        let _ = stop_tx.send(true);
+    });
+    tracing::info!(node = %cfg.node_name, ip = %cfg.node_ip, pod_cidr = %cfg.pod_cidr, "bosun-agent starting");
+    Agent {
+        client,
+        rt: Arc::new(rt),
+        cfg: Arc::new(cfg),
+    }
+    .run(stop_rx)
+    .await
+}
