@@ -1,0 +1,377 @@
+//! A one-node cluster for end-to-end tests on real Docker: a
+//! `bosun-control` and a `bosun-agent` in a temp dir, with a node name of
+//! its own. Dropping it (also on panic) stops both and removes every
+//! container, network and volume dir the node made.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::Value;
+
+pub const BUSYBOX: &str = "bosun.local/busybox:1.35";
+
+fn bin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bosun-agent"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `bosun-control`, built next to the agent if it is not there yet.
+fn control_binary() -> PathBuf {
+    let path = bin_dir().join("bosun-control");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "bosun-control"])
+            .current_dir(repo_root())
+            .status()
+            .expect("cargo build -p bosun-control");
+        assert!(status.success());
+    }
+    path
+}
+
+/// Builds the test images if Docker lacks them.
+pub fn ensure_images() {
+    let have = Command::new("docker")
+        .args(["image", "inspect", BUSYBOX, "bosun.local/web:1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have {
+        let status = Command::new("bash")
+            .arg(repo_root().join("scripts/build-images.sh"))
+            .status()
+            .expect("scripts/build-images.sh");
+        assert!(status.success(), "building the test images");
+    }
+}
+
+pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A pod subnet no Docker network uses yet.
+fn free_subnet() -> String {
+    let out = Command::new("docker")
+        .args(["network", "ls", "-q"])
+        .output()
+        .expect("docker network ls");
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let mut used = String::new();
+    if !ids.is_empty() {
+        let out = Command::new("docker")
+            .args([
+                "network",
+                "inspect",
+                "-f",
+                "{{range .IPAM.Config}}{{.Subnet}} {{end}}",
+            ])
+            .args(&ids)
+            .output()
+            .expect("docker network inspect");
+        used = String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    let start =
+        (std::process::id() as usize * 13 + Instant::now().elapsed().subsec_nanos() as usize) % 150;
+    for i in 0..150 {
+        let n = 100 + (start + i) % 150;
+        let subnet = format!("10.244.{n}.0/24");
+        if !used.contains(&subnet) {
+            return subnet;
+        }
+    }
+    panic!("no free 10.244.x.0/24 subnet");
+}
+
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub node: String,
+    pub pod_cidr: String,
+    control: Option<Child>,
+    /// The control plane's port, kept across restarts so the agent's
+    /// kubeconfig stays right.
+    port: u16,
+    agent: Option<Child>,
+    agent_args: Vec<String>,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        Self::start_with(&[])
+    }
+
+    /// Starts a control plane and one agent (extra agent flags allowed).
+    pub fn start_with(agent_args: &[&str]) -> Cluster {
+        ensure_images();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let node = format!(
+            "e2e-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_micros()
+        );
+        let mut c = Cluster {
+            dir,
+            node,
+            pod_cidr: free_subnet(),
+            control: None,
+            port: 0,
+            agent: None,
+            agent_args: agent_args.iter().map(|s| s.to_string()).collect(),
+        };
+        c.start_control();
+        c.start_agent();
+        c
+    }
+
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .unwrap()
+    }
+
+    pub fn start_control(&mut self) {
+        let address = self.dir.path().join("control/address");
+        let _ = std::fs::remove_file(&address);
+        let child = Command::new(control_binary())
+            .arg("--data-dir")
+            .arg(self.dir.path().join("control"))
+            .args(["--port", &self.port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(self.log("control"))
+            .spawn()
+            .expect("bosun-control");
+        self.control = Some(child);
+        let addr = wait_for("the control plane", Duration::from_secs(20), || {
+            std::fs::read_to_string(&address)
+                .ok()
+                .filter(|a| !a.trim().is_empty())
+        });
+        self.port = addr.trim().rsplit(':').next().unwrap().parse().unwrap();
+    }
+
+    pub fn start_agent(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_bosun-agent"))
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args([
+                "--node-name",
+                &self.node,
+                "--node-ip",
+                "127.0.0.1",
+                "--pod-cidr",
+                &self.pod_cidr,
+            ])
+            .arg("--data-dir")
+            .arg(self.dir.path().join("agent"))
+            .args([
+                "--backoff-base",
+                "1",
+                "--relist-period",
+                "0.5",
+                "--heartbeat-period",
+                "2",
+            ])
+            .args(&self.agent_args)
+            .env("BOSUN_LOG", "info,bosun_agent=debug")
+            .stdout(Stdio::null())
+            .stderr(self.log("agent"))
+            .spawn()
+            .expect("bosun-agent");
+        self.agent = Some(child);
+    }
+
+    fn signal(child: &mut Child, sig: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stops the agent with SIGTERM (its pods keep running).
+    pub fn stop_agent(&mut self) {
+        if let Some(mut a) = self.agent.take() {
+            Self::signal(&mut a, nix::sys::signal::Signal::SIGTERM);
+        }
+    }
+
+    pub fn stop_control(&mut self) {
+        if let Some(mut c) = self.control.take() {
+            Self::signal(&mut c, nix::sys::signal::Signal::SIGTERM);
+        }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("control/admin.kubeconfig")
+    }
+
+    pub async fn client(&self) -> Client {
+        let kc = Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    pub fn agent_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+    }
+
+    /// Creates a pod bound to this node.
+    pub async fn create_pod(&self, client: &Client, mut pod: Value) -> Pod {
+        pod["spec"]["nodeName"] = Value::String(self.node.clone());
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        api.create(&PostParams::default(), &pod).await.unwrap()
+    }
+
+    /// Polls the pod until `check` holds, with a deadline.
+    pub async fn wait_pod(
+        &self,
+        client: &Client,
+        name: &str,
+        what: &str,
+        deadline: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(p)) = api.get_opt(name).await {
+                let v = serde_json::to_value(&p).unwrap();
+                if check(&v) {
+                    return v;
+                }
+                if start.elapsed() > deadline {
+                    panic!(
+                        "timed out waiting for pod {name}: {what}\nstatus: {}\nagent log tail:\n{}",
+                        serde_json::to_string_pretty(&v["status"]).unwrap(),
+                        tail(&self.agent_log(), 40)
+                    );
+                }
+            } else if start.elapsed() > deadline {
+                panic!("timed out waiting for pod {name} ({what}): it does not exist");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `docker ps` ids of this node's containers (all states) matching a label filter.
+    pub fn docker_ids(&self, filter: &[&str]) -> Vec<String> {
+        let mut cmd = Command::new("docker");
+        cmd.args(["ps", "-aq", "--filter"])
+            .arg(format!("label=io.bosun.node={}", self.node));
+        for f in filter {
+            cmd.args(["--filter", &format!("label={f}")]);
+        }
+        let out = cmd.output().expect("docker ps");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Runs `docker exec` in a pod's app container; returns stdout.
+    pub fn exec(&self, pod: &str, container: &str, cmd: &[&str]) -> String {
+        let ids = self.docker_ids(&[
+            &format!("io.bosun.pod.name={pod}"),
+            &format!("io.bosun.container={container}"),
+        ]);
+        let running: Vec<String> = ids
+            .into_iter()
+            .filter(|id| {
+                let out = Command::new("docker")
+                    .args(["inspect", "-f", "{{.State.Running}}", id])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout).trim() == "true"
+            })
+            .collect();
+        let id = running
+            .first()
+            .unwrap_or_else(|| panic!("no running container {container} in {pod}"));
+        let out = Command::new("docker")
+            .arg("exec")
+            .arg(id)
+            .args(cmd)
+            .output()
+            .expect("docker exec");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(mut a) = self.agent.take() {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+        if let Some(mut c) = self.control.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let ids = self.docker_ids(&[]);
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ids)
+                .output();
+        }
+        let _ = Command::new("docker")
+            .args(["network", "rm", &format!("bosun-{}", self.node)])
+            .output();
+        // tmpfs emptyDirs are mounted under the agent's data dir.
+        if let Ok(mounts) = std::fs::read_to_string("/proc/mounts") {
+            let root = self.dir.path().to_string_lossy().into_owned();
+            for m in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
+                if m.starts_with(&root) {
+                    let _ = Command::new("umount").arg(m).status();
+                }
+            }
+        }
+    }
+}
