@@ -1,0 +1,251 @@
+//! What the end-to-end tests share: a real `bosun-control` started in a
+//! temporary directory (killed when the test ends, also on panic), and
+//! runners for `bosun` and `kubectl` pointed at its admin kubeconfig.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Where the workspace's binaries are: next to `bosun`.
+pub fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_bosun"))
+        .parent()
+        .expect("bosun has a directory")
+        .to_path_buf()
+}
+
+/// `bosun-control`, built into the same target directory if it is not there yet.
+pub fn control_binary() -> PathBuf {
+    let path = bin_dir().join("bosun-control");
+    if !path.exists() {
+        // target/<profile>/bosun -> target
+        let target_dir = bin_dir().parent().unwrap().to_path_buf();
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "-p", "bosun-control", "--target-dir"])
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build -p bosun-control");
+        assert!(status.success(), "cargo build -p bosun-control failed");
+    }
+    assert!(path.exists(), "no bosun-control at {}", path.display());
+    path
+}
+
+/// A file of the repository's `examples/` directory.
+pub fn example(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running control plane in a temp dir.
+pub struct Cluster {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        let log = std::fs::File::create(dir.path().join("control.log")).unwrap();
+        let child = Command::new(control_binary())
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting bosun-control");
+        let cluster = Cluster { child, dir };
+        wait_for("bosun-control's address", Duration::from_secs(30), || {
+            data.join("address").exists() && data.join("admin.kubeconfig").exists()
+        });
+        cluster
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("data").join("admin.kubeconfig")
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    /// `program --kubeconfig <admin kubeconfig> args...` with a private HOME,
+    /// not yet started.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .env("HOME", self.path("home"))
+            .env_remove("KUBECONFIG");
+        cmd
+    }
+
+    /// Runs `bosun --kubeconfig <admin kubeconfig> args...` with a private HOME.
+    pub fn bosun(&self, args: &[&str]) -> Run {
+        let out = self
+            .command(env!("CARGO_BIN_EXE_bosun"), args)
+            .output()
+            .expect("running bosun");
+        Run::from("bosun", args, out)
+    }
+
+    /// Runs `kubectl --kubeconfig <admin kubeconfig> args...` with a private
+    /// HOME (so its discovery cache is this cluster's alone).
+    pub fn kubectl(&self, args: &[&str]) -> Run {
+        let out = self
+            .command(kubectl_binary(), args)
+            .output()
+            .expect("running kubectl");
+        Run::from("kubectl", args, out)
+    }
+
+    /// The control plane's log so far, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.path("control.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `kubectl`: `$KUBECTL` if set, else the one on PATH.
+pub fn kubectl_binary() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+pub struct Run {
+    pub args: String,
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn from(program: &str, args: &[&str], o: Output) -> Run {
+        Run {
+            args: format!("{program} {}", args.join(" ")),
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts success and returns stdout.
+    pub fn ok(&self) -> &str {
+        assert_eq!(
+            self.code, 0,
+            "{} failed:\nstdout:\n{}\nstderr:\n{}",
+            self.args, self.stdout, self.stderr
+        );
+        &self.stdout
+    }
+
+    /// Asserts exit code 1 and returns stderr.
+    pub fn fails(&self) -> &str {
+        assert_eq!(
+            self.code, 1,
+            "{} should fail:\nstdout:\n{}\nstderr:\n{}",
+            self.args, self.stdout, self.stderr
+        );
+        &self.stderr
+    }
+}
+
+/// A child process killed (and reaped) when this is dropped, also on panic.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` with stdout piped and returns it with a channel of its
+/// stdout lines, read on a thread so the test can wait with a deadline.
+pub fn spawn_lines(mut cmd: Command) -> (KillOnDrop, mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning a watch");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (KillOnDrop(child), rx)
+}
+
+/// Byte offsets where each column starts in a kubectl-style table line.
+pub fn column_starts(line: &str) -> Vec<usize> {
+    let mut starts = vec![0];
+    let b = line.as_bytes();
+    for i in 1..b.len() {
+        if b[i] != b' ' && i >= 3 && &b[i - 3..i] == b"   " {
+            starts.push(i);
+        }
+    }
+    starts
+}
+
+/// A kubectl-style table cut at its header's column starts: the header's
+/// names (which may hold single spaces, like `ACCESS MODES`) and each row's
+/// cells, trimmed (empty cells stay empty strings).
+pub fn parse_table(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let starts = column_starts(header);
+    let cut = |line: &str| -> Vec<String> {
+        starts
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let end = starts.get(i + 1).copied().unwrap_or(usize::MAX);
+                let s = s.min(line.len());
+                let end = end.min(line.len());
+                line.get(s..end).unwrap_or("").trim().to_string()
+            })
+            .collect()
+    };
+    let names = cut(header);
+    let rows = lines.filter(|l| !l.is_empty()).map(cut).collect();
+    (names, rows)
+}
