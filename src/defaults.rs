@@ -66,9 +66,9 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
             let retention = object_at(spec, "persistentVolumeClaimRetentionPolicy");
             set_str(retention, "whenDeleted", "Retain");
             set_str(retention, "whenScaled", "Retain");
-            for vct in array_at(spec, "volumeClaimTemplates") {
-                set_str(object_at(vct, "spec"), "volumeMode", "Filesystem");
-            }
+            // Claim templates are left as written (the claims made from
+            // them get the PVC defaults), so re-applying a manifest is a
+            // no-op.
             default_template(spec);
         }
         ("apps", "DaemonSet") => {
@@ -478,10 +478,9 @@ mod tests {
             json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
         );
         assert_eq!(sts["spec"]["revisionHistoryLimit"], 10);
-        assert_eq!(
-            sts["spec"]["volumeClaimTemplates"][0]["spec"]["volumeMode"],
-            "Filesystem"
-        );
+        assert!(sts["spec"]["volumeClaimTemplates"][0]["spec"]
+            .get("volumeMode")
+            .is_none());
 
         let mut ds = json!({"spec": {"template": tpl.clone()}});
         apply_defaults(by_name("ds").unwrap(), &mut ds);

@@ -79,6 +79,114 @@ impl Quantity {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// Kubernetes' canonical form, as the API server stores it: `0.5` is
+    /// `500m`, `1000` is `1k`, `1024Mi` is `1Gi`; binary suffixes stay
+    /// binary while the value is a whole number of them, `1e3` stays an
+    /// exponent.
+    pub fn canonical(&self) -> String {
+        if self.mantissa == 0 {
+            return "0".into();
+        }
+        let suffix: String = self
+            .text
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '+' || c == '-')
+            .to_string();
+        let binary = suffix.ends_with('i');
+        let exponent = suffix.starts_with(['e', 'E']);
+        let (mut m, mut e) = (self.mantissa, self.scale);
+        while m % 10 == 0 {
+            m /= 10;
+            e += 1;
+        }
+        if binary && e >= 0 {
+            if let Some(value) = pow10(e as u32).and_then(|p| m.checked_mul(p)) {
+                for (k, name) in [
+                    (6u32, "Ei"),
+                    (5, "Pi"),
+                    (4, "Ti"),
+                    (3, "Gi"),
+                    (2, "Mi"),
+                    (1, "Ki"),
+                    (0, ""),
+                ] {
+                    let unit = 1024i128.pow(k);
+                    if value % unit == 0 {
+                        return format!("{}{name}", value / unit);
+                    }
+                }
+            }
+        }
+        let mut e3 = e.div_euclid(3) * 3;
+        if e3 < -9 {
+            // Finer than nano: round up to whole nanos, as Kubernetes does.
+            let p = pow10((-9 - e) as u32).unwrap_or(i128::MAX);
+            m = m / p + i128::from(m % p > 0);
+            e = -9;
+            e3 = -9;
+        }
+        let e3 = e3.min(18);
+        let m = m * pow10((e - e3) as u32).unwrap_or(1);
+        if exponent {
+            return if e3 == 0 {
+                m.to_string()
+            } else {
+                format!("{m}e{e3}")
+            };
+        }
+        let name = match e3 {
+            -9 => "n",
+            -6 => "u",
+            -3 => "m",
+            0 => "",
+            3 => "k",
+            6 => "M",
+            9 => "G",
+            12 => "T",
+            15 => "P",
+            _ => "E",
+        };
+        format!("{m}{name}")
+    }
+}
+
+/// Rewrites every quantity under resource maps (`requests`, `limits`,
+/// `capacity`, `allocatable`, `hard`, `used`) into canonical form, as the
+/// API server stores them.
+pub fn canonicalize_quantities(obj: &mut serde_json::Value) {
+    use serde_json::Value;
+    const MAPS: [&str; 6] = [
+        "requests",
+        "limits",
+        "capacity",
+        "allocatable",
+        "hard",
+        "used",
+    ];
+    match obj {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                if MAPS.contains(&k.as_str()) {
+                    if let Value::Object(q) = v {
+                        for value in q.values_mut() {
+                            let text = match value {
+                                Value::String(s) => s.clone(),
+                                Value::Number(n) => n.to_string(),
+                                _ => continue,
+                            };
+                            if let Ok(parsed) = parse_quantity(&text) {
+                                *value = Value::String(parsed.canonical());
+                            }
+                        }
+                        continue;
+                    }
+                }
+                canonicalize_quantities(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(canonicalize_quantities),
+        _ => {}
+    }
 }
 
 impl fmt::Display for Quantity {
@@ -267,6 +375,49 @@ pub fn format_bytes(bytes: i128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_forms_match_kubernetes() {
+        for (given, canonical) in [
+            ("0.5", "500m"),
+            ("1.5", "1500m"),
+            ("2", "2"),
+            ("100m", "100m"),
+            ("1000m", "1"),
+            ("1000", "1k"),
+            ("1Gi", "1Gi"),
+            ("1024Mi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("200Mi", "200Mi"),
+            ("1e3", "1e3"),
+            ("0.1", "100m"),
+            ("0", "0"),
+            ("1k", "1k"),
+            ("2048Ki", "2Mi"),
+            ("1500000", "1500k"),
+        ] {
+            assert_eq!(
+                parse_quantity(given).unwrap().canonical(),
+                canonical,
+                "{given}"
+            );
+        }
+        let mut pod = serde_json::json!({"spec": {"containers": [{"resources":
+            {"requests": {"cpu": 0.5, "memory": "1024Mi"}, "limits": {"cpu": "1000m"}}}]}});
+        canonicalize_quantities(&mut pod);
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "500m"
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["memory"],
+            "1Gi"
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+            "1"
+        );
+    }
 
     fn q(s: &str) -> Quantity {
         parse_quantity(s).unwrap_or_else(|e| panic!("{s}: {e}"))

@@ -93,10 +93,22 @@ pub fn with_last_applied(object: &Value, namespace: Option<&str>) -> Value {
         .as_object_mut()
         .expect("just made an object")
         .remove(LAST_APPLIED);
-    let mut recorded = serde_json::to_string(&sort_keys(&obj)).expect("JSON values serialize");
+    let mut recorded =
+        go_json(&serde_json::to_string(&sort_keys(&obj)).expect("JSON values serialize"));
     recorded.push('\n');
     obj["metadata"]["annotations"][LAST_APPLIED] = Value::String(recorded);
     obj
+}
+
+/// JSON escaped as Go's encoding/json writes it (`<`, `>`, `&`, U+2028 and
+/// U+2029 as `\uXXXX`), so the annotation is byte-for-byte kubectl's and
+/// the two tools can take turns applying.
+fn go_json(s: &str) -> String {
+    s.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 /// The last-applied manifest recorded on a live object, if any.

@@ -265,7 +265,26 @@ pub(crate) fn validate_statefulset(spec: &Value, old: Option<&Value>, errs: &mut
     if let Some(sel) = validate_selector(spec, "statefulset", errs) {
         check_template_labels(&sel, spec, errs);
     }
-    validate_pod_template(sub(spec, "template"), "spec.template", errs);
+    // Each claim template becomes a volume of the pods (as the StatefulSet
+    // controller adds it), so mounts may name it.
+    let mut template = sub(spec, "template").clone();
+    let claims: Vec<Value> = arr_of(spec, "volumeClaimTemplates")
+        .iter()
+        .map(|vct| str_of(sub(vct, "metadata"), "name"))
+        .filter(|n| !n.is_empty())
+        .map(|n| serde_json::json!({"name": n, "persistentVolumeClaim": {"claimName": n}}))
+        .collect();
+    if !claims.is_empty() && template.is_object() {
+        if !template["spec"].is_object() {
+            template["spec"] = serde_json::json!({});
+        }
+        let volumes = &mut template["spec"]["volumes"];
+        if !volumes.is_array() {
+            *volumes = serde_json::json!([]);
+        }
+        volumes.as_array_mut().expect("array").extend(claims);
+    }
+    validate_pod_template(&template, "spec.template", errs);
     check_always_restart(spec, "StatefulSet", errs);
     for (i, vct) in arr_of(spec, "volumeClaimTemplates").iter().enumerate() {
         let p = index("spec.volumeClaimTemplates", i);

@@ -255,7 +255,27 @@ fn prepare_input(req: &ApiRequest, mut input: Value) -> ApiResult<(Value, Vec<St
             )))
         }
     }
-    let normalized = validation::normalize(res, input.clone()).map_err(ApiError::bad_request)?;
+    let mut normalized =
+        validation::normalize(res, input.clone()).map_err(ApiError::bad_request)?;
+    bosun::quantity::canonicalize_quantities(&mut normalized);
+    if res.kind == "StatefulSet" {
+        // k8s-openapi writes apiVersion and kind into every embedded claim
+        // template; keep only what the client sent.
+        let sent = input.pointer("/spec/volumeClaimTemplates").cloned();
+        if let Some(templates) = normalized
+            .pointer_mut("/spec/volumeClaimTemplates")
+            .and_then(Value::as_array_mut)
+        {
+            for (i, t) in templates.iter_mut().enumerate() {
+                let given = sent.as_ref().and_then(|s| s.get(i));
+                for key in ["apiVersion", "kind"] {
+                    if given.and_then(|g| g.get(key)).is_none() {
+                        t.as_object_mut().map(|o| o.remove(key));
+                    }
+                }
+            }
+        }
+    }
     let unknown: Vec<String> = object::unknown_fields(&input, &normalized)
         .into_iter()
         .map(|f| format!("unknown field \"{f}\""))
