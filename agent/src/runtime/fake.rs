@@ -104,7 +104,7 @@ impl ContainerRuntime for FakeRuntime {
     async fn pull_image(
         &self,
         image: &str,
-        progress: &(dyn Fn(&str) + Send + Sync),
+        progress: &(dyn for<'a> Fn(&'a str) + Send + Sync),
     ) -> Result<String> {
         self.record(format!("pull {image}"));
         progress("pulling");

@@ -222,10 +222,14 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn image_id(&self, image: &str) -> Result<Option<String>>;
 
     /// Pulls `image`; `progress` hears each status line. Returns its id.
+    ///
+    /// (`for<'a>` is spelled out because `#[async_trait]` would otherwise
+    /// tie the line's lifetime to the call's, so an implementation could
+    /// not hand it a line it just formatted.)
     async fn pull_image(
         &self,
         image: &str,
-        progress: &(dyn Fn(&str) + Send + Sync),
+        progress: &(dyn for<'a> Fn(&'a str) + Send + Sync),
     ) -> Result<String>;
 
     /// Makes sure the pause image exists (importing the one built into the

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds the images bosun's tests and examples use, with no registry at all:
+#
+#   bosun.local/busybox:1.35  Debian's busybox-static as /bin/busybox plus a
+#                             symlink per applet; CMD ["sh"]
+#   bosun.local/web:1, :2     busybox + /www/index.html ("web v1" / "web v2"),
+#                             serving it with `httpd -f -p 80 -h /www`
+#
+# Each is a `docker import` of a root filesystem made here. Images that exist
+# are kept unless --force is given. Honours DOCKER_HOST like docker itself.
+# (The pause image is not built here: the agent carries it and imports it.)
+set -euo pipefail
+
+force=0
+for arg in "$@"; do
+  case "$arg" in
+    --force|-f) force=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "build-images.sh: unknown argument $arg (only --force)" >&2; exit 2 ;;
+  esac
+done
+
+BUSYBOX_IMAGE=bosun.local/busybox:1.35
+
+have_image() {
+  [ "$force" = 0 ] && docker image inspect "$1" >/dev/null 2>&1
+}
+
+busybox_bin() {
+  if [ ! -x /bin/busybox ] || ! /bin/busybox --list >/dev/null 2>&1 \
+     || ! file_is_static /bin/busybox; then
+    echo "build-images.sh: installing Debian's busybox-static" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq busybox-static >/dev/null 2>&1 || {
+      apt-get update -qq >/dev/null
+      apt-get install -y -qq busybox-static >/dev/null
+    }
+  fi
+  echo /bin/busybox
+}
+
+# A dynamically linked busybox (Debian's `busybox` package) would not run in
+# an image without a libc.
+file_is_static() {
+  ! grep -q 'ld-linux' <(head -c 4096 "$1" | tr -d '\0' 2>/dev/null) 2>/dev/null
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# make_rootfs DIR: a busybox root filesystem in DIR.
+make_rootfs() {
+  local root=$1 bb applet
+  bb=$(busybox_bin)
+  mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,tmp,root,proc,sys,dev,var/run,home}
+  chmod 1777 "$root/tmp"
+  cp "$bb" "$root/bin/busybox"
+  # One symlink per applet, where busybox itself would install it.
+  while read -r applet; do
+    [ "$applet" = bin/busybox ] && continue
+    mkdir -p "$root/$(dirname "$applet")"
+    ln -sf /bin/busybox "$root/$applet"
+  done < <("$root/bin/busybox" --list-full)
+  # Never without the ones tests rely on, wherever --list-full put them.
+  for applet in sh sleep cat touch rm ls ps hostname nslookup wget httpd nc echo env \
+                id mkdir test true false kill date; do
+    [ -e "$root/bin/$applet" ] || [ -e "$root/usr/bin/$applet" ] \
+      || [ -e "$root/sbin/$applet" ] || [ -e "$root/usr/sbin/$applet" ] \
+      || ln -s /bin/busybox "$root/bin/$applet"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n' \
+    >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+}
+
+# import DIR IMAGE CHANGE...: `docker import` of DIR as IMAGE.
+import() {
+  local root=$1 image=$2
+  shift 2
+  local changes=()
+  for c in "$@"; do changes+=(--change "$c"); done
+  tar -C "$root" --numeric-owner --owner=0 --group=0 -cf - . \
+    | docker import "${changes[@]}" - "$image" >/dev/null
+  echo "built $image"
+}
+
+if ! have_image "$BUSYBOX_IMAGE"; then
+  make_rootfs "$tmp/busybox"
+  import "$tmp/busybox" "$BUSYBOX_IMAGE" 'CMD ["sh"]'
+fi
+
+for v in 1 2; do
+  image=bosun.local/web:$v
+  have_image "$image" && continue
+  [ -d "$tmp/busybox" ] || make_rootfs "$tmp/busybox"
+  rm -rf "$tmp/web"
+  cp -a "$tmp/busybox" "$tmp/web"
+  mkdir -p "$tmp/web/www"
+  echo "web v$v" >"$tmp/web/www/index.html"
+  import "$tmp/web" "$image" 'CMD ["httpd", "-f", "-p", "80", "-h", "/www"]' 'EXPOSE 80'
+done
