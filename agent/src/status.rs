@@ -222,13 +222,9 @@ pub fn pod_status(obs: &Observed<'_>) -> Value {
         statuses.push(s);
     }
 
-    let phase = if let Some(_) = &obs.failed {
+    let phase = if obs.failed.is_some() || init_failed_for_good {
         "Failed"
-    } else if init_failed_for_good {
-        "Failed"
-    } else if !initialized {
-        "Pending"
-    } else if waiting > 0 {
+    } else if !initialized || waiting > 0 {
         "Pending"
     } else if running > 0 && unknown == 0 {
         "Running"
@@ -402,24 +398,24 @@ mod tests {
     fn phases_follow_the_seeds_rules() {
         let run = container("a", ContainerState::Running, None, 0);
         assert_eq!(
-            status_of(one("Always"), &[run.clone()], &[])["phase"],
+            status_of(one("Always"), std::slice::from_ref(&run), &[])["phase"],
             "Running"
         );
         let failed = container("a", ContainerState::Exited, Some(1), 0);
         assert_eq!(
-            status_of(one("Never"), &[failed.clone()], &[])["phase"],
+            status_of(one("Never"), std::slice::from_ref(&failed), &[])["phase"],
             "Failed"
         );
         let ok = container("a", ContainerState::Exited, Some(0), 0);
         assert_eq!(
-            status_of(one("OnFailure"), &[ok.clone()], &[])["phase"],
+            status_of(one("OnFailure"), std::slice::from_ref(&ok), &[])["phase"],
             "Succeeded"
         );
         assert_eq!(status_of(one("Never"), &[ok], &[])["phase"], "Succeeded");
         // A crash-looping container keeps the pod Running.
         let s = status_of(
             one("Always"),
-            &[failed.clone()],
+            std::slice::from_ref(&failed),
             &[("a", "CrashLoopBackOff")],
         );
         assert_eq!(s["phase"], "Running");

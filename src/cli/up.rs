@@ -30,6 +30,15 @@ pub struct UpArgs {
     /// How long to wait for the control plane to become ready.
     #[arg(long, default_value = "30s")]
     timeout: String,
+    /// Start only the control plane, no local agent.
+    #[arg(long)]
+    no_agent: bool,
+    /// The local node's name (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The local node's address, needed when the host has several.
+    #[arg(long)]
+    node_ip: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -58,9 +67,12 @@ const CONTROL: Component = Component {
     name: "control",
 };
 
-// The agent goes here: a `Component { title: "agent", binary: "bosun-agent",
-// name: "agent" }` started after CONTROL is ready, with the kubeconfig written
-// below, and stopped before it in `down`.
+/// The local node's agent: started once CONTROL is ready, stopped before it.
+const AGENT: Component = Component {
+    title: "agent",
+    binary: "bosun-agent",
+    name: "agent",
+};
 
 fn default_data_dir() -> PathBuf {
     home_dir().join(".bosun").join("control")
@@ -359,18 +371,110 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     }
     let admin = read_admin_config(&admin_kubeconfig)?;
     write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
-    // Start the agent here, once it exists (see the note at CONTROL).
+    if !args.no_agent {
+        start_agent(args, &dir, &admin_kubeconfig, timeout).await?;
+    }
     println!("bosun is up.");
     print_next_steps(&admin.server, pid, &dir, &kubeconfig);
     Ok(true)
 }
 
+/// Starts the local agent (unless it runs already) and waits until its
+/// Node is registered.
+async fn start_agent(
+    args: &UpArgs,
+    dir: &Path,
+    admin_kubeconfig: &Path,
+    timeout: Duration,
+) -> Result<()> {
+    let node = match &args.node_name {
+        Some(n) => n.clone(),
+        None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
+    };
+    if AGENT.running_pid(dir).is_some() {
+        return Ok(());
+    }
+    let agent_data = dir.parent().unwrap_or(dir).join("agent");
+    let mut agent_args = vec![
+        "--kubeconfig".to_string(),
+        admin_kubeconfig.display().to_string(),
+        "--node-name".into(),
+        node.clone(),
+        "--data-dir".into(),
+        agent_data.display().to_string(),
+    ];
+    if let Some(ip) = &args.node_ip {
+        agent_args.extend(["--node-ip".to_string(), ip.clone()]);
+    }
+    let mut child = AGENT.spawn(dir, &agent_args)?;
+    let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig)?;
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+    )?;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let _ = std::fs::remove_file(AGENT.pid_file(dir));
+            bail!(
+                "bosun-agent exited ({status}) before registering node {node}; last lines of {}:\n{}",
+                AGENT.log_file(dir).display(),
+                tail(&AGENT.log_file(dir), 20)
+            );
+        }
+        if nodes.get_opt(&node).await.ok().flatten().is_some() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "bosun-agent did not register node {node} in time; see {}",
+                AGENT.log_file(dir).display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Stops a component with SIGTERM and waits for it; false if it was not running.
+fn stop(
+    component: &Component,
+    dir: &Path,
+    args: &DownArgs,
+    timeout: Duration,
+) -> Result<Option<i32>> {
+    let Some(pid) = component.running_pid(dir) else {
+        let _ = std::fs::remove_file(component.pid_file(dir));
+        return Ok(None);
+    };
+    kill(Pid::from_raw(pid), Signal::SIGTERM)
+        .with_context(|| format!("signalling {} (pid {pid})", component.binary))?;
+    let deadline = std::time::Instant::now() + timeout;
+    while is_alive(pid) {
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "{} (pid {pid}) did not exit within {} of SIGTERM; see {}",
+                component.binary,
+                args.timeout,
+                component.log_file(dir).display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(component.pid_file(dir));
+    Ok(Some(pid))
+}
+
 pub fn down(args: &DownArgs) -> Result<bool> {
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let timeout = parse_duration(&args.timeout)?;
-    // Stop in reverse start order (the agent, when it exists, before CONTROL).
-    let Some(pid) = CONTROL.running_pid(&dir) else {
-        let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
+    // Stop in reverse start order: the agent before the control plane.
+    if let Some(pid) = stop(&AGENT, &dir, args, timeout)? {
+        println!(
+            "bosun {} stopped (pid {pid}); pods' containers keep running and are adopted by the next `bosun up`.",
+            AGENT.title
+        );
+    }
+    let Some(pid) = stop(&CONTROL, &dir, args, timeout)? else {
         println!(
             "bosun is not running (no live {} in {}).",
             CONTROL.binary,
@@ -378,20 +482,6 @@ pub fn down(args: &DownArgs) -> Result<bool> {
         );
         return Ok(true);
     };
-    kill(Pid::from_raw(pid), Signal::SIGTERM)
-        .with_context(|| format!("signalling bosun-control (pid {pid})"))?;
-    let deadline = std::time::Instant::now() + timeout;
-    while is_alive(pid) {
-        if std::time::Instant::now() >= deadline {
-            bail!(
-                "bosun-control (pid {pid}) did not exit within {} of SIGTERM; see {}",
-                args.timeout,
-                CONTROL.log_file(&dir).display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
     let _ = std::fs::remove_file(dir.join("address"));
     println!(
         "bosun {} stopped (pid {pid}); data kept in {}.",
