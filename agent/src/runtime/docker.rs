@@ -219,19 +219,16 @@ impl DockerRuntime {
             "-j",
             "ACCEPT",
         ];
-        let run = |op: &'static str| {
-            let rule = rule;
-            async move {
-                tokio::process::Command::new("iptables")
-                    .arg("-w")
-                    .arg(op)
-                    .args(rule)
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::piped())
-                    .output()
-                    .await
-            }
+        let run = |op: &'static str| async move {
+            tokio::process::Command::new("iptables")
+                .arg("-w")
+                .arg(op)
+                .args(rule)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .output()
+                .await
         };
         match run("-C").await {
             Ok(out) if out.status.success() => {}
