@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bosun_agent::runtime::{
     ContainerRuntime, ContainerState, DnsConfig, PortMapping, Role, RuntimeError, SANDBOX_CONTAINER,
 };
-use common::{container, in_subnet24, TestNode, BUSYBOX, WEB1};
+use common::{container, in_subnet24, TestNode, BUSYBOX, WEB1, WEB2};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -459,4 +459,170 @@ async fn images_networks_and_version() {
         matches!(&err, RuntimeError::ImageNotFound(i) if i == "bosun.local/nothing:0"),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn pods_of_two_nodes_on_one_engine_reach_each_other() {
+    let a = TestNode::new().await;
+    let b = TestNode::new().await;
+    let pod_a = a.pod("client");
+    let sandbox_a =
+        a.rt.run_sandbox(&a.node, &a.sandbox_config(&pod_a))
+            .await
+            .unwrap();
+    let client = a
+        .run(
+            &pod_a,
+            &sandbox_a,
+            "client",
+            BUSYBOX,
+            &["sleep", "3600"],
+            false,
+        )
+        .await;
+    let pod_b = b.pod("server");
+    let sandbox_b =
+        b.rt.run_sandbox(&b.node, &b.sandbox_config(&pod_b))
+            .await
+            .unwrap();
+    b.run(&pod_b, &sandbox_b, "web", WEB2, &[], false).await;
+    let ip_b =
+        b.rt.inspect_container(&sandbox_b)
+            .await
+            .unwrap()
+            .ip
+            .unwrap();
+    assert!(in_subnet24(&ip_b, &b.subnet));
+
+    // Docker isolates bridge networks; ensure_network's iptables rule lets
+    // pod traffic through.
+    let mut page = String::new();
+    for _ in 0..50 {
+        let out =
+            a.rt.exec(
+                &client,
+                &args(&["wget", "-qO-", &format!("http://{ip_b}/")]),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        page = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.exit_code == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(page, "web v2\n");
+}
+
+#[tokio::test]
+async fn container_config_reaches_the_process() {
+    let t = TestNode::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.txt"), "from the host\n").unwrap();
+    let pod = t.pod("configured");
+    let sandbox =
+        t.rt.run_sandbox(&t.node, &t.sandbox_config(&pod))
+            .await
+            .unwrap();
+    let mut config = container("app", BUSYBOX, &["3600"], false);
+    config.entrypoint = args(&["sleep"]);
+    config.env = vec![("GREETING".to_string(), "hello there".to_string())];
+    config.working_dir = Some("/tmp".to_string());
+    config.mounts = vec![bosun_agent::runtime::Mount {
+        host_path: dir.path().display().to_string(),
+        container_path: "/data".to_string(),
+        read_only: true,
+    }];
+    config.run_as_user = Some(1000);
+    config.run_as_group = Some(3000);
+    config.read_only_root_fs = true;
+    config.memory_limit = Some(64 * 1024 * 1024);
+    config.cpu_limit_millis = Some(500);
+    config.cpu_request_millis = Some(250);
+    config.cap_drop = args(&["NET_RAW"]);
+    let id =
+        t.rt.create_container(&t.node, &pod, Role::App, &sandbox, &config)
+            .await
+            .unwrap();
+    t.rt.start_container(&id).await.unwrap();
+
+    assert_eq!(t.sh(&id, "id -u; id -g").await, "1000\n3000\n");
+    assert_eq!(
+        t.sh(&id, "echo $GREETING; pwd").await,
+        "hello there\n/tmp\n"
+    );
+    assert_eq!(t.sh(&id, "cat /data/data.txt").await, "from the host\n");
+    assert!(t.sh(&id, "ps -o args").await.contains("sleep 3600"));
+    // Read-only: neither the bind mount nor the root filesystem is writable.
+    assert_eq!(
+        t.sh(
+            &id,
+            "touch /data/x 2>/dev/null || echo ro; touch /x 2>/dev/null || echo ro"
+        )
+        .await,
+        "ro\nro\n"
+    );
+
+    let c =
+        t.rt.client()
+            .await
+            .unwrap()
+            .inspect_container(
+                &id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .unwrap();
+    let hc = c.host_config.unwrap();
+    assert_eq!(hc.memory, Some(64 * 1024 * 1024));
+    assert_eq!(hc.nano_cpus, Some(500_000_000));
+    assert_eq!(hc.cpu_shares, Some(256));
+    assert_eq!(hc.cap_drop, Some(args(&["NET_RAW"])));
+    assert_eq!(hc.network_mode, Some(format!("container:{sandbox}")));
+    assert_eq!(hc.ipc_mode, Some(format!("container:{sandbox}")));
+    let labels = c.config.unwrap().labels.unwrap();
+    assert_eq!(labels.get("test.extra").map(String::as_str), Some("app"));
+    assert_eq!(
+        labels.get("io.bosun.pod.uid").map(String::as_str),
+        Some(pod.uid.as_str())
+    );
+
+    // A container of the same name (same restart count) replaces a stopped
+    // leftover, but not a running one.
+    let err =
+        t.rt.create_container(&t.node, &pod, Role::App, &sandbox, &config)
+            .await
+            .unwrap_err();
+    assert!(err.to_string().contains("running"), "{err}");
+    t.rt.stop_container(&id, Duration::ZERO).await.unwrap();
+    let again =
+        t.rt.create_container(&t.node, &pod, Role::App, &sandbox, &config)
+            .await
+            .unwrap();
+    assert_ne!(again, id);
+    assert!(matches!(
+        t.rt.inspect_container(&id).await,
+        Err(RuntimeError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn host_network_pods_use_the_hosts_network() {
+    let t = TestNode::new().await;
+    let pod = t.pod("hostnet");
+    let mut config = t.sandbox_config(&pod);
+    config.host_network = true;
+    let sandbox = t.rt.run_sandbox(&t.node, &config).await.unwrap();
+    let info = t.rt.inspect_container(&sandbox).await.unwrap();
+    assert_eq!(info.ip, None);
+    let mut app = container("app", BUSYBOX, &["sleep", "3600"], false);
+    app.host_network = true;
+    let id =
+        t.rt.create_container(&t.node, &pod, Role::App, &sandbox, &app)
+            .await
+            .unwrap();
+    t.rt.start_container(&id).await.unwrap();
+    let host = nix::unistd::gethostname().unwrap();
+    assert_eq!(t.sh(&id, "hostname").await.trim(), host.to_str().unwrap());
 }
