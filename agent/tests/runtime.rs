@@ -495,7 +495,8 @@ async fn pods_of_two_nodes_on_one_engine_reach_each_other() {
     assert!(in_subnet24(&ip_b, &b.subnet));
 
     // Docker isolates bridge networks; ensure_network's iptables rule lets
-    // pod traffic through.
+    // pod traffic through. (No `wget -T`: it segfaults in this static
+    // busybox; the exec timeout bounds the wait instead.)
     let mut page = String::new();
     for _ in 0..50 {
         let out =
@@ -605,6 +606,21 @@ async fn container_config_reaches_the_process() {
         t.rt.inspect_container(&id).await,
         Err(RuntimeError::NotFound(_))
     ));
+
+    // A command that cannot run: start fails with Docker's reason, and the
+    // container stays Created with that reason and exit code 127.
+    let mut bad = container("bad", BUSYBOX, &[], false);
+    bad.entrypoint = args(&["/no/such/program"]);
+    let bad =
+        t.rt.create_container(&t.node, &pod, Role::App, &sandbox, &bad)
+            .await
+            .unwrap();
+    let err = t.rt.start_container(&bad).await.unwrap_err();
+    assert!(err.to_string().contains("/no/such/program"), "{err}");
+    let info = t.rt.inspect_container(&bad).await.unwrap();
+    assert_eq!(info.state, ContainerState::Created);
+    assert_eq!(info.exit_code, Some(127));
+    assert!(info.reason.unwrap().contains("/no/such/program"));
 }
 
 #[tokio::test]

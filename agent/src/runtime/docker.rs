@@ -822,14 +822,17 @@ fn to_info(c: ContainerInspectResponse) -> Result<ContainerInfo> {
         Some(ContainerStateStatusEnum::EXITED) => ContainerState::Exited,
         _ => ContainerState::Unknown,
     };
-    let exit_code = match phase {
-        ContainerState::Exited => state.exit_code,
-        _ => None,
-    };
     let reason = if state.oom_killed == Some(true) {
         Some("OOMKilled".to_string())
     } else {
         state.error.filter(|e| !e.is_empty())
+    };
+    let exit_code = match phase {
+        ContainerState::Exited => state.exit_code,
+        // A container whose process could not be started stays `created`,
+        // with Docker's error and exit code 127 (or 126).
+        ContainerState::Created if reason.is_some() => state.exit_code,
+        _ => None,
     };
     let ip = if role == Role::Sandbox {
         let mode = c
