@@ -29,7 +29,8 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, InspectContainerOptions, InspectNetworkOptions,
-    ListContainersOptions, LogsOptions, RemoveContainerOptions, StopContainerOptions,
+    ListContainersOptions, LogsOptions, RemoveContainerOptions, RemoveImageOptions,
+    StopContainerOptions,
 };
 use bollard::{body_full, Docker};
 use chrono::{DateTime, Utc};
@@ -410,9 +411,14 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn ensure_pause_image(&self) -> Result<String> {
+        // One import at a time in this process, so runtimes racing on an
+        // engine without the image do not leave dangling copies.
+        static IMPORTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one_at_a_time = IMPORTING.lock().await;
         let reference = format!("{PAUSE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"));
         let hash = format!("{:016x}", fnv1a64(PAUSE_BINARY));
-        match self.client().await?.inspect_image(&reference).await {
+        let docker = self.client().await?;
+        let stale = match docker.inspect_image(&reference).await {
             Ok(img) => {
                 let have = img
                     .config
@@ -422,11 +428,18 @@ impl ContainerRuntime for DockerRuntime {
                     return Ok(reference);
                 }
                 tracing::info!(image = %reference, "the pause image differs from this agent's; importing it again");
+                img.id
             }
-            Err(e) if status(&e) == Some(404) => {}
+            Err(e) if status(&e) == Some(404) => None,
             Err(e) => return Err(docker_err(e)),
-        }
+        };
         self.import_pause(&reference, &hash).await?;
+        if let Some(old) = stale {
+            // Untagged now; sandboxes still using it keep it alive.
+            let _ = docker
+                .remove_image(&old, None::<RemoveImageOptions>, None)
+                .await;
+        }
         Ok(reference)
     }
 
@@ -822,14 +835,17 @@ fn to_info(c: ContainerInspectResponse) -> Result<ContainerInfo> {
         Some(ContainerStateStatusEnum::EXITED) => ContainerState::Exited,
         _ => ContainerState::Unknown,
     };
-    let exit_code = match phase {
-        ContainerState::Exited => state.exit_code,
-        _ => None,
-    };
     let reason = if state.oom_killed == Some(true) {
         Some("OOMKilled".to_string())
     } else {
         state.error.filter(|e| !e.is_empty())
+    };
+    let exit_code = match phase {
+        ContainerState::Exited => state.exit_code,
+        // A container whose process could not be started stays `created`,
+        // with Docker's error and exit code 127 (or 126).
+        ContainerState::Created if reason.is_some() => state.exit_code,
+        _ => None,
     };
     let ip = if role == Role::Sandbox {
         let mode = c
