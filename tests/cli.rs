@@ -41,7 +41,7 @@ fn apply_get_label_annotate_patch_delete() {
 
     let wide = c.bosun(&["get", "deploy", "-o", "wide"]).ok().to_string();
     assert!(wide.lines().next().unwrap().contains("IMAGES"), "{wide}");
-    assert!(wide.contains("busybox"), "{wide}");
+    assert!(wide.contains("bosun.local/web:1"), "{wide}");
 
     let all = c.bosun(&["get", "deploy", "-A"]).ok().to_string();
     assert!(all.starts_with("NAMESPACE   NAME "), "{all}");

@@ -495,7 +495,7 @@ fn kubectl_verbs_on_all_the_examples() {
         ],
         "{wide}"
     );
-    assert_eq!(rows[0][5..], ["nginx", "busybox", "app=nginx"], "{wide}");
+    assert_eq!(rows[0][5..], ["nginx", "bosun.local/web:1", "app=nginx"], "{wide}");
     let wide = k(&["get", "pods", "-o", "wide"]).ok().to_string();
     let (header, rows) = parse_table(&wide);
     assert_eq!(
@@ -523,7 +523,7 @@ fn kubectl_verbs_on_all_the_examples() {
     assert_eq!(yaml["spec"]["replicas"], 3);
     assert_eq!(
         yaml["spec"]["template"]["spec"]["containers"][0]["image"],
-        "busybox"
+        "bosun.local/web:1"
     );
     assert_eq!(
         yaml["spec"]["template"]["spec"]["containers"][0]["command"][0],
