@@ -495,7 +495,11 @@ fn kubectl_verbs_on_all_the_examples() {
         ],
         "{wide}"
     );
-    assert_eq!(rows[0][5..], ["nginx", "bosun.local/web:1", "app=nginx"], "{wide}");
+    assert_eq!(
+        rows[0][5..],
+        ["nginx", "bosun.local/web:1", "app=nginx"],
+        "{wide}"
+    );
     let wide = k(&["get", "pods", "-o", "wide"]).ok().to_string();
     let (header, rows) = parse_table(&wide);
     assert_eq!(

@@ -100,16 +100,20 @@ fn free_subnet() -> String {
             .expect("docker network inspect");
         used = String::from_utf8_lossy(&out.stdout).into_owned();
     }
-    let start =
-        (std::process::id() as usize * 13 + Instant::now().elapsed().subsec_nanos() as usize) % 150;
-    for i in 0..150 {
-        let n = 100 + (start + i) % 150;
+    // Clusters of one test binary take consecutive subnets (they start
+    // concurrently, before their networks exist); the runtime tests use
+    // 10.244.128-254, so these stay below.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let nth = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let start = std::process::id() as usize * 7 + nth;
+    for i in 0..120 {
+        let n = 1 + (start + i) % 120;
         let subnet = format!("10.244.{n}.0/24");
         if !used.contains(&subnet) {
             return subnet;
         }
     }
-    panic!("no free 10.244.x.0/24 subnet");
+    panic!("no free 10.244.x.0/24 subnet below 10.244.121.0");
 }
 
 pub struct Cluster {

@@ -1,0 +1,86 @@
+//! The seeds' pod examples (`examples/`) on real Docker, reaching the
+//! state the seeds describe. Pods are bound to the test node directly, as
+//! the seeds do for testing until the scheduler exists.
+
+mod cluster;
+
+use std::time::Duration;
+
+use cluster::Cluster;
+use serde_json::Value;
+
+const UP: Duration = Duration::from_secs(60);
+
+fn example(file: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+/// The body of a plain HTTP/1.0 GET, if the server answered 200.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    conn.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200")
+        .then(|| body.to_string())
+        .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+}
+
+fn running_and_ready(p: &Value) -> bool {
+    p["status"]["phase"] == "Running"
+        && p["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_process_namespace_example_shows_every_process() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    c.create_pod(&client, example("share-process-namespace.yaml"))
+        .await;
+    c.wait_pod(&client, "nginx", "Running", UP, running_and_ready)
+        .await;
+    let ps = c.exec("nginx", "shell", &["ps", "ax"]);
+    assert!(ps.contains("/pause"), "the pause process is visible:\n{ps}");
+    assert!(
+        ps.contains("httpd -f -p 80"),
+        "the web container's process is visible:\n{ps}"
+    );
+    let page = c.exec("nginx", "shell", &["wget", "-qO-", "http://127.0.0.1/"]);
+    assert!(page.contains("web v1"), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn javaweb_init_container_fills_the_volume_the_server_serves_on_the_host_port() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    c.create_pod(&client, example("javaweb-2.yaml")).await;
+    let p = c
+        .wait_pod(&client, "javaweb-2", "Running", UP, running_and_ready)
+        .await;
+    assert_eq!(
+        p["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    // Through the pod's own network...
+    let served = c.exec(
+        "javaweb-2",
+        "tomcat",
+        &["wget", "-qO-", "http://127.0.0.1:8080/sample.war"],
+    );
+    assert_eq!(served.trim(), "sample");
+    // ...and through the host port published on the sandbox.
+    let from_host = cluster::wait_for("the host port to answer", Duration::from_secs(20), || {
+        http_get("127.0.0.1:8001", "/sample.war")
+    });
+    assert_eq!(from_host.trim(), "sample");
+}
