@@ -901,3 +901,63 @@ async fn sigterm_ends_open_watches_and_exits_cleanly() {
     assert!(status.success(), "exit status {status:?}");
     assert!(cp.log().contains("shutting down"));
 }
+
+#[tokio::test]
+async fn kube_runtime_watcher_lists_and_watches_every_resource() {
+    use kube::runtime::watcher::Event;
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    for res in bosun::resources::RESOURCES {
+        let ar = common::api_resource_of(res);
+        let api: kube::Api<DynamicObject> = if res.namespaced {
+            kube::Api::namespaced_with(client.clone(), "default", &ar)
+        } else {
+            kube::Api::all_with(client.clone(), &ar)
+        };
+        let what = format!("{}/{}", res.api_version(), res.plural);
+        let sample_for = |name: &str| {
+            let mut obj = sample(res.kind, name);
+            obj["apiVersion"] = json!(res.api_version());
+            if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
+                obj["spec"] = json!({"maxReplicas": 5, "targetCPUUtilizationPercentage": 50,
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}});
+            }
+            dynamic(obj)
+        };
+        let first = format!("w1-{}-{}", res.version, res.singular);
+        let second = format!("w2-{}-{}", res.version, res.singular);
+        api.create(&PostParams::default(), &sample_for(&first))
+            .await
+            .unwrap();
+        let mut events =
+            kube::runtime::watcher(api.clone(), kube::runtime::watcher::Config::default()).boxed();
+        let mut listed = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), events.try_next()).await {
+                Ok(Ok(Some(Event::InitApply(o)))) => listed.push(o.metadata.name.unwrap()),
+                Ok(Ok(Some(Event::InitDone))) => break,
+                Ok(Ok(Some(_))) => {}
+                other => panic!("{what}: watcher list failed: {other:?}"),
+            }
+        }
+        assert!(listed.contains(&first), "{what}: listed {listed:?}");
+        api.create(&PostParams::default(), &sample_for(&second))
+            .await
+            .unwrap();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), events.try_next()).await {
+                Ok(Ok(Some(Event::Apply(o))))
+                    if o.metadata.name.as_deref() == Some(second.as_str()) =>
+                {
+                    break
+                }
+                Ok(Ok(Some(_))) => {}
+                other => panic!("{what}: watcher watch failed: {other:?}"),
+            }
+        }
+        // Leave the next version of the same resource a clean slate.
+        for name in [&first, &second] {
+            api.delete(name, &DeleteParams::default()).await.unwrap();
+        }
+    }
+}
