@@ -5,6 +5,7 @@ pub mod config;
 pub mod events;
 pub mod manager;
 pub mod node;
+pub mod probes;
 pub mod runtime;
 pub mod spec;
 pub mod status;

@@ -258,6 +258,8 @@ async fn run_worker(
     let mut last_status: Option<Value> = None;
     let mut last_pod: Option<Pod> = None;
     let mut retry = Duration::from_millis(500);
+    // Probe results that change the pod's status or need acting on.
+    let probes = worker.wake_handle();
     loop {
         let current = rx.borrow_and_update().clone();
         let pod = match current {
@@ -329,6 +331,7 @@ async fn run_worker(
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
             _ = poke.notified() => {}
+            _ = probes.notified() => {}
             _ = tokio::time::sleep(wake_after) => {}
         }
     }

@@ -82,10 +82,11 @@ fn container_status(
             if let Some(l) = latest.filter(|l| l.state == ContainerState::Exited) {
                 last_state = terminated(l);
             }
-            (
-                json!({"waiting": {"reason": w.reason, "message": w.message}}),
-                "waiting",
-            )
+            let mut waiting = json!({"reason": w.reason});
+            if !w.message.is_empty() {
+                waiting["message"] = json!(w.message);
+            }
+            (json!({ "waiting": waiting }), "waiting")
         }
         (None, None) => (json!({"waiting": {"reason": default_waiting}}), "waiting"),
         (Some(l), None) => match l.state {

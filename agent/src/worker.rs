@@ -10,15 +10,17 @@
 //! CrashLoopBackOff, CreateContainerConfigError), not an error up the
 //! stack.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::Value;
+use tokio::sync::Notify;
 
 use crate::config::AgentConfig;
+use crate::probes::{self, Action, HookState, KillReason, ProbeRunner, Target};
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role, RuntimeError};
 use crate::spec;
 use crate::status::{self, Observed, Waiting};
@@ -63,6 +65,12 @@ pub struct PodWorker {
     failed: Option<(String, String)>,
     /// Keys already reported as backing off, so BackOff is emitted once per wait.
     announced: HashMap<String, Instant>,
+    /// Probes of the running instance of each app container, by name.
+    runners: HashMap<String, ProbeRunner>,
+    /// Containers started in this sync: their postStart hook is still to run.
+    fresh: HashSet<String>,
+    /// Notified when a probe result changes something; see [`PodWorker::wake_handle`].
+    wake: Arc<Notify>,
 }
 
 fn field_path(role: Role, name: &str) -> Option<String> {
@@ -104,7 +112,18 @@ impl PodWorker {
             events: Vec::new(),
             failed: None,
             announced: HashMap::new(),
+            runners: HashMap::new(),
+            fresh: HashSet::new(),
+            wake: Arc::new(Notify::new()),
         }
+    }
+
+    /// Notified whenever a probe or hook result means the pod should be
+    /// synced again (readiness flipped, a container must be killed, an
+    /// event to record). The worker's driver waits on it next to the pod's
+    /// changes and `wake_after`.
+    pub fn wake_handle(&self) -> Arc<Notify> {
+        self.wake.clone()
     }
 
     fn event(
@@ -152,6 +171,7 @@ impl PodWorker {
         );
         if finished {
             // A finished pod stays finished: nothing restarts, the sandbox goes.
+            self.runners.clear();
             self.stop_sandbox(&containers).await;
             return Ok(Synced {
                 status: serde_json::to_value(pod.status.clone().unwrap_or_default())
@@ -214,6 +234,12 @@ impl PodWorker {
         } else {
             sandbox.ip.clone()
         };
+        if self
+            .act_on_probe_results(pod, &containers, pod_ip.as_deref())
+            .await?
+        {
+            containers = self.pod_containers(&uid).await?;
+        }
 
         let mut wake_after = self.cfg.sync_period;
         match volumes::setup(pod, &self.cfg) {
@@ -257,6 +283,25 @@ impl PodWorker {
                 self.prune(&containers).await;
             }
         }
+        self.ensure_runners(pod, &containers, pod_ip.as_deref());
+        let mut ready = BTreeMap::new();
+        let mut started = BTreeMap::new();
+        for (name, r) in &self.runners {
+            let view = r.view();
+            if view.post_start == HookState::Running {
+                // As in Kubernetes, a container is not running until its
+                // postStart hook has finished.
+                self.waiting.insert(
+                    name.clone(),
+                    Waiting {
+                        reason: "ContainerCreating".into(),
+                        message: String::new(),
+                    },
+                );
+            }
+            ready.insert(name.clone(), view.ready);
+            started.insert(name.clone(), view.started);
+        }
 
         let app_containers: Vec<ContainerInfo> = containers
             .iter()
@@ -267,8 +312,8 @@ impl PodWorker {
             pod,
             containers: &app_containers,
             waiting: &self.waiting,
-            ready: &BTreeMap::new(),
-            started: &BTreeMap::new(),
+            ready: &ready,
+            started: &started,
             pod_ip,
             host_ip: self.cfg.node_ip.clone(),
             failed: self.failed.clone(),
@@ -419,6 +464,9 @@ impl PodWorker {
     async fn start(&mut self, role: Role, name: &str, id: &str) -> Result<(), RuntimeError> {
         match self.rt.start_container(id).await {
             Ok(()) => {
+                if role == Role::App {
+                    self.fresh.insert(id.to_string());
+                }
                 self.event(
                     "Normal",
                     "Started",
@@ -593,6 +641,144 @@ impl PodWorker {
         }
     }
 
+    fn target(&self, c: Option<&Container>, id: &str, pod_ip: Option<&str>) -> Target {
+        Target {
+            rt: self.rt.clone(),
+            container_id: id.to_string(),
+            pod_ip: pod_ip.map(String::from),
+            ports: c.and_then(|c| c.ports.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Makes sure the running instance of each app container that has
+    /// probes or a postStart hook has its runner, and no other runner is
+    /// left. A new instance gets a new runner: results never carry over.
+    fn ensure_runners(&mut self, pod: &Pod, containers: &[ContainerInfo], pod_ip: Option<&str>) {
+        let specs = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.clone())
+            .unwrap_or_default();
+        let mut live = HashSet::new();
+        for c in specs.iter().filter(|c| ProbeRunner::needed(c)) {
+            let Some(l) = latest(containers, Role::App, &c.name)
+                .filter(|l| l.state == ContainerState::Running)
+            else {
+                continue;
+            };
+            live.insert(c.name.clone());
+            if self
+                .runners
+                .get(&c.name)
+                .is_some_and(|r| r.container_id() == l.id)
+            {
+                continue;
+            }
+            if let Some(old) = self.runners.remove(&c.name) {
+                self.events.extend(old.take_events());
+            }
+            // Only an instance this worker has just started runs postStart
+            // (an adopted one ran it under the agent before).
+            let post_start = c
+                .lifecycle
+                .as_ref()
+                .and_then(|l| l.post_start.as_ref())
+                .filter(|_| self.fresh.contains(&l.id))
+                .map(Action::of_hook);
+            let runner = ProbeRunner::start(
+                self.target(Some(c), &l.id, pod_ip),
+                c,
+                l.started_at,
+                post_start,
+                self.wake.clone(),
+            );
+            self.runners.insert(c.name.clone(), runner);
+        }
+        let gone: Vec<String> = self
+            .runners
+            .keys()
+            .filter(|n| !live.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(r) = self.runners.remove(&name) {
+                self.events.extend(r.take_events());
+            }
+        }
+        self.fresh.clear();
+    }
+
+    /// Records the runners' events and kills the containers whose liveness
+    /// or startup probe failed for good or whose postStart hook failed.
+    /// True if it killed any (the caller then lists containers again and
+    /// restarts them per restartPolicy).
+    async fn act_on_probe_results(
+        &mut self,
+        pod: &Pod,
+        containers: &[ContainerInfo],
+        pod_ip: Option<&str>,
+    ) -> Result<bool, RuntimeError> {
+        let mut kills = Vec::new();
+        for (name, r) in &self.runners {
+            self.events.extend(r.take_events());
+            if let Some(k) = r.view().kill {
+                kills.push((name.clone(), r.container_id().to_string(), k));
+            }
+        }
+        let specs = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.clone())
+            .unwrap_or_default();
+        let pod_grace = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30);
+        let mut killed = false;
+        for (name, id, reason) in kills {
+            self.runners.remove(&name);
+            let running = containers
+                .iter()
+                .any(|c| c.id == id && c.state == ContainerState::Running);
+            let Some(c) = specs.iter().find(|c| c.name == name).filter(|_| running) else {
+                continue;
+            };
+            let path = field_path(Role::App, &name);
+            let (message, probe_grace) = match &reason {
+                KillReason::Liveness => (
+                    format!("Container {name} failed liveness probe, will be restarted"),
+                    c.liveness_probe
+                        .as_ref()
+                        .and_then(|p| p.termination_grace_period_seconds),
+                ),
+                KillReason::Startup => (
+                    format!("Container {name} failed startup probe, will be restarted"),
+                    c.startup_probe
+                        .as_ref()
+                        .and_then(|p| p.termination_grace_period_seconds),
+                ),
+                KillReason::PostStart(msg) => {
+                    self.event(
+                        "Warning",
+                        "FailedPostStartHook",
+                        probes::hook_failure_message(pod, &name, msg),
+                        path.clone(),
+                    );
+                    ("FailedPostStartHook".to_string(), None)
+                }
+            };
+            self.event("Normal", "Killing", message, path);
+            let grace = Duration::from_secs(probe_grace.unwrap_or(pod_grace).max(0) as u64);
+            let target = self.target(Some(c), &id, pod_ip);
+            if let Some(e) = stop_container(&target, pod, c, grace).await? {
+                self.events.push(e);
+            }
+            killed = true;
+        }
+        Ok(killed)
+    }
+
     /// Keeps the newest instance of each container and the one before it
     /// (for `logs --previous` and lastState); removes older ones.
     async fn prune(&self, containers: &[ContainerInfo]) {
@@ -613,16 +799,37 @@ impl PodWorker {
         }
     }
 
-    /// Stops every container of the pod within `grace` and removes them
-    /// and the pod's volumes.
+    /// Stops every container of the pod within `grace` (each app
+    /// container's preStop hook first) and removes them and the pod's
+    /// volumes.
     pub async fn terminate(
         &mut self,
         pod: &Pod,
         grace: Duration,
     ) -> Result<Vec<PodEvent>, RuntimeError> {
         self.events.clear();
+        // No probe may kill or restart anything from here on.
+        self.runners.clear();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let containers = self.pod_containers(&uid).await?;
+        let pod_ip = if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false)
+        {
+            Some(self.cfg.node_ip.clone())
+        } else {
+            containers
+                .iter()
+                .filter(|c| c.role == Role::Sandbox)
+                .find_map(|c| c.ip.clone())
+        };
+        let specs = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.clone())
+            .unwrap_or_default();
         let running: Vec<&ContainerInfo> = containers
             .iter()
             .filter(|c| c.role != Role::Sandbox && c.state == ContainerState::Running)
@@ -635,9 +842,22 @@ impl PodWorker {
                 field_path(c.role, &c.name),
             );
         }
-        let stops = running.iter().map(|c| self.rt.stop_container(&c.id, grace));
+        let stops = running.iter().map(|c| {
+            let spec = specs
+                .iter()
+                .find(|s| s.name == c.name && c.role == Role::App)
+                .cloned()
+                .unwrap_or_else(|| Container {
+                    name: c.name.clone(),
+                    ..Container::default()
+                });
+            let target = self.target(Some(&spec), &c.id, pod_ip.as_deref());
+            async move { stop_container(&target, pod, &spec, grace).await }
+        });
         for r in futures::future::join_all(stops).await {
-            r?;
+            if let Some(e) = r? {
+                self.events.push(e);
+            }
         }
         for c in containers.iter().filter(|c| c.role == Role::Sandbox) {
             self.rt
@@ -650,6 +870,27 @@ impl PodWorker {
         volumes::teardown(&self.cfg, &uid);
         Ok(std::mem::take(&mut self.events))
     }
+}
+
+/// Stops one container the way the kubelet does: its preStop hook within
+/// `grace`, then SIGTERM and, after what is left of `grace`, SIGKILL.
+/// Returns the `FailedPreStopHook` event when the hook failed (the stop
+/// goes on regardless).
+async fn stop_container(
+    target: &Target,
+    pod: &Pod,
+    c: &Container,
+    grace: Duration,
+) -> Result<Option<PodEvent>, RuntimeError> {
+    let hook = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref());
+    let (left, failure) = probes::run_pre_stop(target, hook, grace).await;
+    target.rt.stop_container(&target.container_id, left).await?;
+    Ok(failure.map(|msg| PodEvent {
+        type_: "Warning",
+        reason: "FailedPreStopHook",
+        message: probes::hook_failure_message(pod, &c.name, &msg),
+        field_path: field_path(Role::App, &c.name),
+    }))
 }
 
 #[cfg(test)]
@@ -823,6 +1064,244 @@ mod tests {
             "one new sandbox and one new app container: {live:?}"
         );
         assert_eq!(s.status["containerStatuses"][0]["restartCount"], 1);
+    }
+
+    /// Syncs whenever the worker's probes wake it until `check` holds;
+    /// returns the last result and every event recorded on the way.
+    async fn sync_until(
+        w: &mut PodWorker,
+        p: &Pod,
+        what: &str,
+        check: impl Fn(&Synced) -> bool,
+    ) -> (Synced, Vec<PodEvent>) {
+        let wake = w.wake_handle();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut events = Vec::new();
+        loop {
+            let s = w.sync(p).await.unwrap();
+            events.extend(s.events.iter().cloned());
+            if check(&s) {
+                return (s, events);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                tokio::time::timeout(left, wake.notified()).await.is_ok(),
+                "timed out waiting for {what}: {:#}\nevents: {events:?}",
+                s.status
+            );
+        }
+    }
+
+    fn cstatus(s: &Synced) -> &Value {
+        &s.status["containerStatuses"][0]
+    }
+
+    fn condition(s: &Synced, kind: &str) -> String {
+        s.status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .map(|c| c["status"].as_str().unwrap().to_string())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn failed_liveness_kills_and_restarts_the_container() {
+        let (rt, mut w, _d) = setup(Duration::from_secs(10));
+        let p = pod(json!({"terminationGracePeriodSeconds": 3, "containers": [{
+            "name": "a", "image": "bosun.local/busybox:1.35",
+            "livenessProbe": {"exec": {"command": ["cat", "/tmp/healthy"]},
+                              "periodSeconds": 1, "failureThreshold": 1}}]}));
+        let s = w.sync(&p).await.unwrap();
+        assert_eq!(
+            cstatus(&s)["ready"],
+            true,
+            "no readiness probe: ready once running"
+        );
+        let first = id_of(&rt, "a");
+        rt.set_exec_result(&first, 1);
+        let (s, events) =
+            sync_until(&mut w, &p, "a restart", |s| cstatus(s)["restartCount"] == 1).await;
+        let reasons: Vec<&str> = events.iter().map(|e| e.reason).collect();
+        let unhealthy = events.iter().position(|e| e.reason == "Unhealthy").unwrap();
+        let killing = events.iter().position(|e| e.reason == "Killing").unwrap();
+        assert!(unhealthy < killing, "{reasons:?}");
+        assert!(events[unhealthy]
+            .message
+            .starts_with("Liveness probe failed: "));
+        assert_eq!(
+            events[killing].message,
+            "Container a failed liveness probe, will be restarted"
+        );
+        assert_eq!(
+            events[killing].field_path.as_deref(),
+            Some("spec.containers{a}")
+        );
+        assert!(
+            reasons.ends_with(&["Killing", "Pulled", "Created", "Started"]),
+            "{reasons:?}"
+        );
+        assert_eq!(s.status["phase"], "Running");
+        assert!(cstatus(&s)["state"]["running"].is_object());
+        assert_eq!(cstatus(&s)["lastState"]["terminated"]["exitCode"], 137);
+        let calls = rt.calls();
+        let stop = calls.iter().position(|c| c == "stop a").unwrap();
+        assert_eq!(calls[stop + 1..stop + 3], ["create app a", "start a"]);
+        // The new instance is probed afresh (and is healthy).
+        let second = id_of(&rt, "a");
+        assert_ne!(first, second);
+        let probed = |id: &str| {
+            rt.calls()
+                .iter()
+                .filter(|c| c.starts_with(&format!("exec {id} ")))
+                .count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while probed(&second) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the new instance is never probed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let s = w.sync(&p).await.unwrap();
+        assert_eq!(cstatus(&s)["restartCount"], 1);
+        assert!(!s.events.iter().any(|e| e.reason == "Killing"));
+    }
+
+    #[tokio::test]
+    async fn readiness_drives_ready_and_conditions_without_restarts() {
+        let (rt, mut w, _d) = setup(Duration::from_secs(10));
+        let p = pod(json!({"containers": [{
+            "name": "a", "image": "bosun.local/busybox:1.35",
+            "readinessProbe": {"exec": {"command": ["ready"]},
+                               "periodSeconds": 1, "failureThreshold": 1}}]}));
+        let s = w.sync(&p).await.unwrap();
+        assert_eq!(s.status["phase"], "Running");
+        assert_eq!(
+            cstatus(&s)["ready"],
+            false,
+            "not ready before the first probe"
+        );
+        assert_eq!(cstatus(&s)["started"], true);
+        assert_eq!(condition(&s, "Ready"), "False");
+        assert_eq!(condition(&s, "ContainersReady"), "False");
+        let (s, _) = sync_until(&mut w, &p, "ready", |s| cstatus(s)["ready"] == true).await;
+        assert_eq!(condition(&s, "Ready"), "True");
+        assert_eq!(condition(&s, "ContainersReady"), "True");
+        rt.set_exec_result(&id_of(&rt, "a"), 1);
+        let (s, events) =
+            sync_until(&mut w, &p, "not ready", |s| cstatus(s)["ready"] == false).await;
+        assert_eq!(condition(&s, "Ready"), "False");
+        assert!(events
+            .iter()
+            .any(|e| e.reason == "Unhealthy" && e.message.starts_with("Readiness probe failed")));
+        assert!(!events.iter().any(|e| e.reason == "Killing"));
+        assert_eq!(cstatus(&s)["restartCount"], 0);
+        assert!(!rt.calls().contains(&"stop a".to_string()));
+    }
+
+    #[tokio::test]
+    async fn startup_probe_holds_started_and_ready() {
+        let (rt, mut w, _d) = setup(Duration::from_secs(10));
+        let p = pod(json!({"containers": [{
+            "name": "a", "image": "bosun.local/busybox:1.35",
+            "startupProbe": {"exec": {"command": ["started"]},
+                             "periodSeconds": 1, "failureThreshold": 30}}]}));
+        let s = w.sync(&p).await.unwrap();
+        rt.set_exec_result(&id_of(&rt, "a"), 1);
+        assert_eq!(cstatus(&s)["started"], false);
+        assert_eq!(cstatus(&s)["ready"], false);
+        assert_eq!(s.status["phase"], "Running");
+        // Let it fail once, then pass.
+        let (s, _) = sync_until(&mut w, &p, "a failed startup probe", |s| {
+            s.events.iter().any(|e| e.reason == "Unhealthy")
+        })
+        .await;
+        assert_eq!(cstatus(&s)["started"], false);
+        rt.set_exec_result(&id_of(&rt, "a"), 0);
+        let (s, _) = sync_until(&mut w, &p, "started", |s| cstatus(s)["started"] == true).await;
+        assert_eq!(
+            cstatus(&s)["ready"],
+            true,
+            "no readiness probe: ready once started"
+        );
+        assert_eq!(condition(&s, "Ready"), "True");
+    }
+
+    #[tokio::test]
+    async fn post_start_holds_the_container_and_its_failure_restarts_it() {
+        let (rt, mut w, _d) = setup(Duration::from_secs(10));
+        let p = pod(json!({"containers": [{
+            "name": "a", "image": "bosun.local/busybox:1.35",
+            "lifecycle": {"postStart": {"exec": {"command": ["hook"]}}}}]}));
+        let s = w.sync(&p).await.unwrap();
+        let first = id_of(&rt, "a");
+        rt.set_exec_result(&first, 1);
+        // Not running until the hook is done.
+        assert_eq!(
+            cstatus(&s)["state"]["waiting"]["reason"],
+            "ContainerCreating"
+        );
+        assert_eq!(s.status["phase"], "Pending");
+        let (_, events) =
+            sync_until(&mut w, &p, "a restart", |s| cstatus(s)["restartCount"] == 1).await;
+        let failed = events
+            .iter()
+            .find(|e| e.reason == "FailedPostStartHook")
+            .expect("a FailedPostStartHook event");
+        assert!(
+            failed.message.contains("Exec lifecycle hook ([hook])")
+                && failed.message.contains("Container \"a\""),
+            "{}",
+            failed.message
+        );
+        assert!(events
+            .iter()
+            .any(|e| e.reason == "Killing" && e.message == "FailedPostStartHook"));
+        // The new instance runs its hook again; it passes this time.
+        let (s, _) = sync_until(&mut w, &p, "running", |s| {
+            cstatus(s)["state"]["running"].is_object()
+        })
+        .await;
+        assert_eq!(s.status["phase"], "Running");
+        let second = id_of(&rt, "a");
+        assert!(rt.calls().contains(&format!("exec {second} hook")));
+        // A sync that finds the instance running does not run the hook again.
+        let hooks = rt.calls().iter().filter(|c| c.ends_with(" hook")).count();
+        w.sync(&p).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            rt.calls().iter().filter(|c| c.ends_with(" hook")).count(),
+            hooks
+        );
+    }
+
+    #[tokio::test]
+    async fn terminate_runs_pre_stop_before_the_stop_signal() {
+        let (rt, mut w, _d) = setup(Duration::from_secs(10));
+        let p = pod(json!({"containers": [
+            {"name": "a", "image": "bosun.local/busybox:1.35",
+             "lifecycle": {"preStop": {"exec": {"command": ["drain"]}}}},
+            {"name": "b", "image": "bosun.local/busybox:1.35",
+             "lifecycle": {"preStop": {"exec": {"command": ["fails"]}}}}]}));
+        w.sync(&p).await.unwrap();
+        let a = id_of(&rt, "a");
+        rt.set_exec_result(&id_of(&rt, "b"), 1);
+        let events = w.terminate(&p, Duration::from_secs(5)).await.unwrap();
+        let calls = rt.calls();
+        let hook = calls
+            .iter()
+            .position(|c| *c == format!("exec {a} drain"))
+            .unwrap();
+        let stop = calls.iter().position(|c| c == "stop a").unwrap();
+        assert!(hook < stop, "{calls:?}");
+        // A failed hook is reported and the container is stopped anyway.
+        assert!(events.iter().any(|e| e.reason == "FailedPreStopHook"
+            && e.field_path.as_deref() == Some("spec.containers{b}")));
+        assert!(calls.contains(&"stop b".to_string()));
+        assert!(rt.containers().is_empty());
     }
 
     #[tokio::test]
