@@ -8,5 +8,6 @@ pub mod node;
 pub mod runtime;
 pub mod spec;
 pub mod status;
+pub mod streams;
 pub mod volumes;
 pub mod worker;

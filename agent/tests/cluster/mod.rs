@@ -204,6 +204,9 @@ impl Cluster {
                 "0.5",
                 "--heartbeat-period",
                 "2",
+                // The stream API on a free port: tests run side by side.
+                "--port",
+                "0",
             ])
             .args(&self.agent_args)
             .env("BOSUN_LOG", "info,bosun_agent=debug")
