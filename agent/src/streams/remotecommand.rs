@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{Message, WebSocket};
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -182,7 +182,14 @@ pub async fn serve(
         let _ = tx
             .send(Message::Binary(Bytes::from(frame(ERROR, &body))))
             .await;
-        let _ = tx.send(Message::Close(None)).await;
+        // A normal closure (1000): client-go reads any other, even a bare
+        // close frame (1005), as a broken stream.
+        let _ = tx
+            .send(Message::Close(Some(CloseFrame {
+                code: close_code::NORMAL,
+                reason: "".into(),
+            })))
+            .await;
         let _ = tx.flush().await;
     };
 
@@ -196,9 +203,12 @@ pub async fn serve(
             };
             match decode(&data, v5) {
                 ClientFrame::Stdin(b) if stdin_open => {
-                    if input.write_all(&b).await.is_err() || input.flush().await.is_err() {
-                        stdin_open = false;
-                    }
+                    let written = async {
+                        input.write_all(&b).await?;
+                        input.flush().await
+                    };
+                    // The process closed its stdin: drop what else comes.
+                    stdin_open = written.await.is_ok();
                 }
                 ClientFrame::Close(STDIN) if stdin_open => {
                     stdin_open = false;

@@ -318,11 +318,6 @@ pub async fn serve(
             )))
         }
     }
-    if streaming && !wants_websocket(&parts) {
-        return Err(ApiError::bad_request(format!(
-            "Upgrade request required: bosun serves pods/{sub} over WebSocket (subprotocol v5.channel.k8s.io or v4.channel.k8s.io), not SPDY"
-        )));
-    }
     let ns = target.namespace.as_deref();
     let pod_name = target.name.as_deref().unwrap_or_default();
     let pod = load(state, "pods", ns, pod_name).await?;
@@ -347,6 +342,14 @@ pub async fn serve(
         })?;
     let node = load(state, "nodes", None, node_name).await?;
     let endpoint = agent_endpoint(node_name, &node)?;
+    // Checked last: kubectl retries with SPDY when the WebSocket upgrade is
+    // refused for any reason, so the errors above must be the answer to
+    // its SPDY request too.
+    if streaming && !wants_websocket(&parts) {
+        return Err(ApiError::bad_request(format!(
+            "Upgrade request required: bosun serves pods/{sub} over WebSocket (subprotocol v5.channel.k8s.io or v4.channel.k8s.io), not SPDY"
+        )));
+    }
 
     let verb = if streaming { sub } else { "containerLogs" };
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
