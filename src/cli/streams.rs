@@ -221,7 +221,32 @@ fn exit_code(status: Option<&Status>) -> Result<i32> {
 
 /// Connects the local terminal to a session until it ends; returns the
 /// exit code it ended with.
-async fn run_session(mut process: AttachedProcess, stdin: bool, tty: bool) -> Result<i32> {
+/// Ctrl-P Ctrl-Q: the key sequence that detaches from an attached
+/// terminal, as with kubectl and docker.
+const DETACH_KEYS: [u8; 2] = [0x10, 0x11];
+
+/// Where the detach sequence ends in `buf`, given the byte read before it.
+fn detach_at(previous: Option<u8>, buf: &[u8]) -> Option<usize> {
+    if previous == Some(DETACH_KEYS[0]) && buf.first() == Some(&DETACH_KEYS[1]) {
+        return Some(0);
+    }
+    buf.windows(2).position(|w| w == DETACH_KEYS).map(|i| i + 1)
+}
+
+/// How a session ended.
+enum Ended {
+    /// With this exit code.
+    Exited(i32),
+    /// The user pressed the detach keys.
+    Detached,
+}
+
+async fn run_session(
+    mut process: AttachedProcess,
+    stdin: bool,
+    tty: bool,
+    detachable: bool,
+) -> Result<Ended> {
     let raw = if tty && stdin {
         Some(RawMode::enter()?)
     } else {
@@ -248,16 +273,29 @@ async fn run_session(mut process: AttachedProcess, stdin: bool, tty: bool) -> Re
             });
         }
     }
+    let (detach_tx, detach_rx) = tokio::sync::oneshot::channel::<()>();
     if stdin {
         if let Some(mut writer) = process.stdin() {
             tokio::spawn(async move {
                 let mut input = tokio::io::stdin();
                 let mut buf = vec![0u8; 8192];
+                let mut previous = None;
                 loop {
                     match input.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
-                            if writer.write_all(&buf[..n]).await.is_err() {
+                            let chunk = &buf[..n];
+                            if detachable {
+                                if let Some(end) = detach_at(previous, chunk) {
+                                    // The keys before the sequence still count.
+                                    let keep = end.saturating_sub(1);
+                                    let _ = writer.write_all(&chunk[..keep]).await;
+                                    let _ = detach_tx.send(());
+                                    return;
+                                }
+                            }
+                            previous = chunk.last().copied();
+                            if writer.write_all(chunk).await.is_err() {
                                 return;
                             }
                         }
@@ -282,15 +320,28 @@ async fn run_session(mut process: AttachedProcess, stdin: bool, tty: bool) -> Re
         }
     };
     let status = process.take_status();
-    let (_, _, status) = tokio::join!(copy_out, copy_err, async {
-        match status {
-            Some(s) => s.await,
-            None => None,
+    let session = async {
+        tokio::join!(copy_out, copy_err, async {
+            match status {
+                Some(s) => s.await,
+                None => None,
+            }
+        })
+        .2
+    };
+    let ended = tokio::select! {
+        status = session => {
+            let _ = process.join().await;
+            drop(raw);
+            Ended::Exited(exit_code(status.as_ref())?)
         }
-    });
-    let _ = process.join().await;
-    drop(raw);
-    exit_code(status.as_ref())
+        Ok(()) = detach_rx => {
+            process.abort();
+            drop(raw);
+            Ended::Detached
+        }
+    };
+    Ok(ended)
 }
 
 pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
@@ -306,7 +357,9 @@ pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
         ..Default::default()
     };
     let process = api.exec(pod, args.command.clone(), &params).await?;
-    let code = run_session(process, args.stdin, args.tty).await?;
+    let Ended::Exited(code) = run_session(process, args.stdin, args.tty, false).await? else {
+        return Ok(true);
+    };
     if code != 0 {
         eprintln!("command terminated with exit code {code}");
         return Err(ExitStatus(code).into());
@@ -327,19 +380,34 @@ pub async fn attach(ctx: &Ctx, args: &AttachArgs) -> Result<bool> {
         ..Default::default()
     };
     let process = api.attach(pod, &params).await?;
-    if args.tty && args.stdin {
+    let interactive = args.tty && args.stdin;
+    if interactive {
         eprintln!("If you don't see a command prompt, try pressing enter.");
     }
-    let code = run_session(process, args.stdin, args.tty).await?;
-    if code != 0 {
-        return Err(ExitStatus(code).into());
+    match run_session(process, args.stdin, args.tty, interactive).await? {
+        Ended::Exited(0) => Ok(true),
+        Ended::Exited(code) => Err(ExitStatus(code).into()),
+        Ended::Detached => {
+            eprintln!(
+                "\r\nSession ended, resume using 'bosun attach {pod} -c {} -i -t' command when the pod is running",
+                params.container.as_deref().unwrap_or_default()
+            );
+            Ok(true)
+        }
     }
-    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ctrl_p_ctrl_q_detaches_even_across_reads() {
+        assert_eq!(detach_at(None, b"ls\x10\x11"), Some(3));
+        assert_eq!(detach_at(Some(0x10), b"\x11rest"), Some(0));
+        assert_eq!(detach_at(Some(b'a'), b"\x11"), None);
+        assert_eq!(detach_at(None, b"\x10a\x11"), None);
+    }
 
     #[test]
     fn pods_are_named_plainly_or_by_type() {
