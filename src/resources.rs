@@ -77,6 +77,20 @@ impl ResourceInfo {
         self.subresources.contains(&sub)
     }
 
+    /// The verbs and kind discovery lists for a subresource, as Kubernetes
+    /// does: `pods/log` is read-only, `pods/exec` and `pods/attach` are
+    /// upgraded streams (`create` and `get`), the rest read and write an
+    /// object of the resource's kind (`scale` one of `autoscaling/v1` Scale).
+    pub fn subresource_discovery(&self, sub: &str) -> (&'static [&'static str], &'static str) {
+        match sub {
+            "log" => (&["get"], self.kind),
+            "exec" => (&["create", "get"], "PodExecOptions"),
+            "attach" => (&["create", "get"], "PodAttachOptions"),
+            "scale" => (&["get", "patch", "update"], "Scale"),
+            _ => (&["get", "patch", "update"], self.kind),
+        }
+    }
+
     /// Whether this entry is the version objects are stored in.
     pub fn is_storage_version(&self) -> bool {
         self.version == self.storage_version
@@ -154,7 +168,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Node", "nodes", "node", false,
          short: ["no"], cat: [], sub: ["status"]),
     res!("", "v1", "Pod", "pods", "pod", true,
-         short: ["po"], cat: ["all"], sub: ["status"]),
+         short: ["po"], cat: ["all"], sub: ["status", "log", "exec", "attach"]),
     res!("", "v1", "Service", "services", "service", true,
          short: ["svc"], cat: ["all"], sub: ["status"]),
     res!("", "v1", "Endpoints", "endpoints", "endpoints", true,

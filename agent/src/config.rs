@@ -27,6 +27,13 @@ pub struct AgentConfig {
     pub relist_period: Duration,
     /// How often the Node's status is refreshed.
     pub heartbeat_period: Duration,
+    /// The port of the agent's stream API (logs, exec, attach), published
+    /// as the Node's `daemonEndpoints.kubeletEndpoint.Port`; 0 when it
+    /// does not serve one.
+    pub daemon_port: u16,
+    /// The stream API's certificate (PEM), published on the Node so the
+    /// control plane trusts exactly it.
+    pub serving_cert: Option<String>,
 }
 
 impl AgentConfig {
@@ -50,6 +57,8 @@ impl AgentConfig {
             sync_period: Duration::from_secs(10),
             relist_period: Duration::from_secs(1),
             heartbeat_period: Duration::from_secs(10),
+            daemon_port: 0,
+            serving_cert: None,
         }
     }
 }

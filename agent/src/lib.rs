@@ -9,5 +9,6 @@ pub mod probes;
 pub mod runtime;
 pub mod spec;
 pub mod status;
+pub mod streams;
 pub mod volumes;
 pub mod worker;

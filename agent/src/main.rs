@@ -1,4 +1,4 @@
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use bosun_agent::config::AgentConfig;
 use bosun_agent::manager::Agent;
 use bosun_agent::runtime::docker::DockerRuntime;
+use bosun_agent::streams::{self, StreamServer};
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing_subscriber::EnvFilter;
@@ -49,6 +50,41 @@ struct Args {
     /// Seconds between node heartbeats.
     #[arg(long, default_value_t = 10.0)]
     heartbeat_period: f64,
+    /// Address the stream API (logs, exec, attach) listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    address: IpAddr,
+    /// Port of the stream API; 0 picks a free one (published on the Node).
+    #[arg(long, default_value_t = 10250)]
+    port: u16,
+    /// File holding the bearer token the stream API accepts (default: the
+    /// token of the kubeconfig's user, which the control plane holds).
+    #[arg(long)]
+    stream_token_file: Option<PathBuf>,
+}
+
+/// The token the stream API accepts: from `--stream-token-file`, else the
+/// kubeconfig user's own.
+fn stream_token(explicit: Option<&PathBuf>, config: &kube::Config) -> anyhow::Result<String> {
+    use secrecy::ExposeSecret;
+    let from_file = |path: &std::path::Path| -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .trim()
+            .to_string())
+    };
+    let token = if let Some(path) = explicit {
+        from_file(path)?
+    } else if let Some(t) = &config.auth_info.token {
+        t.expose_secret().to_string()
+    } else if let Some(path) = &config.auth_info.token_file {
+        from_file(std::path::Path::new(path))?
+    } else {
+        String::new()
+    };
+    if token.is_empty() {
+        bail!("the stream API needs a bearer token: the kubeconfig's user has none; pass --stream-token-file");
+    }
+    Ok(token)
 }
 
 /// The one non-loopback IPv4 address of this host, if there is exactly one.
@@ -102,13 +138,30 @@ async fn main() -> anyhow::Result<()> {
         None => only_address()?,
     };
     let secs = Duration::from_secs_f64;
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(|| PathBuf::from(format!("/var/lib/bosun/agent-{node_name}")));
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let stream_addr = SocketAddr::new(args.address, args.port);
+    let stream_listener = tokio::net::TcpListener::bind(stream_addr)
+        .await
+        .with_context(|| format!("listening on {stream_addr}"))?;
+    let daemon_port = stream_listener.local_addr()?.port();
+    let mut cert_names = vec![
+        node_ip.clone(),
+        node_name.clone(),
+        "localhost".into(),
+        "127.0.0.1".into(),
+    ];
+    cert_names.dedup();
+    let serving = streams::tls::load_or_create(&data_dir, &cert_names)
+        .context("making the stream API's certificate")?;
     let cfg = AgentConfig {
         pod_cidr: args
             .pod_cidr
             .unwrap_or_else(|| default_pod_cidr(&node_name)),
-        data_dir: args
-            .data_dir
-            .unwrap_or_else(|| PathBuf::from(format!("/var/lib/bosun/agent-{node_name}"))),
+        data_dir,
         node_name,
         node_ip,
         cluster_dns: args.cluster_dns,
@@ -119,15 +172,18 @@ async fn main() -> anyhow::Result<()> {
         sync_period: Duration::from_secs(10),
         relist_period: secs(args.relist_period),
         heartbeat_period: secs(args.heartbeat_period),
+        daemon_port,
+        serving_cert: Some(serving.cert_pem.clone()),
     };
-    std::fs::create_dir_all(&cfg.data_dir)
-        .with_context(|| format!("creating {}", cfg.data_dir.display()))?;
     let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
     let client_config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;
     let client = kube::Client::try_from(client_config)?;
-    let rt = DockerRuntime::connect(args.docker_host.as_deref()).context("connecting to Docker")?;
+    let rt: Arc<DockerRuntime> = Arc::new(
+        DockerRuntime::connect(args.docker_host.as_deref()).context("connecting to Docker")?,
+    );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -138,10 +194,20 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutting down; pods keep running");
         let _ = stop_tx.send(true);
     });
-    tracing::info!(node = %cfg.node_name, ip = %cfg.node_ip, pod_cidr = %cfg.pod_cidr, "bosun-agent starting");
+    tracing::info!(node = %cfg.node_name, ip = %cfg.node_ip, pod_cidr = %cfg.pod_cidr, port = daemon_port, "bosun-agent starting");
+    tokio::spawn(streams::serve(
+        stream_listener,
+        serving.config,
+        Arc::new(StreamServer {
+            rt: rt.clone(),
+            node: cfg.node_name.clone(),
+            token,
+        }),
+        stop_rx.clone(),
+    ));
     Agent {
         client,
-        rt: Arc::new(rt),
+        rt,
         cfg: Arc::new(cfg),
     }
     .run(stop_rx)

@@ -63,6 +63,7 @@ pub fn node_status(cfg: &AgentConfig, runtime_version: &str) -> Value {
             {"type": "InternalIP", "address": cfg.node_ip},
             {"type": "Hostname", "address": cfg.node_name},
         ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": cfg.daemon_port}},
         "conditions": [{
             "type": "Ready",
             "status": "True",
@@ -100,9 +101,18 @@ pub async fn register(
         "kubernetes.io/arch": arch(),
     });
     let spec = json!({"podCIDR": cfg.pod_cidr, "podCIDRs": [cfg.pod_cidr]});
+    // The stream API's certificate, for the control plane to pin (null
+    // removes a stale one).
+    let annotations = json!({
+        crate::streams::tls::SERVING_CERT_ANNOTATION: cfg.serving_cert,
+    });
     if nodes.get_opt(&cfg.node_name).await?.is_none() {
         let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": cfg.node_name, "labels": labels},
+            "metadata": {
+                "name": cfg.node_name,
+                "labels": labels,
+                "annotations": if cfg.serving_cert.is_some() { annotations } else { json!({}) },
+            },
             "spec": spec,
         }))
         .expect("a valid Node");
@@ -116,7 +126,10 @@ pub async fn register(
             .patch(
                 &cfg.node_name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": labels}, "spec": spec})),
+                &Patch::Merge(json!({
+                    "metadata": {"labels": labels, "annotations": annotations},
+                    "spec": spec,
+                })),
             )
             .await?;
     }

@@ -10,6 +10,7 @@ mod info;
 mod manifest;
 mod modify;
 mod output;
+mod streams;
 mod table;
 mod targets;
 mod up;
@@ -64,6 +65,12 @@ enum Command {
     Annotate(modify::LabelArgs),
     /// Update fields of a resource with a strategic merge, merge or JSON patch.
     Patch(modify::PatchArgs),
+    /// Print the logs for a container in a pod.
+    Logs(streams::LogsArgs),
+    /// Execute a command in a container.
+    Exec(streams::ExecArgs),
+    /// Attach to a process that is already running inside a container.
+    Attach(streams::AttachArgs),
     /// Print the client and server version.
     Version,
     /// Print the resource types the server serves.
@@ -103,6 +110,9 @@ async fn dispatch(cli: Cli) -> Outcome {
                     modify::label(&ctx, &args, modify::Field::Annotations).await
                 }
                 Command::Patch(args) => modify::patch(&ctx, &args).await,
+                Command::Logs(args) => streams::logs(&ctx, &args).await,
+                Command::Exec(args) => streams::exec(&ctx, &args).await,
+                Command::Attach(args) => streams::attach(&ctx, &args).await,
                 Command::Version => info::version(&ctx).await,
                 Command::ApiResources => info::api_resources(&ctx).await,
                 Command::Up(_) | Command::Down(_) => unreachable!("handled above"),
@@ -110,6 +120,19 @@ async fn dispatch(cli: Cli) -> Outcome {
         }
     }
 }
+
+/// Ends the command with this exit code and no further message (`exec`
+/// passes on the remote command's, as kubectl does).
+#[derive(Debug)]
+pub struct ExitStatus(pub i32);
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit code {}", self.0)
+    }
+}
+
+impl std::error::Error for ExitStatus {}
 
 /// `bosun get pods | head -1` must end quietly, as kubectl does, not with a
 /// panic about a broken pipe.
@@ -144,9 +167,16 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let outcome = runtime.block_on(dispatch(cli));
+    // A read of stdin may still be blocked in a thread; do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
+        Err(e) if e.downcast_ref::<ExitStatus>().is_some() => {
+            let code = e.downcast_ref::<ExitStatus>().map_or(1, |s| s.0);
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
         Err(e) => {
             eprintln!("{}", errors::render(&e));
             ExitCode::FAILURE

@@ -406,6 +406,11 @@ async fn start_agent(
     if let Some(ip) = &args.node_ip {
         agent_args.extend(["--node-ip".to_string(), ip.clone()]);
     }
+    if args.port == 0 {
+        // A throwaway cluster on a free port: the agent's stream API
+        // takes a free port too (it is published on the Node).
+        agent_args.extend(["--port".to_string(), "0".into()]);
+    }
     let mut child = AGENT.spawn(dir, &agent_args)?;
     let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig)?;
     let client = kube::Client::try_from(

@@ -22,15 +22,15 @@ use std::time::Duration;
 
 use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, HostConfig, Ipam,
     IpamConfig, NetworkCreateRequest, PortBinding,
 };
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, InspectContainerOptions, InspectNetworkOptions,
-    ListContainersOptions, LogsOptions, RemoveContainerOptions, RemoveImageOptions,
-    StopContainerOptions,
+    AttachContainerOptions, CreateContainerOptions, CreateImageOptions, InspectContainerOptions,
+    InspectNetworkOptions, ListContainersOptions, LogsOptions, RemoveContainerOptions,
+    RemoveImageOptions, ResizeContainerTTYOptions, StopContainerOptions,
 };
 use bollard::{body_full, Docker};
 use chrono::{DateTime, Utc};
@@ -38,8 +38,9 @@ use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
 use super::{
-    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecOutput, PodRef,
-    Result, Role, RuntimeError, SandboxConfig, SANDBOX_CONTAINER,
+    labels, ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState,
+    ExecOutput, LogOptions, Output, PodRef, Result, Role, RuntimeError, SandboxConfig, Session,
+    SessionId, StreamFlags, SANDBOX_CONTAINER,
 };
 
 /// The pause program, compiled from `pause/pause.c` by `build.rs`.
@@ -789,6 +790,152 @@ impl ContainerRuntime for DockerRuntime {
             out.extend_from_slice(&chunk.into_bytes());
         }
         Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    async fn logs_stream(&self, id: &str, options: &LogOptions) -> Result<ByteStream> {
+        let docker = self.client().await?;
+        // Fail now, with a 404, rather than inside the stream.
+        self.inspect_raw(id).await?;
+        let docker_options = LogsOptions {
+            follow: options.follow,
+            stdout: true,
+            stderr: true,
+            timestamps: options.timestamps,
+            tail: options
+                .tail_lines
+                .map_or_else(|| "all".to_string(), |n| n.to_string()),
+            since: options
+                .since_unix
+                .map_or(0, |t| i32::try_from(t.max(0)).unwrap_or(i32::MAX)),
+            ..Default::default()
+        };
+        let stream = docker
+            .logs(id, Some(docker_options))
+            .map(|chunk| chunk.map(LogOutput::into_bytes).map_err(docker_err));
+        Ok(Box::pin(stream))
+    }
+
+    async fn exec_session(&self, id: &str, cmd: &[String], flags: StreamFlags) -> Result<Session> {
+        let docker = self.client().await?;
+        let created = docker
+            .create_exec(
+                id,
+                CreateExecOptions {
+                    attach_stdin: Some(flags.stdin),
+                    attach_stdout: Some(flags.stdout),
+                    attach_stderr: Some(flags.stderr),
+                    tty: Some(flags.tty),
+                    cmd: Some(cmd.to_vec()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| match status(&e) {
+                Some(404) => RuntimeError::NotFound(id.to_string()),
+                Some(409) => RuntimeError::Docker(format!("container {id} is not running")),
+                _ => docker_err(e),
+            })?;
+        let started = docker
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: flags.tty,
+                    output_capacity: Some(64 * 1024),
+                }),
+            )
+            .await
+            .map_err(docker_err)?;
+        match started {
+            StartExecResults::Attached { output, input } => Ok(Session {
+                id: SessionId::Exec(created.id),
+                output: Box::pin(output.filter_map(|c| async move { session_output(c) })),
+                input,
+            }),
+            StartExecResults::Detached => Err(RuntimeError::Docker(
+                "Docker started the exec detached".into(),
+            )),
+        }
+    }
+
+    async fn attach_session(&self, id: &str, flags: StreamFlags) -> Result<Session> {
+        let docker = self.client().await?;
+        let attached = docker
+            .attach_container(
+                id,
+                Some(AttachContainerOptions {
+                    stdin: flags.stdin,
+                    stdout: flags.stdout,
+                    stderr: flags.stderr,
+                    stream: true,
+                    logs: false,
+                    detach_keys: None,
+                }),
+            )
+            .await
+            .map_err(|e| not_found_or(e, id))?;
+        Ok(Session {
+            id: SessionId::Attach(id.to_string()),
+            output: Box::pin(
+                attached
+                    .output
+                    .filter_map(|c| async move { session_output(c) }),
+            ),
+            input: attached.input,
+        })
+    }
+
+    async fn resize_session(&self, session: &SessionId, width: u16, height: u16) -> Result<()> {
+        let docker = self.client().await?;
+        match session {
+            SessionId::Exec(exec) => docker
+                .resize_exec(exec, ResizeExecOptions { height, width })
+                .await
+                .map_err(docker_err),
+            SessionId::Attach(id) => docker
+                .resize_container_tty(
+                    id,
+                    ResizeContainerTTYOptions {
+                        h: i32::from(height),
+                        w: i32::from(width),
+                    },
+                )
+                .await
+                .map_err(|e| not_found_or(e, id)),
+        }
+    }
+
+    async fn session_exit_code(&self, session: &SessionId) -> Result<Option<i64>> {
+        let SessionId::Exec(exec) = session else {
+            return Ok(None);
+        };
+        let docker = self.client().await?;
+        // The output ends when the process does; its exit code shows up in
+        // the exec's inspect a moment later at most.
+        for _ in 0..250 {
+            let inspect = match docker.inspect_exec(exec).await {
+                Ok(i) => i,
+                Err(e) if status(&e) == Some(404) => return Ok(None),
+                Err(e) => return Err(docker_err(e)),
+            };
+            if inspect.running != Some(true) && inspect.exit_code.is_some() {
+                return Ok(inspect.exit_code);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(None)
+    }
+}
+
+/// A chunk of exec or attach output; a TTY's (`Console`) counts as stdout.
+fn session_output(chunk: std::result::Result<LogOutput, BollardError>) -> Option<Result<Output>> {
+    match chunk {
+        Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+            Some(Ok(Output::Stdout(message)))
+        }
+        Ok(LogOutput::StdErr { message }) => Some(Ok(Output::Stderr(message))),
+        Ok(LogOutput::StdIn { .. }) => None,
+        Err(e) => Some(Err(docker_err(e))),
     }
 }
 

@@ -8,9 +8,14 @@ use std::time::Duration;
 
 use chrono::Utc;
 
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::io::AsyncReadExt;
+
 use super::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecOutput, PodRef, Result,
-    Role, RuntimeError, SandboxConfig,
+    ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecOutput,
+    LogOptions, Output, PodRef, Result, Role, RuntimeError, SandboxConfig, Session, SessionId,
+    StreamFlags,
 };
 
 #[derive(Debug, Clone)]
@@ -27,6 +32,7 @@ struct State {
     images: BTreeMap<String, String>,
     calls: Vec<String>,
     exec_results: BTreeMap<String, i64>,
+    logs: BTreeMap<String, String>,
 }
 
 /// Containers in memory; every call is recorded.
@@ -79,6 +85,15 @@ impl FakeRuntime {
             .unwrap()
             .exec_results
             .insert(id.to_string(), code);
+    }
+
+    /// What the container `id` has logged so far.
+    pub fn set_logs(&self, id: &str, text: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .logs
+            .insert(id.to_string(), text.to_string());
     }
 
     fn record(&self, call: String) {
@@ -279,5 +294,83 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn logs_tail(&self, _id: &str, _tail: usize) -> Result<String> {
         Ok(String::new())
+    }
+
+    async fn logs_stream(&self, id: &str, options: &LogOptions) -> Result<ByteStream> {
+        self.record(format!("logs {id}"));
+        let text = self
+            .state
+            .lock()
+            .unwrap()
+            .logs
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotFound(id.to_string()))?;
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let skip = options
+            .tail_lines
+            .map_or(0, |n| lines.len().saturating_sub(n as usize));
+        let chunks: Vec<Result<Bytes>> = lines[skip..]
+            .iter()
+            .map(|l| Ok(Bytes::from(l.to_string())))
+            .collect();
+        Ok(Box::pin(futures::stream::iter(chunks)))
+    }
+
+    /// Prints the command line on stdout, then echoes stdin back.
+    async fn exec_session(&self, id: &str, cmd: &[String], flags: StreamFlags) -> Result<Session> {
+        self.record(format!("exec-session {id} {}", cmd.join(" ")));
+        let banner = Output::Stdout(Bytes::from(format!("{}\n", cmd.join(" "))));
+        let mut session = echo_session(SessionId::Exec(id.to_string()), flags);
+        session.output = Box::pin(futures::stream::iter([Ok(banner)]).chain(session.output));
+        Ok(session)
+    }
+
+    /// Echoes stdin back on stdout.
+    async fn attach_session(&self, id: &str, flags: StreamFlags) -> Result<Session> {
+        self.record(format!("attach {id}"));
+        Ok(echo_session(SessionId::Attach(id.to_string()), flags))
+    }
+
+    async fn resize_session(&self, session: &SessionId, width: u16, height: u16) -> Result<()> {
+        self.record(format!("resize {session:?} {width}x{height}"));
+        Ok(())
+    }
+
+    async fn session_exit_code(&self, session: &SessionId) -> Result<Option<i64>> {
+        Ok(match session {
+            SessionId::Exec(id) => Some(
+                self.state
+                    .lock()
+                    .unwrap()
+                    .exec_results
+                    .get(id)
+                    .copied()
+                    .unwrap_or(0),
+            ),
+            SessionId::Attach(_) => None,
+        })
+    }
+}
+
+/// A session whose stdin comes back on stdout; it ends when stdin is shut down.
+fn echo_session(id: SessionId, flags: StreamFlags) -> Session {
+    let (input, reader) = tokio::io::duplex(64 * 1024);
+    let output = futures::stream::unfold(Some(reader), move |reader| async move {
+        let mut reader = reader?;
+        let mut buf = vec![0u8; 4096];
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Output::Stdout(Bytes::from(buf))), Some(reader)))
+            }
+        }
+    });
+    let _ = flags;
+    Session {
+        id,
+        output: Box::pin(output),
+        input: Box::pin(input),
     }
 }

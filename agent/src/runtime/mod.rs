@@ -12,9 +12,13 @@ pub mod docker;
 pub mod fake;
 
 use std::collections::BTreeMap;
+use std::pin::Pin;
 use std::time::Duration;
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use futures::Stream;
+use tokio::io::AsyncWrite;
 
 /// Labels on every container and network bosun makes.
 pub mod labels {
@@ -192,6 +196,66 @@ pub struct ExecOutput {
     pub stderr: Vec<u8>,
 }
 
+/// A container's log bytes as they come.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
+
+/// Which part of a container's log to read (the kubelet's `PodLogOptions`
+/// that the engine handles; `limitBytes` and `previous` are the caller's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Keep the stream open and send new lines as they are written.
+    pub follow: bool,
+    /// Only the last this many lines.
+    pub tail_lines: Option<u64>,
+    /// Prefix each line with its RFC 3339 timestamp.
+    pub timestamps: bool,
+    /// Only lines written at or after this Unix time, in seconds.
+    pub since_unix: Option<i64>,
+}
+
+/// The streams an interactive session wants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamFlags {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    /// A terminal: output comes as one stream, on stdout.
+    pub tty: bool,
+}
+
+/// A chunk of a session's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Stdout(Bytes),
+    Stderr(Bytes),
+}
+
+/// What an interactive session runs in, to resize its terminal or read
+/// its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionId {
+    /// An exec instance, by the engine's exec id.
+    Exec(String),
+    /// An attach to a container's main process, by container id.
+    Attach(String),
+}
+
+/// A running exec or attach: its output until the process ends (or the
+/// attach is dropped), and its stdin.
+pub struct Session {
+    pub id: SessionId,
+    pub output: Pin<Box<dyn Stream<Item = Result<Output>> + Send>>,
+    /// Shutting it down closes the process's stdin (exec only; an attached
+    /// container keeps its stdin unless it has `stdinOnce`).
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("image {0} not found")]
@@ -270,4 +334,22 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// The container's last `tail` log lines (stdout and stderr), for
     /// termination messages and tests.
     async fn logs_tail(&self, id: &str, tail: usize) -> Result<String>;
+
+    /// A container's log as a stream (stdout and stderr, interleaved as
+    /// written).
+    async fn logs_stream(&self, id: &str, options: &LogOptions) -> Result<ByteStream>;
+
+    /// Starts `cmd` in a running container with the streams `flags` asks
+    /// for attached.
+    async fn exec_session(&self, id: &str, cmd: &[String], flags: StreamFlags) -> Result<Session>;
+
+    /// Attaches to a running container's main process.
+    async fn attach_session(&self, id: &str, flags: StreamFlags) -> Result<Session>;
+
+    /// Resizes a session's terminal.
+    async fn resize_session(&self, session: &SessionId, width: u16, height: u16) -> Result<()>;
+
+    /// The exit code of an exec session whose output has ended (`None` for
+    /// an attach, or an exec the engine lost).
+    async fn session_exit_code(&self, session: &SessionId) -> Result<Option<i64>>;
 }

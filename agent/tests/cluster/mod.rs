@@ -45,6 +45,28 @@ fn control_binary() -> PathBuf {
     path
 }
 
+/// The `bosun` CLI, built next to the agent if it is not there yet.
+pub fn bosun_binary() -> PathBuf {
+    let path = bin_dir().join("bosun");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "bosun", "--bin", "bosun"])
+            .current_dir(repo_root())
+            .status()
+            .expect("cargo build -p bosun");
+        assert!(status.success());
+    }
+    path
+}
+
+/// kubectl, where the machine has it.
+pub fn kubectl_binary() -> Option<PathBuf> {
+    ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
 /// Builds the test images if Docker lacks them.
 pub fn ensure_images() {
     let have = Command::new("docker")
@@ -208,6 +230,9 @@ impl Cluster {
                 "0.5",
                 "--heartbeat-period",
                 "2",
+                // The stream API on a free port: tests run side by side.
+                "--port",
+                "0",
             ])
             .args(&self.agent_args)
             .env("BOSUN_LOG", "info,bosun_agent=debug")
@@ -254,6 +279,20 @@ impl Cluster {
             .await
             .unwrap();
         Client::try_from(config).unwrap()
+    }
+
+    /// `bosun --kubeconfig <this cluster's admin kubeconfig>`.
+    pub fn bosun(&self) -> Command {
+        let mut cmd = Command::new(bosun_binary());
+        cmd.arg("--kubeconfig").arg(self.kubeconfig());
+        cmd
+    }
+
+    /// `kubectl --kubeconfig <this cluster's admin kubeconfig>`, if kubectl is installed.
+    pub fn kubectl(&self) -> Option<Command> {
+        let mut cmd = Command::new(kubectl_binary()?);
+        cmd.arg("--kubeconfig").arg(self.kubeconfig());
+        Some(cmd)
     }
 
     pub fn agent_log(&self) -> String {

@@ -78,12 +78,13 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     {
         resources.push(resource_entry(r));
         for sub in r.subresources {
+            let (verbs, kind) = r.subresource_discovery(sub);
             let mut e = json!({
                 "name": format!("{}/{sub}", r.plural),
                 "singularName": "",
                 "namespaced": r.namespaced,
-                "kind": r.kind,
-                "verbs": ["get", "patch", "update"],
+                "kind": kind,
+                "verbs": verbs,
             });
             if *sub == "scale" {
                 e["group"] = json!("autoscaling");
@@ -221,6 +222,28 @@ mod tests {
         assert!(names.contains(&"deployments/scale"));
         assert!(names.contains(&"statefulsets/status"));
         assert!(resource_list("apps", "v2").is_none());
+    }
+
+    #[test]
+    fn pods_list_log_exec_and_attach_as_kubernetes_does() {
+        let doc = resource_list("", "v1").unwrap();
+        let entry = |name: &str| {
+            doc["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{name} is listed"))
+        };
+        assert_eq!(entry("pods/log")["verbs"], json!(["get"]));
+        assert_eq!(entry("pods/exec")["verbs"], json!(["create", "get"]));
+        assert_eq!(entry("pods/exec")["kind"], "PodExecOptions");
+        assert_eq!(entry("pods/attach")["verbs"], json!(["create", "get"]));
+        assert_eq!(
+            entry("pods/status")["verbs"],
+            json!(["get", "patch", "update"])
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod error;
 mod filter;
 mod handlers;
 pub mod object;
+pub mod proxy;
 mod table;
 mod watch;
 
@@ -172,26 +173,20 @@ impl ApiRequest {
     }
 }
 
-async fn dispatch(
-    State(state): State<Arc<ApiState>>,
-    method: Method,
-    uri: http::Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    match route(state, method, uri, headers, body).await {
+async fn dispatch(State(state): State<Arc<ApiState>>, req: Request) -> Response {
+    match route(state, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn route(
-    state: Arc<ApiState>,
-    method: Method,
-    uri: http::Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Response> {
+async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
     let path = uri.path().trim_end_matches('/');
     match path {
         "/healthz" | "/readyz" | "/livez" => {
@@ -244,6 +239,17 @@ async fn route(
     };
     let target =
         parse_target(group, version, rest).ok_or_else(|| ApiError::not_found_path(path))?;
+    if proxy::is_proxied(&target) {
+        let pairs: Vec<(String, String)> = uri
+            .query()
+            .map(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .into_owned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        return proxy::serve(&state, &target, pairs, parts).await;
+    }
     let body = read_body(body, state.options.body_limit).await?;
     let req = ApiRequest {
         method,

@@ -1,0 +1,502 @@
+//! The agent's own HTTPS API, which the control plane proxies `pods/log`,
+//! `pods/exec` and `pods/attach` to (the kubelet's port 10250 API):
+//!
+//! - `GET /containerLogs/{namespace}/{pod}/{container}` with `follow`,
+//!   `previous`, `tailLines`, `timestamps`, `sinceSeconds`, `sinceTime`,
+//!   `limitBytes`: the log as chunked `text/plain`;
+//! - `GET /exec/{namespace}/{pod}/{container}?command=..&stdin&stdout&stderr&tty`
+//!   and `GET /attach/{namespace}/{pod}/{container}?..`: WebSocket upgrades
+//!   speaking [`remotecommand`]'s protocol;
+//! - `GET /healthz`.
+//!
+//! Every request but `/healthz` must carry `Authorization: Bearer <token>`
+//! with the token the agent was configured with (the one of its own
+//! kubeconfig, which the control plane holds too). Errors are Kubernetes
+//! `Status` objects, so the control plane hands them on as they are.
+
+pub mod remotecommand;
+pub mod tls;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderMap, StatusCode};
+use serde_json::json;
+
+use crate::runtime::{
+    ContainerInfo, ContainerRuntime, ContainerState, LogOptions, Role, RuntimeError, StreamFlags,
+};
+
+/// What the stream server needs.
+pub struct StreamServer {
+    pub rt: Arc<dyn ContainerRuntime>,
+    pub node: String,
+    /// The bearer token callers must present.
+    pub token: String,
+}
+
+/// An error as a Kubernetes `Status` with its HTTP code.
+#[derive(Debug)]
+pub struct StatusError {
+    pub code: StatusCode,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl StatusError {
+    fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        StatusError {
+            code,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "NotFound", message)
+    }
+
+    fn runtime(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::NotFound(what) => Self::not_found(format!("container {what} not found")),
+            e => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                e.to_string(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for StatusError {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code.as_u16(),
+        });
+        (
+            self.code,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
+            .into_response()
+    }
+}
+
+type Result<T, E = StatusError> = std::result::Result<T, E>;
+
+/// The query, with repeated keys (`command`) kept in order.
+fn query_pairs(uri: &http::Uri) -> Vec<(String, String)> {
+    uri.query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn flag(query: &HashMap<String, String>, name: &str) -> bool {
+    matches!(query.get(name).map(String::as_str), Some("true" | "1"))
+}
+
+fn authorized(token: &str, headers: &HeaderMap) -> bool {
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        // Every byte is compared so the time taken does not reveal a prefix.
+        Some(t) if t.len() == token.len() && !token.is_empty() => {
+            t.bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        }
+        _ => false,
+    }
+}
+
+impl StreamServer {
+    /// The instances of a pod's container, newest first.
+    async fn instances(&self, ns: &str, pod: &str, container: &str) -> Result<Vec<ContainerInfo>> {
+        let mut found: Vec<ContainerInfo> = self
+            .rt
+            .list_containers(&self.node)
+            .await
+            .map_err(StatusError::runtime)?
+            .into_iter()
+            .filter(|c| {
+                c.role != Role::Sandbox
+                    && c.pod.namespace == ns
+                    && c.pod.name == pod
+                    && c.name == container
+            })
+            .collect();
+        found.sort_by_key(|c| std::cmp::Reverse((c.restart_count, c.created_at)));
+        Ok(found)
+    }
+
+    /// The container's current instance, which must be running.
+    async fn running(&self, ns: &str, pod: &str, container: &str) -> Result<ContainerInfo> {
+        let newest = self.instances(ns, pod, container).await?.into_iter().next();
+        match newest {
+            Some(c) if c.state == ContainerState::Running => Ok(c),
+            Some(_) => Err(StatusError::bad_request(format!(
+                "container {container} is not running in pod {pod}"
+            ))),
+            None => Err(StatusError::bad_request(format!(
+                "container {container} in pod {pod} is waiting to start"
+            ))),
+        }
+    }
+}
+
+async fn handle(State(server): State<Arc<StreamServer>>, req: Request) -> Response {
+    match route(server, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
+    let path = req.uri().path().to_string();
+    if path == "/healthz" {
+        return Ok((StatusCode::OK, "ok").into_response());
+    }
+    if !authorized(&server.token, req.headers()) {
+        return Err(StatusError::new(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "Unauthorized",
+        ));
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (verb, ns, pod, container) = match segments.as_slice() {
+        [verb, ns, pod, container] => (*verb, *ns, *pod, *container),
+        _ => return Err(StatusError::not_found(format!("no such path {path}"))),
+    };
+    let (ns, pod, container) = (ns.to_string(), pod.to_string(), container.to_string());
+    let pairs = query_pairs(req.uri());
+    let query: HashMap<String, String> = pairs.iter().cloned().collect();
+    match verb {
+        "containerLogs" => logs(&server, &ns, &pod, &container, &query).await,
+        "exec" | "attach" => {
+            let command: Vec<String> = pairs
+                .iter()
+                .filter(|(k, _)| k == "command")
+                .map(|(_, v)| v.clone())
+                .collect();
+            let flags = StreamFlags {
+                stdin: flag(&query, "stdin"),
+                stdout: flag(&query, "stdout"),
+                stderr: flag(&query, "stderr"),
+                tty: flag(&query, "tty"),
+            };
+            if verb == "exec" && command.is_empty() {
+                return Err(StatusError::bad_request(
+                    "you must specify at least 1 command",
+                ));
+            }
+            if !(flags.stdin || flags.stdout || flags.stderr) {
+                return Err(StatusError::bad_request(
+                    "you must specify at least 1 of stdin, stdout, stderr",
+                ));
+            }
+            let (mut parts, _body) = req.into_parts();
+            let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
+                .await
+                .map_err(|e| {
+                    StatusError::bad_request(format!(
+                        "{verb} needs a WebSocket upgrade with subprotocol {} or {}: {}",
+                        remotecommand::V5,
+                        remotecommand::V4,
+                        e.body_text()
+                    ))
+                })?;
+            let upgrade = upgrade.protocols(remotecommand::PROTOCOLS);
+            let v5 = match upgrade.selected_protocol().and_then(|p| p.to_str().ok()) {
+                Some(remotecommand::V5) => true,
+                Some(remotecommand::V4) => false,
+                _ => {
+                    return Err(StatusError::bad_request(format!(
+                        "no supported subprotocol requested (want {} or {})",
+                        remotecommand::V5,
+                        remotecommand::V4
+                    )))
+                }
+            };
+            let target = server.running(&ns, &pod, &container).await?;
+            let session = if verb == "exec" {
+                server
+                    .rt
+                    .exec_session(&target.id, &command, flags)
+                    .await
+                    .map_err(StatusError::runtime)?
+            } else {
+                server
+                    .rt
+                    .attach_session(&target.id, flags)
+                    .await
+                    .map_err(StatusError::runtime)?
+            };
+            tracing::debug!(verb, pod = %pod, container = %container, v5, "session started");
+            let rt = server.rt.clone();
+            Ok(upgrade
+                .on_upgrade(move |ws| remotecommand::serve(ws, v5, rt, session, flags, command)))
+        }
+        _ => Err(StatusError::not_found(format!("no such path {path}"))),
+    }
+}
+
+fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<i64>> {
+    query
+        .get(name)
+        .map(|v| {
+            v.parse::<i64>()
+                .map_err(|_| StatusError::bad_request(format!("{name}: not a number: {v:?}")))
+        })
+        .transpose()
+}
+
+async fn logs(
+    server: &StreamServer,
+    ns: &str,
+    pod: &str,
+    container: &str,
+    query: &HashMap<String, String>,
+) -> Result<Response> {
+    let instances = server.instances(ns, pod, container).await?;
+    let previous = flag(query, "previous");
+    let chosen = if previous {
+        instances.get(1).ok_or_else(|| {
+            StatusError::bad_request(format!(
+                "previous terminated container \"{container}\" in pod \"{pod}\" not found"
+            ))
+        })?
+    } else {
+        instances.first().ok_or_else(|| {
+            StatusError::bad_request(format!(
+                "container \"{container}\" in pod \"{pod}\" is waiting to start: ContainerCreating"
+            ))
+        })?
+    };
+    let since_unix = match (number(query, "sinceSeconds")?, query.get("sinceTime")) {
+        (Some(s), _) => Some(chrono::Utc::now().timestamp() - s.max(0)),
+        (None, Some(t)) => Some(
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|_| StatusError::bad_request(format!("sinceTime: not RFC 3339: {t:?}")))?
+                .timestamp(),
+        ),
+        (None, None) => None,
+    };
+    let options = LogOptions {
+        // A finished instance has nothing more to say.
+        follow: flag(query, "follow") && !previous,
+        tail_lines: number(query, "tailLines")?.map(|n| n.max(0) as u64),
+        timestamps: flag(query, "timestamps"),
+        since_unix,
+    };
+    let limit = number(query, "limitBytes")?.map(|n| n.max(0) as usize);
+    let stream = server
+        .rt
+        .logs_stream(&chosen.id, &options)
+        .await
+        .map_err(StatusError::runtime)?;
+    let body = match limit {
+        None => Body::from_stream(stream),
+        Some(limit) => Body::from_stream(limit_bytes(stream, limit)),
+    };
+    Ok((
+        StatusCode::OK,
+        [(http::header::CONTENT_TYPE, "text/plain")],
+        body,
+    )
+        .into_response())
+}
+
+/// Passes on at most `limit` bytes of `stream`, then ends it.
+fn limit_bytes(
+    stream: crate::runtime::ByteStream,
+    limit: usize,
+) -> impl futures::Stream<Item = Result<Bytes, RuntimeError>> + Send {
+    futures::stream::unfold((stream, limit), |(mut stream, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        match stream.next().await? {
+            Ok(mut chunk) => {
+                chunk.truncate(left);
+                let left = left - chunk.len();
+                Some((Ok(chunk), (stream, left)))
+            }
+            Err(e) => Some((Err(e), (stream, 0))),
+        }
+    })
+}
+
+/// The stream API as an axum router.
+pub fn router(server: Arc<StreamServer>) -> Router {
+    Router::new().fallback(handle).with_state(server)
+}
+
+/// Serves the stream API over TLS on `listener` until `shutdown` flips.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    server: Arc<StreamServer>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let app = router(server);
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    loop {
+        let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "stream API: accept failed");
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let acceptor = acceptor.clone();
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "stream API: TLS handshake failed");
+                    return;
+                }
+            };
+            if let Err(e) = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "stream API: connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_configured_token_is_accepted() {
+        let mut headers = HeaderMap::new();
+        assert!(!authorized("secret", &headers));
+        headers.insert(
+            http::header::AUTHORIZATION,
+            "Bearer secret".parse().unwrap(),
+        );
+        assert!(authorized("secret", &headers));
+        assert!(!authorized("secreT", &headers));
+        assert!(!authorized("", &HeaderMap::new()));
+        headers.insert(http::header::AUTHORIZATION, "Bearer ".parse().unwrap());
+        assert!(!authorized("", &headers));
+    }
+
+    #[test]
+    fn repeated_command_parameters_keep_their_order() {
+        let uri: http::Uri =
+            "/exec/default/web/app?command=sh&command=-c&command=echo%20hi&stdout=true"
+                .parse()
+                .unwrap();
+        let command: Vec<String> = query_pairs(&uri)
+            .into_iter()
+            .filter(|(k, _)| k == "command")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(command, ["sh", "-c", "echo hi"]);
+    }
+
+    #[tokio::test]
+    async fn limit_bytes_cuts_the_stream() {
+        let chunks: Vec<Result<Bytes, RuntimeError>> = vec![
+            Ok(Bytes::from_static(b"hello\n")),
+            Ok(Bytes::from_static(b"world\n")),
+        ];
+        let stream: crate::runtime::ByteStream = Box::pin(futures::stream::iter(chunks));
+        let out: Vec<Bytes> = limit_bytes(stream, 8).map(|c| c.unwrap()).collect().await;
+        assert_eq!(out.concat(), b"hello\nwo");
+    }
+
+    #[tokio::test]
+    async fn logs_pick_the_current_or_previous_instance() {
+        use crate::runtime::fake::FakeRuntime;
+        use crate::runtime::{ContainerConfig, PodRef};
+        let fake = Arc::new(FakeRuntime::new());
+        fake.add_image("busybox");
+        let pod = PodRef {
+            namespace: "default".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+        };
+        let mut ids = Vec::new();
+        for restart_count in 0..2 {
+            let config = ContainerConfig {
+                name: "app".into(),
+                image: "busybox".into(),
+                restart_count,
+                ..Default::default()
+            };
+            let id = fake
+                .create_container("n1", &pod, Role::App, "sb", &config)
+                .await
+                .unwrap();
+            fake.set_logs(&id, &format!("run {restart_count}\nbye {restart_count}\n"));
+            ids.push(id);
+        }
+        let server = StreamServer {
+            rt: fake.clone(),
+            node: "n1".into(),
+            token: "t".into(),
+        };
+        let read = |query: &[(&str, &str)]| {
+            let query: HashMap<String, String> = query
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let server = &server;
+            async move {
+                let resp = logs(server, "default", "web", "app", &query).await.unwrap();
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                    .await
+                    .unwrap();
+                String::from_utf8(body.to_vec()).unwrap()
+            }
+        };
+        assert_eq!(read(&[]).await, "run 1\nbye 1\n");
+        assert_eq!(read(&[("previous", "true")]).await, "run 0\nbye 0\n");
+        assert_eq!(read(&[("tailLines", "1")]).await, "bye 1\n");
+        assert_eq!(read(&[("limitBytes", "3")]).await, "run");
+        let missing = logs(&server, "default", "web", "db", &HashMap::new())
+            .await
+            .unwrap_err();
+        assert_eq!(missing.code, StatusCode::BAD_REQUEST);
+    }
+}

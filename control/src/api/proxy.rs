@@ -1,0 +1,512 @@
+//! `pods/log`, `pods/exec` and `pods/attach`: the control plane finds the
+//! pod's node and hands the request on to that node's agent, like the
+//! kube-apiserver does to the kubelet.
+//!
+//! - Addressing: the agent publishes its stream API on its Node: the
+//!   `InternalIP` (else `Hostname`) address in `status.addresses`, the port
+//!   in `status.daemonEndpoints.kubeletEndpoint.Port`.
+//! - Trust: the agent's certificate is self-signed and published on the
+//!   Node (annotation `bosun.io/serving-certificate`, written by the agent
+//!   through the authenticated API); the control plane accepts that exact
+//!   certificate and no other.
+//! - Authentication: the control plane presents its admin token, which the
+//!   agent accepts (it is the token of the agent's own kubeconfig).
+//!
+//! Logs are streamed back as they come (chunked `text/plain`). Exec and
+//! attach are WebSocket upgrades: the client's handshake (key, version,
+//! subprotocols `v5.channel.k8s.io` / `v4.channel.k8s.io`) goes to the
+//! agent, the agent's answer comes back, and from then on the bytes of both
+//! upgraded connections are copied as they are, so the control plane needs
+//! no knowledge of the channel protocol. SPDY is not served.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{HeaderValue, Method, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use serde_json::Value;
+
+use super::error::{ApiError, ApiResult};
+use super::{object, ApiState, Target};
+
+/// The Node annotation the agent publishes its serving certificate in.
+pub const SERVING_CERT_ANNOTATION: &str = "bosun.io/serving-certificate";
+
+/// The subresources handed on to the agent.
+pub fn is_proxied(target: &Target) -> bool {
+    target.res.plural == "pods"
+        && target.res.group.is_empty()
+        && target.name.is_some()
+        && matches!(
+            target.subresource.as_deref(),
+            Some("log" | "exec" | "attach")
+        )
+}
+
+/// Accepts exactly one certificate: the one the agent published.
+#[derive(Debug)]
+struct PinnedCertificate {
+    der: Vec<u8>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.der.as_slice() {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "the agent's certificate is not the one its Node publishes".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// Where a node's agent serves, and the certificate it presents.
+#[derive(Debug, Clone, PartialEq)]
+struct AgentEndpoint {
+    host: String,
+    port: u16,
+    cert_pem: String,
+}
+
+fn agent_endpoint(node_name: &str, node: &Value) -> ApiResult<AgentEndpoint> {
+    let status = &node["status"];
+    let port = status["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p != 0)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "node {node_name} publishes no agent endpoint (status.daemonEndpoints.kubeletEndpoint.Port)"
+            ))
+        })?;
+    let addresses = status["addresses"].as_array().cloned().unwrap_or_default();
+    let address_of = |kind: &str| {
+        addresses
+            .iter()
+            .find(|a| a["type"] == kind)
+            .and_then(|a| a["address"].as_str())
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+    };
+    let host = address_of("InternalIP")
+        .or_else(|| address_of("ExternalIP"))
+        .or_else(|| address_of("Hostname"))
+        .ok_or_else(|| ApiError::bad_request(format!("node {node_name} has no address")))?;
+    let cert_pem = node["metadata"]["annotations"][SERVING_CERT_ANNOTATION]
+        .as_str()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "node {node_name} publishes no serving certificate (annotation {SERVING_CERT_ANNOTATION})"
+            ))
+        })?
+        .to_string();
+    Ok(AgentEndpoint {
+        host,
+        port,
+        cert_pem,
+    })
+}
+
+/// The containers of a pod spec, app containers first.
+fn container_names(spec: &Value, field: &str) -> Vec<String> {
+    spec[field]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The container a request names, or the pod's only one.
+fn pick_container(pod_name: &str, spec: &Value, asked: Option<&str>) -> ApiResult<String> {
+    let apps = container_names(spec, "containers");
+    let inits = container_names(spec, "initContainers");
+    let ephemeral = container_names(spec, "ephemeralContainers");
+    match asked.filter(|c| !c.is_empty()) {
+        Some(c) => {
+            if apps.iter().chain(&inits).chain(&ephemeral).any(|n| n == c) {
+                Ok(c.to_string())
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "container {c} is not valid for pod {pod_name}"
+                )))
+            }
+        }
+        None if apps.len() == 1 => Ok(apps[0].clone()),
+        None => {
+            let mut message = format!(
+                "a container name must be specified for pod {pod_name}, choose one of: [{}]",
+                apps.join(" ")
+            );
+            if !inits.is_empty() {
+                message.push_str(&format!(
+                    " or one of the init containers: [{}]",
+                    inits.join(" ")
+                ));
+            }
+            Err(ApiError::bad_request(message))
+        }
+    }
+}
+
+/// The query handed to the agent: the client's, without `container`
+/// (which is in the path), repeated keys kept.
+fn agent_query(pairs: &[(String, String)]) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs.iter().filter(|(k, _)| k != "container") {
+        out.append_pair(k, v);
+    }
+    out.finish()
+}
+
+fn wants_websocket(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get_all(http::header::UPGRADE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|p| p.trim().eq_ignore_ascii_case("websocket"))
+        })
+}
+
+async fn load(state: &ApiState, kind: &str, ns: Option<&str>, name: &str) -> ApiResult<Value> {
+    let res = bosun::resources::by_name(kind).expect("a served resource");
+    let kv = state
+        .store
+        .get(&res.storage_key(ns, name))
+        .await
+        .map_err(|e| ApiError::from_store(e, res, name))?
+        .ok_or_else(|| ApiError::not_found(res, name))?;
+    object::from_store(&kv)
+}
+
+/// Opens an HTTP/1.1 connection to the agent, trusting only its
+/// published certificate.
+async fn connect(
+    endpoint: &AgentEndpoint,
+) -> ApiResult<hyper::client::conn::http1::SendRequest<Body>> {
+    let der = CertificateDer::from_pem_slice(endpoint.cert_pem.as_bytes())
+        .map_err(|e| ApiError::internal(format!("the node's serving certificate: {e}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
+            der: der.as_ref().to_vec(),
+            provider,
+        }))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let unreachable = |e: &dyn std::fmt::Display| {
+        ApiError::internal(format!(
+            "error dialing the agent at {}:{}: {e}",
+            endpoint.host, endpoint.port
+        ))
+    };
+    let tcp = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port)),
+    )
+    .await
+    .map_err(|_| unreachable(&"timed out"))?
+    .map_err(|e| unreachable(&e))?;
+    let _ = tcp.set_nodelay(true);
+    let server_name = ServerName::try_from(endpoint.host.clone())
+        .map_err(|e| ApiError::internal(format!("agent address {}: {e}", endpoint.host)))?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(server_name, tcp)
+        .await
+        .map_err(|e| unreachable(&e))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| unreachable(&e))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, "agent connection ended with an error");
+        }
+    });
+    Ok(sender)
+}
+
+/// The headers of a WebSocket handshake that pass through unchanged.
+const HANDSHAKE_REQUEST: [http::header::HeaderName; 4] = [
+    http::header::SEC_WEBSOCKET_KEY,
+    http::header::SEC_WEBSOCKET_VERSION,
+    http::header::SEC_WEBSOCKET_PROTOCOL,
+    http::header::SEC_WEBSOCKET_EXTENSIONS,
+];
+const HANDSHAKE_RESPONSE: [http::header::HeaderName; 4] = [
+    http::header::UPGRADE,
+    http::header::CONNECTION,
+    http::header::SEC_WEBSOCKET_ACCEPT,
+    http::header::SEC_WEBSOCKET_PROTOCOL,
+];
+
+/// Serves `pods/{log,exec,attach}` by way of the pod's agent.
+pub async fn serve(
+    state: &Arc<ApiState>,
+    target: &Target,
+    query: Vec<(String, String)>,
+    mut parts: Parts,
+) -> ApiResult<Response> {
+    let sub = target.subresource.as_deref().unwrap_or_default();
+    let streaming = sub != "log";
+    match (&parts.method, streaming) {
+        (&Method::GET, _) => {}
+        (&Method::POST, true) => {}
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({} pods/{sub})",
+                parts.method
+            )))
+        }
+    }
+    let ns = target.namespace.as_deref();
+    let pod_name = target.name.as_deref().unwrap_or_default();
+    let pod = load(state, "pods", ns, pod_name).await?;
+    let asked = query
+        .iter()
+        .find(|(k, _)| k == "container")
+        .map(|(_, v)| v.as_str());
+    let container = pick_container(pod_name, &pod["spec"], asked)?;
+    if streaming {
+        let phase = pod["status"]["phase"].as_str().unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            return Err(ApiError::bad_request(format!(
+                "cannot {sub} into a container in a completed pod; current phase is {phase}"
+            )));
+        }
+    }
+    let node_name = pod["spec"]["nodeName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("pod {pod_name} does not have a host assigned"))
+        })?;
+    let node = load(state, "nodes", None, node_name).await?;
+    let endpoint = agent_endpoint(node_name, &node)?;
+    // Checked last: kubectl retries with SPDY when the WebSocket upgrade is
+    // refused for any reason, so the errors above must be the answer to
+    // its SPDY request too.
+    if streaming && !wants_websocket(&parts) {
+        return Err(ApiError::bad_request(format!(
+            "Upgrade request required: bosun serves pods/{sub} over WebSocket (subprotocol v5.channel.k8s.io or v4.channel.k8s.io), not SPDY"
+        )));
+    }
+
+    let verb = if streaming { sub } else { "containerLogs" };
+    let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let mut uri = format!(
+        "/{verb}/{}/{}/{}",
+        enc(ns.unwrap_or("default")),
+        enc(pod_name),
+        enc(&container)
+    );
+    let q = agent_query(&query);
+    if !q.is_empty() {
+        uri.push('?');
+        uri.push_str(&q);
+    }
+    let mut sender = connect(&endpoint).await?;
+    let mut req = http::Request::builder()
+        .method(Method::GET)
+        .uri(&uri)
+        .header(
+            http::header::HOST,
+            format!("{}:{}", endpoint.host, endpoint.port),
+        )
+        .header(
+            http::header::AUTHORIZATION,
+            format!("Bearer {}", state.token),
+        );
+    if streaming {
+        req = req
+            .header(http::header::CONNECTION, "Upgrade")
+            .header(http::header::UPGRADE, "websocket");
+        for name in HANDSHAKE_REQUEST {
+            for value in parts.headers.get_all(&name) {
+                req = req.header(&name, value);
+            }
+        }
+    }
+    let req = req
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut resp = sender.send_request(req).await.map_err(|e| {
+        ApiError::internal(format!(
+            "error talking to the agent of node {node_name}: {e}"
+        ))
+    })?;
+
+    if streaming && resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let client_upgrade = parts
+            .extensions
+            .remove::<hyper::upgrade::OnUpgrade>()
+            .ok_or_else(|| ApiError::bad_request("this connection cannot be upgraded"))?;
+        let mut out = Response::builder().status(StatusCode::SWITCHING_PROTOCOLS);
+        for name in HANDSHAKE_RESPONSE {
+            for value in resp.headers().get_all(&name) {
+                out = out.header(&name, value);
+            }
+        }
+        let agent_upgrade = hyper::upgrade::on(&mut resp);
+        tokio::spawn(async move {
+            let (client, agent) = match tokio::join!(client_upgrade, agent_upgrade) {
+                (Ok(c), Ok(a)) => (c, a),
+                (c, a) => {
+                    tracing::debug!(client = ?c.err(), agent = ?a.err(), "an upgrade failed");
+                    return;
+                }
+            };
+            let mut client = TokioIo::new(client);
+            let mut agent = TokioIo::new(agent);
+            if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut agent).await {
+                tracing::debug!(error = %e, "stream relay ended with an error");
+            }
+        });
+        return out
+            .body(Body::empty())
+            .map_err(|e| ApiError::internal(e.to_string()));
+    }
+
+    // Logs, or the agent's refusal: its status and body as they are (they
+    // are Kubernetes Status objects when they are errors).
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .cloned()
+        .unwrap_or_else(|| HeaderValue::from_static("text/plain"));
+    let body = Body::new(resp.into_body());
+    Ok((status, [(http::header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_only_container_is_the_default() {
+        let spec = json!({"containers": [{"name": "app"}]});
+        assert_eq!(pick_container("web", &spec, None).unwrap(), "app");
+        assert_eq!(pick_container("web", &spec, Some("")).unwrap(), "app");
+        let spec = json!({
+            "containers": [{"name": "app"}, {"name": "shell"}],
+            "initContainers": [{"name": "setup"}],
+        });
+        let e = pick_container("web", &spec, None).unwrap_err();
+        assert!(e.status()["message"]
+            .as_str()
+            .unwrap()
+            .contains("choose one of: [app shell] or one of the init containers: [setup]"));
+        assert_eq!(
+            pick_container("web", &spec, Some("setup")).unwrap(),
+            "setup"
+        );
+        assert!(pick_container("web", &spec, Some("db")).is_err());
+    }
+
+    #[test]
+    fn the_agent_is_found_from_its_node() {
+        let node = json!({
+            "metadata": {"annotations": {SERVING_CERT_ANNOTATION: "PEM"}},
+            "status": {
+                "addresses": [
+                    {"type": "Hostname", "address": "n1"},
+                    {"type": "InternalIP", "address": "10.0.0.5"},
+                ],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            },
+        });
+        assert_eq!(
+            agent_endpoint("n1", &node).unwrap(),
+            AgentEndpoint {
+                host: "10.0.0.5".into(),
+                port: 10250,
+                cert_pem: "PEM".into()
+            }
+        );
+        let mut no_port = node.clone();
+        no_port["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] = json!(0);
+        assert!(agent_endpoint("n1", &no_port).is_err());
+        let mut no_cert = node;
+        no_cert["metadata"]["annotations"] = json!({});
+        assert!(agent_endpoint("n1", &no_cert).is_err());
+    }
+
+    #[test]
+    fn the_agent_query_keeps_repeated_commands_and_drops_container() {
+        let pairs: Vec<(String, String)> = [
+            ("command", "sh"),
+            ("command", "-c"),
+            ("command", "echo a&b"),
+            ("container", "app"),
+            ("stdout", "true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            agent_query(&pairs),
+            "command=sh&command=-c&command=echo+a%26b&stdout=true"
+        );
+    }
+}
