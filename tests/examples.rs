@@ -273,6 +273,26 @@ const EXAMPLES: &[Example] = &[
             rows: &[&["with-node-affinity", "~/1", "Pending"]],
         }],
     },
+    Example {
+        file: "readiness-http.yaml",
+        objects: &["pod/readiness-http"],
+        reapplied: "unchanged",
+        gets: &[Get {
+            args: &["pods", "-l", "test=readiness"],
+            header: PODS,
+            rows: &[&["readiness-http", "~/1"]],
+        }],
+    },
+    Example {
+        file: "hostpath.yaml",
+        objects: &["pod/hostpath-demo"],
+        reapplied: "unchanged",
+        gets: &[Get {
+            args: &["pods", "hostpath-demo"],
+            header: PODS,
+            rows: &[&["hostpath-demo", "~/1"]],
+        }],
+    },
 ];
 
 fn find(file: &str) -> &'static Example {
@@ -409,6 +429,8 @@ example_tests! {
     lifecycle_demo => "lifecycle-demo.yaml";
     test_liveness_exec => "test-liveness-exec.yaml";
     with_node_affinity => "with-node-affinity.yaml";
+    readiness_http => "readiness-http.yaml";
+    hostpath => "hostpath.yaml";
 }
 
 #[test]
@@ -517,7 +539,7 @@ fn kubectl_verbs_on_all_the_examples() {
         ],
         "{wide}"
     );
-    assert_eq!(rows.len(), 5, "{wide}");
+    assert_eq!(rows.len(), 7, "{wide}");
 
     // -o yaml / json / name.
     let yaml: serde_yaml::Value =
@@ -546,9 +568,11 @@ fn kubectl_verbs_on_all_the_examples() {
     assert_eq!(
         pods,
         [
+            "hostpath-demo",
             "javaweb-2",
             "lifecycle-demo",
             "nginx",
+            "readiness-http",
             "test-liveness-exec",
             "with-node-affinity"
         ]
@@ -736,15 +760,17 @@ fn kubectl_verbs_on_all_the_examples() {
     let header = next("header");
     assert!(header.starts_with("NAME "), "{header}");
     let mut listed = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..7 {
         listed.push(next("row").split_whitespace().next().unwrap().to_string());
     }
     assert_eq!(
         listed,
         [
+            "hostpath-demo",
             "javaweb-2",
             "lifecycle-demo",
             "nginx",
+            "readiness-http",
             "test-liveness-exec",
             "with-node-affinity"
         ]

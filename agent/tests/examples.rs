@@ -84,3 +84,51 @@ async fn javaweb_init_container_fills_the_volume_the_server_serves_on_the_host_p
     });
     assert_eq!(from_host.trim(), "sample");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_example_flips_ready_both_ways_without_restarts() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    c.create_pod(&client, example("readiness-http.yaml")).await;
+    let not_ready = |p: &Value| p["status"]["phase"] == "Running" && !running_and_ready(p);
+    c.wait_pod(
+        &client,
+        "readiness-http",
+        "Running, not Ready",
+        UP,
+        not_ready,
+    )
+    .await;
+    c.exec("readiness-http", "web", &["touch", "/www/ready"]);
+    c.wait_pod(&client, "readiness-http", "Ready", UP, running_and_ready)
+        .await;
+    c.exec("readiness-http", "web", &["rm", "/www/ready"]);
+    let p = c
+        .wait_pod(&client, "readiness-http", "not Ready again", UP, not_ready)
+        .await;
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["restartCount"], 0,
+        "readiness never restarts"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostpath_example_writes_to_the_node() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    // The example's directory, moved into this test's temp dir.
+    let dir = c.dir.path().join("hostpath-demo");
+    let mut pod = example("hostpath.yaml");
+    pod["spec"]["volumes"][0]["hostPath"]["path"] = Value::String(dir.display().to_string());
+    c.create_pod(&client, pod).await;
+    c.wait_pod(&client, "hostpath-demo", "Succeeded", UP, |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    let visitors = std::fs::read_to_string(dir.join("visitors")).expect("the file the pod wrote");
+    assert_eq!(
+        visitors.trim(),
+        "hostpath-demo",
+        "the pod's hostname, written on the node"
+    );
+}
