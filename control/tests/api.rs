@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{dynamic_api, ControlPlane};
+use common::{dynamic_api, raw, ControlPlane};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
@@ -107,28 +107,6 @@ fn api_error(e: kube::Error) -> (u16, String, String) {
         kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
         other => panic!("expected an API error, got {other:?}"),
     }
-}
-
-/// A raw request: status code and JSON body.
-async fn raw(
-    client: &Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(Body::from(body))
-        .unwrap();
-    let res = client.send(req).await.expect("response");
-    let code = res.status().as_u16();
-    let bytes = res.into_body().collect_bytes().await.expect("body");
-    let value = serde_json::from_slice(&bytes)
-        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (code, value)
 }
 
 /// The store's current revision, as every list reports it.

@@ -2,32 +2,12 @@
 
 mod common;
 
-use common::ControlPlane;
-use kube::client::Body;
+use common::{raw, ControlPlane};
 use kube::Client;
 use serde_json::{json, Value};
 
-async fn send(
-    client: &Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(Body::from(body))
-        .unwrap();
-    let res = client.send(req).await.expect("response");
-    let code = res.status().as_u16();
-    let bytes = res.into_body().collect_bytes().await.expect("body");
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
-
 async fn revision(client: &Client) -> String {
-    let (_, list) = send(
+    let (_, list) = raw(
         client,
         "GET",
         "/api/v1/namespaces",
@@ -363,7 +343,7 @@ async fn invalid_manifests_are_refused_naming_the_field_and_write_nothing() {
     let all = cases();
     assert!(all.len() >= 20);
     for c in all {
-        let (code, status) = send(&client, "POST", c.path, c.content_type, c.body).await;
+        let (code, status) = raw(&client, "POST", c.path, c.content_type, c.body).await;
         assert_eq!(code, c.code, "{}: {status}", c.what);
         assert_eq!(
             status["kind"], "Status",
@@ -406,7 +386,7 @@ async fn every_problem_is_reported_at_once() {
         "/spec/template/spec/containers/0/image",
         Value::Null,
     );
-    let (code, status) = send(
+    let (code, status) = raw(
         &client,
         "POST",
         DEPLOYMENTS,
@@ -434,7 +414,7 @@ async fn every_problem_is_reported_at_once() {
 async fn immutable_fields_and_strict_field_validation() {
     let cp = ControlPlane::start();
     let client = cp.client().await;
-    let (code, created) = send(
+    let (code, created) = raw(
         &client,
         "POST",
         DEPLOYMENTS,
@@ -448,7 +428,7 @@ async fn immutable_fields_and_strict_field_validation() {
     let mut changed = created.clone();
     changed["spec"]["selector"]["matchLabels"] = json!({"app": "other"});
     changed["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
-    let (code, status) = send(
+    let (code, status) = raw(
         &client,
         "PUT",
         &format!("{DEPLOYMENTS}/nginx-deployment"),
@@ -477,7 +457,7 @@ async fn immutable_fields_and_strict_field_validation() {
             "template": {"metadata": {"labels": {"app": "nginx"}},
                 "spec": {"containers": [{"name": "nginx", "image": "busybox"}]}}}});
     let path = "/apis/apps/v1/namespaces/default/statefulsets";
-    let (code, _) = send(
+    let (code, _) = raw(
         &client,
         "POST",
         path,
@@ -486,7 +466,7 @@ async fn immutable_fields_and_strict_field_validation() {
     )
     .await;
     assert_eq!(code, 201);
-    let (code, status) = send(
+    let (code, status) = raw(
         &client,
         "PATCH",
         &format!("{path}/web"),
@@ -505,7 +485,7 @@ async fn immutable_fields_and_strict_field_validation() {
     let mut typo = deployment();
     typo["metadata"]["name"] = json!("typo");
     typo["spec"]["replicass"] = json!(2);
-    let (code, status) = send(
+    let (code, status) = raw(
         &client,
         "POST",
         &format!("{DEPLOYMENTS}?fieldValidation=Strict"),

@@ -215,6 +215,27 @@ fn decode_event(revision: Revision, raw: &[u8]) -> Option<Event> {
     })
 }
 
+/// The value at `key`, if it is still at revision `expected` (the
+/// compare-and-swap precondition of updates and deletes).
+fn current_at(
+    objects: &redb::Table<&str, &[u8]>,
+    key: &str,
+    expected: Revision,
+) -> Result<KeyValue, StoreError> {
+    let prev = match objects.get(key).map_err(backend)? {
+        None => return Err(StoreError::NotFound(key.to_string())),
+        Some(raw) => decode_object(key, raw.value()),
+    };
+    if prev.mod_revision != expected {
+        return Err(StoreError::Conflict {
+            key: key.to_string(),
+            expected,
+            actual: prev.mod_revision,
+        });
+    }
+    Ok(prev)
+}
+
 /// Applies one write inside the open transaction; returns the event it makes.
 fn apply(
     objects: &mut redb::Table<&str, &[u8]>,
@@ -242,17 +263,7 @@ fn apply(
             expected,
             value,
         } => {
-            let prev = match objects.get(key.as_str()).map_err(backend)? {
-                None => return Err(StoreError::NotFound(key)),
-                Some(raw) => decode_object(&key, raw.value()),
-            };
-            if prev.mod_revision != expected {
-                return Err(StoreError::Conflict {
-                    key,
-                    expected,
-                    actual: prev.mod_revision,
-                });
-            }
+            let prev = current_at(objects, &key, expected)?;
             objects
                 .insert(key.as_str(), encode_object(rev, &value).as_slice())
                 .map_err(backend)?;
@@ -265,17 +276,7 @@ fn apply(
             })
         }
         Op::Delete { key, expected } => {
-            let prev = match objects.get(key.as_str()).map_err(backend)? {
-                None => return Err(StoreError::NotFound(key)),
-                Some(raw) => decode_object(&key, raw.value()),
-            };
-            if prev.mod_revision != expected {
-                return Err(StoreError::Conflict {
-                    key,
-                    expected,
-                    actual: prev.mod_revision,
-                });
-            }
+            let prev = current_at(objects, &key, expected)?;
             objects.remove(key.as_str()).map_err(backend)?;
             Ok(Event {
                 revision: rev,

@@ -170,6 +170,30 @@ pub fn dynamic_api(client: &Client, name: &str, namespace: Option<&str>) -> Api<
     }
 }
 
+/// A raw request through the client (auth and TLS included): status code
+/// and the body as JSON (or as a JSON string when it is not JSON).
+pub async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let res = client.send(req).await.expect("response");
+    let code = res.status().as_u16();
+    let bytes = res.into_body().collect_bytes().await.expect("body");
+    let value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ));
+    (code, value)
+}
+
 /// The path of the repository's `examples/` folder.
 pub fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
