@@ -93,6 +93,12 @@ struct Args {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Leave out the list phase (e.g. to profile the writes alone).
+    #[arg(long)]
+    skip_list: bool,
+    /// Leave out the watch fan-out phase.
+    #[arg(long)]
+    skip_watch: bool,
 }
 
 // ---------------------------------------------------------------- numbers
@@ -950,7 +956,7 @@ fn fmt_ms(x: f64) -> String {
 
 fn print_load_header() {
     println!(
-        "{:<7} {:<6} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "{:<7} {:<6} {:>11} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>11}",
         "target",
         "phase",
         "ok/sent",
@@ -960,18 +966,21 @@ fn print_load_header() {
         "p99 ms",
         "max ms",
         "svc p99",
-        "srv cpu/op"
+        "server cpu",
+        "bench cpu"
     );
 }
 
 fn print_load(r: &LoadResult) {
-    let cpu_per_op = r
-        .cpu
-        .get(r.target)
-        .map(|s| format!("{:.0} us", s * 1e6 / r.ok.max(1) as f64))
-        .unwrap_or_else(|| "-".into());
+    // CPU time per successful operation.
+    let per_op = |who: &str| {
+        r.cpu
+            .get(who)
+            .map(|s| format!("{:.0} us/op", s * 1e6 / r.ok.max(1) as f64))
+            .unwrap_or_else(|| "-".into())
+    };
     println!(
-        "{:<7} {:<6} {:>11} {:>7.0}/s {:>8} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "{:<7} {:<6} {:>11} {:>7.0}/s {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>11}",
         r.target,
         r.name,
         format!("{}/{}", r.ok, r.attempted),
@@ -981,7 +990,8 @@ fn print_load(r: &LoadResult) {
         fmt_ms(r.latency.p99),
         fmt_ms(r.latency.max),
         fmt_ms(r.service.p99),
-        cpu_per_op,
+        per_op(r.target),
+        per_op("bench"),
     );
     if let Some(e) = &r.first_error {
         println!("        {} errors; first: {e}", r.errors);
@@ -1054,38 +1064,50 @@ async fn main() -> anyhow::Result<()> {
 
     let mut lists = Vec::new();
     let single = &ws[..1];
-    for (name, sel) in [("all", None), ("selector", Some("group%3Dg3"))] {
+    let variants: &[(&str, Option<&str>)] = if args.skip_list {
+        &[]
+    } else {
+        &[("all", None), ("selector", Some("group%3Dg3"))]
+    };
+    for &(name, sel) in variants {
         lists.push(bosun_list(&args, single, &ns, name, sel, args.list_rounds).await);
         lists.push(bosun_list(&args, &ws, &ns, name, sel, args.list_rounds_concurrent).await);
     }
-    println!();
-    println!(
-        "{:<9} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>8} {:>12}",
-        "list", "clients", "lists", "items", "bytes", "p50 ms", "p99 ms", "max ms", "objects/s"
-    );
-    for l in &lists {
+    if !lists.is_empty() {
+        println!();
         println!(
-            "{:<9} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>8} {:>12.0}{}",
-            l.name,
-            l.clients,
-            l.lists,
-            l.items / l.lists.max(1),
-            l.bytes / l.lists.max(1),
-            fmt_ms(l.latency.p50),
-            fmt_ms(l.latency.p99),
-            fmt_ms(l.latency.max),
-            l.items as f64 / l.elapsed.as_secs_f64().max(1e-9),
-            if l.errors > 0 {
-                format!("  ({} errors)", l.errors)
-            } else {
-                String::new()
-            },
+            "{:<9} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>8} {:>12}",
+            "list", "clients", "lists", "items", "bytes", "p50 ms", "p99 ms", "max ms", "objects/s"
         );
+        for l in &lists {
+            println!(
+                "{:<9} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>8} {:>12.0}{}",
+                l.name,
+                l.clients,
+                l.lists,
+                l.items / l.lists.max(1),
+                l.bytes / l.lists.max(1),
+                fmt_ms(l.latency.p50),
+                fmt_ms(l.latency.p99),
+                fmt_ms(l.latency.max),
+                l.items as f64 / l.elapsed.as_secs_f64().max(1e-9),
+                if l.errors > 0 {
+                    format!("  ({} errors)", l.errors)
+                } else {
+                    String::new()
+                },
+            );
+        }
     }
 
-    let watch = bosun_watch(&args, &config, &ns).await?;
-    println!();
-    println!(
+    let watch = if args.skip_watch {
+        None
+    } else {
+        Some(bosun_watch(&args, &config, &ns).await?)
+    };
+    if let Some(watch) = &watch {
+        println!();
+        println!(
         "watch fan-out: {} watchers opened in {:.0} ms; {} pods created at {:.0}/s (create p99 {} ms)",
         watch.watchers,
         watch.open_time.as_secs_f64() * 1e3,
@@ -1093,29 +1115,30 @@ async fn main() -> anyhow::Result<()> {
         watch.create.achieved(),
         fmt_ms(watch.create.latency.p99),
     );
-    println!(
-        "  delivery after ack:  p50 {} ms, p99 {} ms, max {} ms over {} watcher x event pairs \
+        println!(
+            "  delivery after ack:  p50 {} ms, p99 {} ms, max {} ms over {} watcher x event pairs \
          ({} arrived before the ack)",
-        fmt_ms(watch.after_ack.p50),
-        fmt_ms(watch.after_ack.p99),
-        fmt_ms(watch.after_ack.max),
-        watch.after_ack.count,
-        watch.before_ack
-    );
-    println!(
-        "  delivery after send: p50 {} ms, p99 {} ms, max {} ms",
-        fmt_ms(watch.after_send.p50),
-        fmt_ms(watch.after_send.p99),
-        fmt_ms(watch.after_send.max),
-    );
-    println!(
-        "  {}/{} pairs received, {}/{} watchers got every event, {} duplicates",
-        watch.received_pairs,
-        watch.expected_pairs,
-        watch.complete_watchers,
-        watch.watchers,
-        watch.duplicates
-    );
+            fmt_ms(watch.after_ack.p50),
+            fmt_ms(watch.after_ack.p99),
+            fmt_ms(watch.after_ack.max),
+            watch.after_ack.count,
+            watch.before_ack
+        );
+        println!(
+            "  delivery after send: p50 {} ms, p99 {} ms, max {} ms",
+            fmt_ms(watch.after_send.p50),
+            fmt_ms(watch.after_send.p99),
+            fmt_ms(watch.after_send.max),
+        );
+        println!(
+            "  {}/{} pairs received, {}/{} watchers got every event, {} duplicates",
+            watch.received_pairs,
+            watch.expected_pairs,
+            watch.complete_watchers,
+            watch.watchers,
+            watch.duplicates
+        );
+    }
 
     let mut etcd = Vec::new();
     if let Some(url) = &args.etcd {
@@ -1165,7 +1188,7 @@ async fn main() -> anyhow::Result<()> {
                 "create": create.to_json(),
                 "update": update.to_json(),
                 "list": lists.iter().map(ListResult::to_json).collect::<Vec<_>>(),
-                "watch": watch.to_json(),
+                "watch": watch.as_ref().map(WatchResult::to_json),
                 "stored_pod_bytes": stored_pod_bytes,
                 "memory": bosun_mem,
             },
