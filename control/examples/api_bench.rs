@@ -160,10 +160,32 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// CPU used by the processes we watch over one phase.
+/// CPU time all processes of the host have used so far (busy time of every core).
+fn host_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle and iowait.
+    let busy: u64 = ticks
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    Some(busy as f64 / 100.0)
+}
+
+/// CPU used by the processes we watch over one phase, and by everything
+/// else on the host ("other": a phase it is large for was disturbed).
 struct CpuMeter {
     pids: Vec<(&'static str, u32)>,
     start: Vec<Option<f64>>,
+    host: Option<f64>,
 }
 
 impl CpuMeter {
@@ -176,16 +198,26 @@ impl CpuMeter {
             pids.push(("etcd", p));
         }
         let start = pids.iter().map(|(_, p)| cpu_seconds(*p)).collect();
-        CpuMeter { pids, start }
+        CpuMeter {
+            pids,
+            start,
+            host: host_busy_seconds(),
+        }
     }
 
     /// CPU seconds each process used since `start`.
     fn stop(self) -> HashMap<&'static str, f64> {
-        self.pids
+        let mut used: HashMap<&'static str, f64> = self
+            .pids
             .iter()
             .zip(self.start)
             .filter_map(|((name, pid), start)| Some((*name, cpu_seconds(*pid)? - start?)))
-            .collect()
+            .collect();
+        if let (Some(before), Some(after)) = (self.host, host_busy_seconds()) {
+            let ours: f64 = used.values().sum();
+            used.insert("other", (after - before - ours).max(0.0));
+        }
+        used
     }
 }
 
@@ -995,6 +1027,12 @@ fn print_load(r: &LoadResult) {
     );
     if let Some(e) = &r.first_error {
         println!("        {} errors; first: {e}", r.errors);
+    }
+    if let Some(other) = r.cpu.get("other") {
+        let cores = other / r.elapsed.as_secs_f64().max(1e-9);
+        if cores > 0.1 {
+            println!("        other processes on the host used {cores:.2} cores meanwhile");
+        }
     }
 }
 
