@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Benchmarks bosun-control's API: builds release, starts a fresh server in a
+# temp dir on a free port (and, when Debian's etcd is installed, a throwaway
+# etcd next to it for comparison), runs control/examples/api_bench.rs against
+# them, samples both servers' memory, stops them with SIGTERM and removes the
+# temp dir, also when something fails. Extra arguments go to api_bench
+# (e.g. --concurrency 16 --rate 1000 --duration 20). Results are printed and
+# written as JSON to $BENCH_JSON (default target/bench-api.json).
+#
+#   scripts/bench-api.sh
+#   BENCH_NO_ETCD=1 scripts/bench-api.sh --rate 200
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
+
+cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
+control_bin="$CARGO_TARGET_DIR/release/bosun-control"
+bench_bin="$CARGO_TARGET_DIR/release/examples/api_bench"
+
+work=$(mktemp -d -t bosun-bench.XXXXXX)
+bosun_pid=""
+etcd_pid=""
+sampler_pid=""
+
+# Sends SIGTERM, waits up to 15 s, then SIGKILL. Prints the exit status.
+stop() {
+    local name=$1 pid=$2 status
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "$name (pid $pid) ignored SIGTERM for 15 s; killing it" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    status=0
+    wait "$pid" 2>/dev/null || status=$?
+    echo "$name stopped (exit status $status)"
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
+    [ -n "$bosun_pid" ] && stop bosun-control "$bosun_pid"
+    [ -n "$etcd_pid" ] && stop etcd "$etcd_pid"
+    if [ "$rc" -ne 0 ]; then
+        for log in "$work"/bosun.log "$work"/etcd.log; do
+            [ -s "$log" ] && { echo "--- last lines of $log" >&2; tail -n 20 "$log" >&2; }
+        done
+    fi
+    rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A TCP port nobody listens on now (there is a small race; fine for a bench).
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        if ! ss -Htln "sport = :$p" | grep -q .; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+# Waits until "$@" succeeds, up to $1 seconds, failing early if pid $2 died.
+wait_until() {
+    local secs=$1 pid=$2
+    shift 2
+    for _ in $(seq $((secs * 10))); do
+        "$@" >/dev/null 2>&1 && return 0
+        kill -0 "$pid" 2>/dev/null || { echo "process $pid exited while starting" >&2; return 1; }
+        sleep 0.1
+    done
+    echo "timed out after ${secs}s waiting for: $*" >&2
+    return 1
+}
+
+# The given Vm* field of /proc/PID/status, in KiB (empty once the process is gone).
+vm_kib() {
+    local key value _
+    while read -r key value _; do
+        [ "$key" = "$2:" ] && { echo "$value"; return; }
+    done <"/proc/$1/status" 2>/dev/null || true
+}
+
+# --- bosun-control
+mkdir -p "$work/bosun"
+"$control_bin" --data-dir "$work/bosun" --port 0 2>"$work/bosun.log" &
+bosun_pid=$!
+wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
+echo "bosun-control pid $bosun_pid on $(cat "$work/bosun/address")"
+
+# --- etcd, if Debian's etcd-server is installed
+etcd_args=()
+if [ -n "${BENCH_NO_ETCD:-}" ]; then
+    echo "etcd: skipped (BENCH_NO_ETCD is set)"
+elif ! command -v etcd >/dev/null; then
+    echo "etcd: not installed (apt-get install -y etcd-server etcd-client); bosun only"
+else
+    client_port=$(free_port)
+    peer_port=$(free_port)
+    while [ "$peer_port" = "$client_port" ]; do peer_port=$(free_port); done
+    etcd --name bench --data-dir "$work/etcd" \
+        --listen-client-urls "http://127.0.0.1:$client_port" \
+        --advertise-client-urls "http://127.0.0.1:$client_port" \
+        --listen-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-cluster "bench=http://127.0.0.1:$peer_port" \
+        --initial-cluster-state new \
+        --logger zap --log-level warn 2>"$work/etcd.log" &
+    etcd_pid=$!
+    wait_until 30 "$etcd_pid" curl -fsS "http://127.0.0.1:$client_port/health"
+    echo "etcd $(etcd --version | head -n1 | awk '{print $3}') pid $etcd_pid on 127.0.0.1:$client_port"
+    etcd_args=(--etcd "http://127.0.0.1:$client_port" --etcd-pid "$etcd_pid")
+fi
+
+# --- memory sampler: the highest VmRSS seen, every 200 ms
+(
+    bosun_peak=0 etcd_peak=0
+    while :; do
+        v=$(vm_kib "$bosun_pid" VmRSS)
+        [ -n "$v" ] && [ "$v" -gt "$bosun_peak" ] && bosun_peak=$v && echo "$v" >"$work/rss.bosun"
+        if [ -n "$etcd_pid" ]; then
+            v=$(vm_kib "$etcd_pid" VmRSS)
+            [ -n "$v" ] && [ "$v" -gt "$etcd_peak" ] && etcd_peak=$v && echo "$v" >"$work/rss.etcd"
+        fi
+        sleep 0.2
+    done
+) &
+sampler_pid=$!
+
+# --- the benchmark
+mkdir -p "$(dirname "$json_out")"
+"$bench_bin" --kubeconfig "$work/bosun/admin.kubeconfig" --server-pid "$bosun_pid" \
+    "${etcd_args[@]}" --json "$json_out" "$@"
+
+kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
+sampler_pid=""
+
+# --- memory, side by side
+mib() { [ -n "$1" ] && awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }' || echo "-"; }
+bosun_hwm=$(vm_kib "$bosun_pid" VmHWM)
+bosun_rss=$(cat "$work/rss.bosun" 2>/dev/null || true)
+etcd_hwm=""
+etcd_rss=""
+if [ -n "$etcd_pid" ]; then
+    etcd_hwm=$(vm_kib "$etcd_pid" VmHWM)
+    etcd_rss=$(cat "$work/rss.etcd" 2>/dev/null || true)
+fi
+echo
+printf '%-34s %14s %14s\n' "server memory" "bosun-control" "etcd"
+printf '%-34s %14s %14s\n' "peak RSS (VmHWM at the end)" "$(mib "$bosun_hwm")" "$(mib "$etcd_hwm")"
+printf '%-34s %14s %14s\n' "highest VmRSS sampled every 200 ms" "$(mib "$bosun_rss")" "$(mib "$etcd_rss")"
+du_bosun=$(du -sk "$work/bosun" | awk '{print $1}')
+du_etcd=$([ -d "$work/etcd" ] && du -sk "$work/etcd" | awk '{print $1}' || true)
+printf '%-34s %14s %14s\n' "data dir on disk" "$(mib "$du_bosun")" "$(mib "$du_etcd")"
+jq --argjson b "${bosun_hwm:-null}" --argjson bs "${bosun_rss:-null}" \
+    --argjson e "${etcd_hwm:-null}" --argjson es "${etcd_rss:-null}" \
+    --argjson bd "${du_bosun:-null}" --argjson ed "${du_etcd:-null}" \
+    '.script_memory = {bosun: {vm_hwm_kib: $b, sampled_vm_rss_kib: $bs, data_dir_kib: $bd},
+                        etcd: {vm_hwm_kib: $e, sampled_vm_rss_kib: $es, data_dir_kib: $ed}}' \
+    "$json_out" >"$json_out.tmp" && mv "$json_out.tmp" "$json_out"
+echo
+echo "JSON results: $json_out"
