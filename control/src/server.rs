@@ -26,20 +26,8 @@ pub struct Config {
 
 /// Writes `contents` to `path` so that readers see all of it or nothing.
 pub fn write_atomically(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(contents.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    bosun::files::write_atomically(path, contents, mode)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// The admin token: generated on first start, then read back.

@@ -43,18 +43,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TlsError + '_ {
 }
 
 fn write(path: &Path, contents: &str, mode: u32) -> Result<(), TlsError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    f.write_all(contents.as_bytes()).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    bosun::files::write_atomically(path, contents, mode).map_err(io(path))
 }
 
 /// Loads the serving certificate from `dir`, making it when it is missing
