@@ -344,18 +344,32 @@ async fn run_session(
     Ok(ended)
 }
 
-pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
+/// The pods API and the session parameters exec and attach share: the
+/// container (defaulted as kubectl does), stdin, and stderr merged into
+/// the terminal when there is one.
+async fn session(
+    ctx: &Ctx,
+    pod: &str,
+    container: Option<&str>,
+    stdin: bool,
+    tty: bool,
+) -> Result<(Api<Pod>, AttachParams)> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let pod = pod_name(&args.pod)?;
-    let container = default_container(&api, pod, args.container.as_deref()).await?;
+    let container = default_container(&api, pod, container).await?;
     let params = AttachParams {
         container: Some(container),
-        stdin: args.stdin,
+        stdin,
         stdout: true,
-        stderr: !args.tty,
-        tty: args.tty,
+        stderr: !tty,
+        tty,
         ..Default::default()
     };
+    Ok((api, params))
+}
+
+pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
+    let pod = pod_name(&args.pod)?;
+    let (api, params) = session(ctx, pod, args.container.as_deref(), args.stdin, args.tty).await?;
     let process = api.exec(pod, args.command.clone(), &params).await?;
     let Ended::Exited(code) = run_session(process, args.stdin, args.tty, false).await? else {
         return Ok(true);
@@ -368,17 +382,8 @@ pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
 }
 
 pub async fn attach(ctx: &Ctx, args: &AttachArgs) -> Result<bool> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let pod = pod_name(&args.pod)?;
-    let container = default_container(&api, pod, args.container.as_deref()).await?;
-    let params = AttachParams {
-        container: Some(container),
-        stdin: args.stdin,
-        stdout: true,
-        stderr: !args.tty,
-        tty: args.tty,
-        ..Default::default()
-    };
+    let (api, params) = session(ctx, pod, args.container.as_deref(), args.stdin, args.tty).await?;
     let process = api.attach(pod, &params).await?;
     let interactive = args.tty && args.stdin;
     if interactive {
