@@ -2,6 +2,7 @@
 //! and validation, label selectors, quantities, patches and printers.
 
 pub mod defaults;
+pub mod events;
 pub mod files;
 pub mod patch;
 pub mod printers;

@@ -2,6 +2,7 @@
 //! store (and, in later steps, the scheduler and the controllers).
 
 pub mod api;
+pub mod controllers;
 pub mod server;
 pub mod store;
 pub mod tls;

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bosun_control::api::ApiOptions;
+use bosun_control::controllers::ControllerOptions;
 use bosun_control::server::{self, Config};
 use bosun_control::store::StoreOptions;
 use clap::Parser;
@@ -33,6 +34,28 @@ struct Args {
     /// Largest accepted request body, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// Controllers to run, as kube-controller-manager's flag: `*` for all,
+    /// `name` to enable one, `-name` to disable one (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// How long an Event is kept after it last happened (e.g. 1h, 30m, 90s).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    event_ttl: Duration,
+}
+
+/// `90s`, `30m`, `1h` or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90s, 30m or 1h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?} is not a duration like 90s, 30m or 1h")),
+    };
+    Ok(Duration::from_secs(secs))
 }
 
 #[tokio::main]
@@ -44,6 +67,14 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let controllers = ControllerOptions {
+        controllers: args.controllers,
+        event_ttl: args.event_ttl,
+    };
+    if let Err(e) = controllers.validate() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     server::run(Config {
         data_dir: args.data_dir,
         bind: SocketAddr::new(args.bind, args.port),
@@ -55,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
             body_limit: args.max_body_bytes,
             bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
         },
+        controllers,
     })
     .await
 }

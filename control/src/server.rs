@@ -11,6 +11,7 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::api::{self, ApiOptions, ApiState};
+use crate::controllers::{self, ControllerOptions, Shared, SystemClock};
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
 use crate::tls;
 
@@ -22,6 +23,8 @@ pub struct Config {
     pub tls_sans: Vec<String>,
     pub store: StoreOptions,
     pub api: ApiOptions,
+    /// Which controllers (and the scheduler) run in this process.
+    pub controllers: ControllerOptions,
 }
 
 /// Writes `contents` to `path` so that readers see all of it or nothing.
@@ -47,7 +50,7 @@ pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
 }
 
 /// Namespaces that exist from the start, as in every Kubernetes cluster.
-async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
+pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
     let namespaces = resources::by_name("namespaces").expect("served");
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let obj = json!({
@@ -105,7 +108,20 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
-    serve_tls(listener, pki.server_config, api::router(state), shutdown_tx).await;
+    let router = api::router(state);
+    let shared = Shared::new(
+        controllers::in_process_client(router.clone(), &token),
+        Arc::new(SystemClock),
+    );
+    let loops: Vec<_> = controllers::start(&shared, &config.controllers)
+        .into_iter()
+        .map(tokio::spawn)
+        .collect();
+
+    serve_tls(listener, pki.server_config, router, shutdown_tx).await;
+    for l in loops {
+        l.abort();
+    }
     let _ = std::fs::remove_file(&address_file);
     drop(store);
     Ok(())

@@ -90,7 +90,20 @@ fn backend<E: std::fmt::Display>(e: E) -> StoreError {
 impl EmbeddedStore {
     /// Opens (or creates) the store file at `path`.
     pub fn open(path: &Path, options: StoreOptions) -> Result<Self> {
-        let db = Database::create(path).map_err(backend)?;
+        Self::with_database(Database::create(path).map_err(backend)?, options)
+    }
+
+    /// A store that lives in memory only, for unit tests of the API and of
+    /// its clients (the controllers): the same code as on disk, minus the
+    /// file.
+    pub fn in_memory(options: StoreOptions) -> Result<Self> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(backend)?;
+        Self::with_database(db, options)
+    }
+
+    fn with_database(db: Database, options: StoreOptions) -> Result<Self> {
         let txn = db.begin_write().map_err(backend)?;
         let revision = {
             let mut meta = txn.open_table(META).map_err(backend)?;

@@ -1,0 +1,120 @@
+//! Unit-test support for controllers: the real API handlers on an
+//! in-memory store, reached through an in-process client, and a fake clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::runtime::{FakeClock, Shared};
+use crate::api::{ApiOptions, ApiState};
+use crate::store::{EmbeddedStore, Store, StoreOptions};
+
+pub const TOKEN: &str = "test-token";
+
+/// An API server in memory.
+pub struct TestApi {
+    pub client: Client,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<FakeClock>,
+    _shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl TestApi {
+    pub async fn start() -> TestApi {
+        let store: Arc<dyn Store> =
+            Arc::new(EmbeddedStore::in_memory(StoreOptions::default()).expect("in-memory store"));
+        crate::server::bootstrap(store.as_ref())
+            .await
+            .expect("bootstrap");
+        let (shutdown, rx) = tokio::sync::watch::channel(false);
+        let state = Arc::new(ApiState {
+            store: store.clone(),
+            token: TOKEN.into(),
+            options: ApiOptions {
+                bookmark_interval: Duration::from_secs(5),
+                ..Default::default()
+            },
+            shutdown: rx,
+        });
+        let client = super::in_process_client(crate::api::router(state), TOKEN);
+        TestApi {
+            client,
+            store,
+            clock: Arc::new(FakeClock::new(
+                Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+            )),
+            _shutdown: shutdown,
+        }
+    }
+
+    /// Controllers' shared state on this API with the fake clock.
+    pub fn shared(&self) -> Arc<Shared> {
+        Shared::new(self.client.clone(), self.clock.clone())
+    }
+
+    /// Creates an object from JSON in its namespace (or cluster-wide).
+    pub async fn create<K>(&self, value: Value) -> K
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+        K::Scope: ApiScope,
+    {
+        let obj: K = serde_json::from_value(value).expect("a valid object");
+        let api: Api<K> = K::Scope::api(self.client.clone(), obj.meta().namespace.as_deref());
+        api.create(&PostParams::default(), &obj)
+            .await
+            .expect("create")
+    }
+
+    pub fn api<K>(&self, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<DynamicType = ()>,
+        K::Scope: ApiScope,
+    {
+        K::Scope::api(self.client.clone(), namespace)
+    }
+}
+
+/// Picks `Api::namespaced` or `Api::all` by the resource's scope.
+pub trait ApiScope {
+    fn api<K: Resource<DynamicType = (), Scope = Self>>(client: Client, ns: Option<&str>)
+        -> Api<K>;
+}
+
+impl ApiScope for k8s_openapi::NamespaceResourceScope {
+    fn api<K: Resource<DynamicType = (), Scope = Self>>(
+        client: Client,
+        ns: Option<&str>,
+    ) -> Api<K> {
+        Api::namespaced(client, ns.unwrap_or("default"))
+    }
+}
+
+impl ApiScope for k8s_openapi::ClusterResourceScope {
+    fn api<K: Resource<DynamicType = (), Scope = Self>>(client: Client, _: Option<&str>) -> Api<K> {
+        Api::all(client)
+    }
+}
+
+/// Polls `check` until it returns Some, for at most `deadline`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > until {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
