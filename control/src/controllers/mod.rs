@@ -9,6 +9,7 @@
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
 pub mod eventttl;
+pub mod garbagecollector;
 pub mod runtime;
 #[cfg(test)]
 pub mod testing;
@@ -22,7 +23,7 @@ use kube::Client;
 pub use runtime::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
 
 /// Every controller `--controllers` can name, in start order.
-pub const ALL: &[&str] = &["eventttl"];
+pub const ALL: &[&str] = &["garbagecollector", "eventttl"];
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone)]
@@ -94,6 +95,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             continue;
         }
         let fut = match *name {
+            "garbagecollector" => garbagecollector::start(shared),
             "eventttl" => eventttl::start(shared, options.event_ttl),
             _ => unreachable!("every name in ALL is started"),
         };

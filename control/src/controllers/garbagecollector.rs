@@ -1,0 +1,797 @@
+//! The garbage collector: deletes objects whose owners are gone, as
+//! kube-controller-manager's garbagecollector does.
+//!
+//! It watches every kind of object and keeps the ownership graph
+//! (`metadata.ownerReferences`, by uid). Then:
+//!
+//! - **Background** (the default propagation): the owner is deleted at
+//!   once; its dependents, whose owners are now all gone, are deleted.
+//! - **Foreground**: the owner stays, marked with a deletionTimestamp and
+//!   the `foregroundDeletion` finalizer, while its dependents are deleted
+//!   (in foreground themselves when they block their owner's deletion);
+//!   once no blocking dependent is left, the finalizer is removed and the
+//!   API server lets the owner go.
+//! - **Orphan**: the owner carries the `orphan` finalizer; the collector
+//!   removes the owner's reference from every dependent, then the
+//!   finalizer.
+//!
+//! A dependent with several owners goes only when all of them are gone;
+//! references to owners that are gone are removed while another owner
+//! remains.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Client;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use bosun::resources::{self, ResourceInfo, RESOURCES};
+
+use super::runtime::{KeyBackoff, Shared};
+
+const FOREGROUND: &str = "foregroundDeletion";
+const ORPHAN: &str = "orphan";
+
+/// One object in the ownership graph.
+#[derive(Debug, Clone)]
+struct Node {
+    res: &'static ResourceInfo,
+    namespace: Option<String>,
+    name: String,
+    owners: Vec<OwnerReference>,
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+impl Node {
+    fn of(res: &'static ResourceInfo, obj: &DynamicObject) -> Option<(String, Node)> {
+        let md = &obj.metadata;
+        Some((
+            md.uid.clone()?,
+            Node {
+                res,
+                namespace: md.namespace.clone(),
+                name: md.name.clone()?,
+                owners: md.owner_references.clone().unwrap_or_default(),
+                deleting: md.deletion_timestamp.is_some(),
+                finalizers: md.finalizers.clone().unwrap_or_default(),
+            },
+        ))
+    }
+
+    fn has_finalizer(&self, f: &str) -> bool {
+        self.finalizers.iter().any(|x| x == f)
+    }
+
+    fn deleting_in_foreground(&self) -> bool {
+        self.deleting && self.has_finalizer(FOREGROUND)
+    }
+}
+
+/// Who owns whom, by uid.
+#[derive(Default)]
+struct Graph {
+    nodes: HashMap<String, Node>,
+    dependents: HashMap<String, HashSet<String>>,
+}
+
+impl Graph {
+    fn upsert(&mut self, uid: String, node: Node) {
+        self.remove(&uid);
+        for o in &node.owners {
+            self.dependents
+                .entry(o.uid.clone())
+                .or_default()
+                .insert(uid.clone());
+        }
+        self.nodes.insert(uid, node);
+    }
+
+    fn remove(&mut self, uid: &str) -> Option<Node> {
+        let node = self.nodes.remove(uid)?;
+        for o in &node.owners {
+            if let Some(d) = self.dependents.get_mut(&o.uid) {
+                d.remove(uid);
+                if d.is_empty() {
+                    self.dependents.remove(&o.uid);
+                }
+            }
+        }
+        Some(node)
+    }
+
+    fn dependents_of(&self, uid: &str) -> Vec<String> {
+        self.dependents
+            .get(uid)
+            .map(|d| d.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Work {
+    /// Check whether a dependent's owners are still there.
+    Dependent(String),
+    /// Run the foregroundDeletion / orphan finalizer of an owner.
+    Owner(String),
+}
+
+impl Work {
+    fn key(&self) -> String {
+        match self {
+            Work::Dependent(u) => format!("dependent/{u}"),
+            Work::Owner(u) => format!("owner/{u}"),
+        }
+    }
+}
+
+/// The kinds the collector watches: every stored resource but Events
+/// (which never own anything and are many).
+fn watched() -> Vec<&'static ResourceInfo> {
+    RESOURCES
+        .iter()
+        .filter(|r| r.is_storage_version() && r.kind != "Event")
+        .collect()
+}
+
+fn api_resource(res: &ResourceInfo) -> ApiResource {
+    ApiResource {
+        group: res.group.into(),
+        version: res.version.into(),
+        api_version: res.api_version(),
+        kind: res.kind.into(),
+        plural: res.plural.into(),
+    }
+}
+
+fn dynamic_api(client: &Client, res: &ResourceInfo, namespace: Option<&str>) -> Api<DynamicObject> {
+    let ar = api_resource(res);
+    match namespace {
+        Some(ns) if res.namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
+enum Change {
+    Apply(&'static ResourceInfo, DynamicObject),
+    Delete(DynamicObject),
+    /// A (re)list of one kind begins: its objects are about to be replayed.
+    ListStart(&'static ResourceInfo),
+    ListItem(&'static ResourceInfo, DynamicObject),
+    ListDone(&'static ResourceInfo),
+}
+
+pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
+    let client = shared.client.clone();
+    async move { GarbageCollector::new(client).run().await }.boxed()
+}
+
+pub struct GarbageCollector {
+    client: Client,
+    graph: Graph,
+    queued: HashSet<Work>,
+    backoff: Arc<KeyBackoff>,
+}
+
+impl GarbageCollector {
+    pub fn new(client: Client) -> Self {
+        GarbageCollector {
+            client,
+            graph: Graph::default(),
+            queued: HashSet::new(),
+            backoff: Arc::new(KeyBackoff::default()),
+        }
+    }
+
+    pub async fn run(mut self) {
+        let (changes_tx, mut changes) = mpsc::channel::<Change>(1024);
+        let kinds = watched();
+        for res in kinds.iter().copied() {
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(res));
+            let tx = changes_tx.clone();
+            tokio::spawn(async move {
+                let stream = watcher(api, watcher::Config::default()).default_backoff();
+                let mut stream = std::pin::pin!(stream);
+                while let Some(event) = stream.next().await {
+                    let change = match event {
+                        Ok(watcher::Event::Apply(o)) => Change::Apply(res, o),
+                        Ok(watcher::Event::Delete(o)) => Change::Delete(o),
+                        Ok(watcher::Event::Init) => Change::ListStart(res),
+                        Ok(watcher::Event::InitApply(o)) => Change::ListItem(res, o),
+                        Ok(watcher::Event::InitDone) => Change::ListDone(res),
+                        Err(e) => {
+                            tracing::debug!(kind = res.kind, error = %e, "garbage collector watch");
+                            continue;
+                        }
+                    };
+                    if tx.send(change).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(changes_tx);
+
+        let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
+        let mut synced: HashSet<&'static str> = HashSet::new();
+        let mut listing: HashMap<&'static str, HashSet<String>> = HashMap::new();
+        let mut ready = false;
+        loop {
+            tokio::select! {
+                change = changes.recv() => {
+                    let Some(change) = change else { return };
+                    let mut follow = Vec::new();
+                    match change {
+                        Change::ListStart(res) => { listing.insert(res.plural, HashSet::new()); }
+                        Change::ListItem(res, o) => {
+                            if let Some(uid) = o.metadata.uid.clone() {
+                                listing.entry(res.plural).or_default().insert(uid);
+                            }
+                            follow = self.apply(res, &o);
+                        }
+                        Change::ListDone(res) => {
+                            // Objects of this kind missing from the relist
+                            // were deleted while the watch was down.
+                            let seen = listing.remove(res.plural).unwrap_or_default();
+                            let gone: Vec<String> = self.graph.nodes.iter()
+                                .filter(|(uid, n)| std::ptr::eq(n.res, res) && !seen.contains(*uid))
+                                .map(|(uid, _)| uid.clone())
+                                .collect();
+                            for uid in gone {
+                                follow.extend(self.forget(&uid));
+                            }
+                            synced.insert(res.plural);
+                            if !ready && synced.len() == kinds.len() {
+                                ready = true;
+                                tracing::debug!(objects = self.graph.nodes.len(), "garbage collector synced");
+                                follow.extend(self.everything());
+                            }
+                        }
+                        Change::Apply(res, o) => follow = self.apply(res, &o),
+                        Change::Delete(o) => {
+                            if let Some(uid) = o.metadata.uid.as_deref() {
+                                follow = self.forget(uid);
+                            }
+                        }
+                    }
+                    // Until every kind is listed, an owner missing from the
+                    // graph may just not be listed yet: wait.
+                    if ready {
+                        for w in follow {
+                            if self.queued.insert(w.clone()) {
+                                let _ = work_tx.send(w);
+                            }
+                        }
+                    }
+                }
+                Some(work) = work_rx.recv() => {
+                    self.queued.remove(&work);
+                    let key = work.key();
+                    match self.process(&work).await {
+                        Ok(()) => self.backoff.forget(&key),
+                        Err(e) => {
+                            let delay = self.backoff.next(&key);
+                            tracing::debug!(%key, error = %e, retry_in = ?delay, "garbage collector");
+                            let tx = work_tx.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(delay).await;
+                                let _ = tx.send(work);
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records a new or changed object; returns what needs a look.
+    fn apply(&mut self, res: &'static ResourceInfo, obj: &DynamicObject) -> Vec<Work> {
+        let Some((uid, node)) = Node::of(res, obj) else {
+            return Vec::new();
+        };
+        let mut work = Vec::new();
+        if node.deleting && (node.has_finalizer(FOREGROUND) || node.has_finalizer(ORPHAN)) {
+            work.push(Work::Owner(uid.clone()));
+        }
+        if !node.owners.is_empty() {
+            work.push(Work::Dependent(uid.clone()));
+        }
+        let previous_owners: Vec<String> = self
+            .graph
+            .nodes
+            .get(&uid)
+            .map(|n| n.owners.iter().map(|o| o.uid.clone()).collect())
+            .unwrap_or_default();
+        // An owner waiting on this dependent may be done when it changes
+        // (e.g. it no longer references the owner).
+        for o in previous_owners {
+            if self.graph.nodes.get(&o).is_some_and(|n| n.deleting) {
+                work.push(Work::Owner(o));
+            }
+        }
+        self.graph.upsert(uid, node);
+        work
+    }
+
+    /// Removes a deleted object; its dependents and waiting owners need a look.
+    fn forget(&mut self, uid: &str) -> Vec<Work> {
+        let Some(node) = self.graph.remove(uid) else {
+            return Vec::new();
+        };
+        let mut work: Vec<Work> = self
+            .graph
+            .dependents_of(uid)
+            .into_iter()
+            .map(Work::Dependent)
+            .collect();
+        for o in &node.owners {
+            if self.graph.nodes.get(&o.uid).is_some_and(|n| n.deleting) {
+                work.push(Work::Owner(o.uid.clone()));
+            }
+        }
+        work
+    }
+
+    /// Everything worth a look after the first full sync.
+    fn everything(&self) -> Vec<Work> {
+        let mut work = Vec::new();
+        for (uid, n) in &self.graph.nodes {
+            if !n.owners.is_empty() {
+                work.push(Work::Dependent(uid.clone()));
+            }
+            if n.deleting && (n.has_finalizer(FOREGROUND) || n.has_finalizer(ORPHAN)) {
+                work.push(Work::Owner(uid.clone()));
+            }
+        }
+        work
+    }
+
+    async fn process(&mut self, work: &Work) -> kube::Result<()> {
+        match work {
+            Work::Dependent(uid) => self.check_dependent(uid).await,
+            Work::Owner(uid) => self.finalize_owner(uid).await,
+        }
+    }
+
+    /// Whether the owner a reference names still exists: the graph knows,
+    /// and a live read confirms an owner the graph has not seen.
+    async fn owner_state(
+        &self,
+        dependent: &Node,
+        owner: &OwnerReference,
+    ) -> kube::Result<OwnerState> {
+        if let Some(n) = self.graph.nodes.get(&owner.uid) {
+            return Ok(if n.deleting_in_foreground() {
+                OwnerState::DeletingInForeground
+            } else {
+                OwnerState::Present
+            });
+        }
+        let Some(res) = resources::by_kind(&owner.api_version, &owner.kind) else {
+            // A kind this server does not serve cannot exist.
+            return Ok(OwnerState::Absent);
+        };
+        let ns = if res.namespaced {
+            dependent.namespace.as_deref()
+        } else {
+            None
+        };
+        match dynamic_api(&self.client, res, ns)
+            .get_opt(&owner.name)
+            .await?
+        {
+            Some(o) if o.metadata.uid.as_deref() == Some(owner.uid.as_str()) => {
+                Ok(OwnerState::Present)
+            }
+            _ => Ok(OwnerState::Absent),
+        }
+    }
+
+    async fn check_dependent(&self, uid: &str) -> kube::Result<()> {
+        let Some(node) = self.graph.nodes.get(uid).cloned() else {
+            return Ok(());
+        };
+        if node.owners.is_empty() {
+            return Ok(());
+        }
+        let mut solid = Vec::new();
+        let mut dangling = Vec::new();
+        let mut waiting = Vec::new();
+        for owner in &node.owners {
+            match self.owner_state(&node, owner).await? {
+                OwnerState::Present => solid.push(owner),
+                OwnerState::Absent => dangling.push(owner),
+                OwnerState::DeletingInForeground => waiting.push(owner),
+            }
+        }
+        if dangling.is_empty() && waiting.is_empty() {
+            return Ok(());
+        }
+        let api = dynamic_api(&self.client, node.res, node.namespace.as_deref());
+        if !solid.is_empty() {
+            // Another owner remains: drop only the references to owners
+            // that are gone or going.
+            let gone: HashSet<&str> = dangling
+                .iter()
+                .chain(waiting.iter())
+                .map(|o| o.uid.as_str())
+                .collect();
+            return remove_owner_refs(&api, &node, uid, &gone).await;
+        }
+        if node.deleting {
+            return Ok(()); // already on its way out
+        }
+        // Deleting in foreground when it blocks an owner that waits in
+        // foreground, so the owner waits for the whole tree.
+        let blocks = waiting.iter().any(|o| o.block_owner_deletion == Some(true));
+        let has_dependents = !self.graph.dependents_of(uid).is_empty();
+        let policy = if blocks && has_dependents {
+            "Foreground"
+        } else {
+            "Background"
+        };
+        let dp = DeleteParams {
+            propagation_policy: Some(if policy == "Foreground" {
+                kube::api::PropagationPolicy::Foreground
+            } else {
+                kube::api::PropagationPolicy::Background
+            }),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        tracing::info!(kind = node.res.kind, name = %node.name, namespace = ?node.namespace, policy, "deleting an object whose owners are gone");
+        match api.delete(&node.name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn finalize_owner(&self, uid: &str) -> kube::Result<()> {
+        let Some(node) = self.graph.nodes.get(uid).cloned() else {
+            return Ok(());
+        };
+        if !node.deleting {
+            return Ok(());
+        }
+        let dependents = self.graph.dependents_of(uid);
+        if node.has_finalizer(ORPHAN) {
+            let only: HashSet<&str> = [uid].into_iter().collect();
+            for d in &dependents {
+                if let Some(dn) = self.graph.nodes.get(d) {
+                    let api = dynamic_api(&self.client, dn.res, dn.namespace.as_deref());
+                    remove_owner_refs(&api, dn, d, &only).await?;
+                }
+            }
+            return remove_finalizer(&self.client, &node, uid, ORPHAN).await;
+        }
+        if node.has_finalizer(FOREGROUND) {
+            let blocking = dependents.iter().any(|d| {
+                self.graph.nodes.get(d).is_some_and(|dn| {
+                    dn.owners
+                        .iter()
+                        .any(|o| o.uid == uid && o.block_owner_deletion == Some(true))
+                })
+            });
+            if !blocking {
+                // Non-blocking dependents still go, but need not be waited for.
+                for d in &dependents {
+                    Box::pin(self.check_dependent(d)).await?;
+                }
+                return remove_finalizer(&self.client, &node, uid, FOREGROUND).await;
+            }
+            for d in &dependents {
+                Box::pin(self.check_dependent(d)).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+enum OwnerState {
+    Present,
+    Absent,
+    DeletingInForeground,
+}
+
+/// Removes the references to `owners` from a dependent, only if its
+/// references are still what the graph saw (else the next event retries).
+async fn remove_owner_refs(
+    api: &Api<DynamicObject>,
+    node: &Node,
+    uid: &str,
+    owners: &HashSet<&str>,
+) -> kube::Result<()> {
+    let kept: Vec<&OwnerReference> = node
+        .owners
+        .iter()
+        .filter(|o| !owners.contains(o.uid.as_str()))
+        .collect();
+    if kept.len() == node.owners.len() {
+        return Ok(());
+    }
+    let patch = json!([
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": "/metadata/ownerReferences", "value": node.owners},
+        {"op": "replace", "path": "/metadata/ownerReferences", "value": kept},
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
+    match api
+        .patch(
+            &node.name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes `finalizer` from an owner being deleted; the API server deletes
+/// it when none is left.
+async fn remove_finalizer(
+    client: &Client,
+    node: &Node,
+    uid: &str,
+    finalizer: &str,
+) -> kube::Result<()> {
+    let kept: Vec<&String> = node.finalizers.iter().filter(|f| *f != finalizer).collect();
+    let api = dynamic_api(client, node.res, node.namespace.as_deref());
+    let patch = json!([
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "test", "path": "/metadata/finalizers", "value": node.finalizers},
+        {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
+    tracing::info!(kind = node.res.kind, name = %node.name, finalizer, "dependents handled; removing the finalizer");
+    match api
+        .patch(
+            &node.name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::{eventually, TestApi};
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ListParams;
+    use std::time::Duration;
+
+    /// How long the tests wait for the collector.
+    const TEST_DEADLINE: Duration = Duration::from_secs(10);
+
+    async fn tree(api: &TestApi) -> (Deployment, ReplicaSet, Vec<Pod>) {
+        let spec = json!({"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}}});
+        let d: Deployment = api
+            .create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "default"}, "spec": spec}))
+            .await;
+        let owner = |kind: &str, name: &str, uid: &str| {
+            json!([{"apiVersion": if kind == "Deployment" || kind == "ReplicaSet" {"apps/v1"} else {"v1"},
+                    "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}])
+        };
+        let rs: ReplicaSet = api
+            .create(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web-1", "namespace": "default",
+                    "ownerReferences": owner("Deployment", "web", d.metadata.uid.as_deref().unwrap())},
+                "spec": spec}))
+            .await;
+        let mut pods = Vec::new();
+        for i in 0..2 {
+            pods.push(
+                api.create::<Pod>(json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("web-1-{i}"), "namespace": "default",
+                        "labels": {"app": "web"},
+                        "ownerReferences": owner("ReplicaSet", "web-1", rs.metadata.uid.as_deref().unwrap())},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+                    .await,
+            );
+        }
+        (d, rs, pods)
+    }
+
+    async fn count(api: &TestApi) -> (usize, usize, usize) {
+        let lp = ListParams::default();
+        let d = api
+            .api::<Deployment>(Some("default"))
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len();
+        let r = api
+            .api::<ReplicaSet>(Some("default"))
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len();
+        let p = api
+            .api::<Pod>(Some("default"))
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .len();
+        (d, r, p)
+    }
+
+    fn start_gc(api: &TestApi) {
+        tokio::spawn(GarbageCollector::new(api.client.clone()).run());
+    }
+
+    #[tokio::test]
+    async fn background_deletes_the_whole_tree() {
+        let api = TestApi::start().await;
+        tree(&api).await;
+        start_gc(&api);
+        api.api::<Deployment>(Some("default"))
+            .delete("web", &DeleteParams::background())
+            .await
+            .unwrap();
+        eventually("the set and its pods to go", TEST_DEADLINE, || async {
+            (count(&api).await == (0, 0, 0)).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn foreground_keeps_the_owner_until_dependents_are_gone() {
+        let api = TestApi::start().await;
+        let (_, rs, _) = tree(&api).await;
+        // A finalizer of someone else's on one pod holds the tree up.
+        api.api::<Pod>(Some("default"))
+            .patch(
+                "web-1-0",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold"]}})),
+            )
+            .await
+            .unwrap();
+        start_gc(&api);
+        api.api::<Deployment>(Some("default"))
+            .delete("web", &DeleteParams::foreground())
+            .await
+            .unwrap();
+        eventually(
+            "web-1-1 to go while the owners wait",
+            TEST_DEADLINE,
+            || async { (count(&api).await == (1, 1, 1)).then_some(()) },
+        )
+        .await;
+        let d = api
+            .api::<Deployment>(Some("default"))
+            .get("web")
+            .await
+            .unwrap();
+        assert!(d.metadata.deletion_timestamp.is_some());
+        assert_eq!(d.metadata.finalizers, Some(vec![FOREGROUND.to_string()]));
+        let rs_now = api
+            .api::<ReplicaSet>(Some("default"))
+            .get("web-1")
+            .await
+            .unwrap();
+        assert_eq!(rs_now.metadata.uid, rs.metadata.uid);
+        assert!(
+            rs_now.metadata.deletion_timestamp.is_some(),
+            "the set waits in foreground too"
+        );
+        api.api::<Pod>(Some("default"))
+            .patch(
+                "web-1-0",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        eventually("everything to go", TEST_DEADLINE, || async {
+            (count(&api).await == (0, 0, 0)).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn orphan_leaves_dependents_without_the_reference() {
+        let api = TestApi::start().await;
+        tree(&api).await;
+        start_gc(&api);
+        api.api::<Deployment>(Some("default"))
+            .delete("web", &DeleteParams::orphan())
+            .await
+            .unwrap();
+        eventually(
+            "the deployment to go and the set to stay",
+            TEST_DEADLINE,
+            || async { (count(&api).await == (0, 1, 2)).then_some(()) },
+        )
+        .await;
+        let rs = api
+            .api::<ReplicaSet>(Some("default"))
+            .get("web-1")
+            .await
+            .unwrap();
+        assert!(rs.metadata.owner_references.unwrap_or_default().is_empty());
+        // The pods still belong to the set.
+        let pod = api
+            .api::<Pod>(Some("default"))
+            .get("web-1-0")
+            .await
+            .unwrap();
+        assert_eq!(pod.metadata.owner_references.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_dependent_with_another_owner_only_loses_the_reference() {
+        let api = TestApi::start().await;
+        let (d, rs, _) = tree(&api).await;
+        let both = json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": rs.metadata.uid, "controller": true},
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": d.metadata.uid},
+        ]}});
+        api.api::<Pod>(Some("default"))
+            .patch("web-1-0", &PatchParams::default(), &Patch::Merge(both))
+            .await
+            .unwrap();
+        start_gc(&api);
+        api.api::<ReplicaSet>(Some("default"))
+            .delete("web-1", &DeleteParams::background())
+            .await
+            .unwrap();
+        eventually("web-1-1 gone, web-1-0 kept", TEST_DEADLINE, || async {
+            (count(&api).await == (1, 0, 1)).then_some(())
+        })
+        .await;
+        let pod = api
+            .api::<Pod>(Some("default"))
+            .get("web-1-0")
+            .await
+            .unwrap();
+        let owners: Vec<String> = pod
+            .metadata
+            .owner_references
+            .unwrap()
+            .into_iter()
+            .map(|o| o.kind)
+            .collect();
+        assert_eq!(owners, vec!["Deployment".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn dependents_of_owners_deleted_while_it_was_down_are_collected() {
+        let api = TestApi::start().await;
+        tree(&api).await;
+        api.api::<Deployment>(Some("default"))
+            .delete("web", &DeleteParams::background())
+            .await
+            .unwrap();
+        start_gc(&api);
+        eventually("the orphaned tree to go", TEST_DEADLINE, || async {
+            (count(&api).await == (0, 0, 0)).then_some(())
+        })
+        .await;
+    }
+}
