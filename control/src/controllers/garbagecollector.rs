@@ -394,25 +394,76 @@ impl GarbageCollector {
     }
 
     async fn check_dependent(&self, uid: &str) -> kube::Result<()> {
-        let Some(node) = self.graph.nodes.get(uid).cloned() else {
+        let Some(cached) = self.graph.nodes.get(uid).cloned() else {
             return Ok(());
         };
-        if node.owners.is_empty() {
+        if cached.owners.is_empty() {
             return Ok(());
         }
+        let mut node = cached.clone();
+        let mut live_version = None;
+        let mut verified = false;
+        loop {
+            let (solid, dangling, waiting) = self.classify(&node).await?;
+            if dangling.is_empty() && waiting.is_empty() {
+                return Ok(());
+            }
+            if !verified {
+                // Watches of different kinds are not ordered with each
+                // other: the graph may not have seen this object's latest
+                // references yet. Act only on what the API holds now.
+                let api = dynamic_api(&self.client, cached.res, cached.namespace.as_deref());
+                let Some(live) = api.get_opt(&cached.name).await? else {
+                    return Ok(());
+                };
+                if live.metadata.uid.as_deref() != Some(uid) {
+                    return Ok(());
+                }
+                live_version = live.metadata.resource_version.clone();
+                node = Node::of(cached.res, &live)
+                    .map(|(_, n)| n)
+                    .unwrap_or(cached.clone());
+                verified = true;
+                continue;
+            }
+            return self
+                .act_on_dependent(uid, &node, live_version, solid, dangling, waiting)
+                .await;
+        }
+    }
+
+    /// Splits a dependent's owners into those that remain, those that are
+    /// gone and those being deleted in foreground.
+    async fn classify(
+        &self,
+        node: &Node,
+    ) -> kube::Result<(
+        Vec<OwnerReference>,
+        Vec<OwnerReference>,
+        Vec<OwnerReference>,
+    )> {
         let mut solid = Vec::new();
         let mut dangling = Vec::new();
         let mut waiting = Vec::new();
         for owner in &node.owners {
-            match self.owner_state(&node, owner).await? {
-                OwnerState::Present => solid.push(owner),
-                OwnerState::Absent => dangling.push(owner),
-                OwnerState::DeletingInForeground => waiting.push(owner),
+            match self.owner_state(node, owner).await? {
+                OwnerState::Present => solid.push(owner.clone()),
+                OwnerState::Absent => dangling.push(owner.clone()),
+                OwnerState::DeletingInForeground => waiting.push(owner.clone()),
             }
         }
-        if dangling.is_empty() && waiting.is_empty() {
-            return Ok(());
-        }
+        Ok((solid, dangling, waiting))
+    }
+
+    async fn act_on_dependent(
+        &self,
+        uid: &str,
+        node: &Node,
+        live_version: Option<String>,
+        solid: Vec<OwnerReference>,
+        dangling: Vec<OwnerReference>,
+        waiting: Vec<OwnerReference>,
+    ) -> kube::Result<()> {
         let api = dynamic_api(&self.client, node.res, node.namespace.as_deref());
         if !solid.is_empty() {
             // Another owner remains: drop only the references to owners
@@ -422,7 +473,7 @@ impl GarbageCollector {
                 .chain(waiting.iter())
                 .map(|o| o.uid.as_str())
                 .collect();
-            return remove_owner_refs(&api, &node, uid, &gone).await;
+            return remove_owner_refs(&api, node, uid, &gone).await;
         }
         if node.deleting {
             return Ok(()); // already on its way out
@@ -444,7 +495,7 @@ impl GarbageCollector {
             }),
             preconditions: Some(Preconditions {
                 uid: Some(uid.to_string()),
-                resource_version: None,
+                resource_version: live_version,
             }),
             ..Default::default()
         };
@@ -761,22 +812,27 @@ mod tests {
             .delete("web-1", &DeleteParams::background())
             .await
             .unwrap();
-        eventually("web-1-1 gone, web-1-0 kept", TEST_DEADLINE, || async {
-            (count(&api).await == (1, 0, 1)).then_some(())
-        })
+        let owners_of_kept = || async {
+            let pod = api.api::<Pod>(Some("default")).get("web-1-0").await.ok()?;
+            let owners: Vec<String> = pod
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .into_iter()
+                .map(|o| o.kind)
+                .collect();
+            Some(owners)
+        };
+        eventually(
+            "web-1-1 gone, web-1-0 kept by the deployment",
+            TEST_DEADLINE,
+            || async {
+                let kept = owners_of_kept().await == Some(vec!["Deployment".to_string()]);
+                (count(&api).await == (1, 0, 1) && kept).then_some(())
+            },
+        )
         .await;
-        let pod = api
-            .api::<Pod>(Some("default"))
-            .get("web-1-0")
-            .await
-            .unwrap();
-        let owners: Vec<String> = pod
-            .metadata
-            .owner_references
-            .unwrap()
-            .into_iter()
-            .map(|o| o.kind)
-            .collect();
+        let owners = owners_of_kept().await.unwrap();
         assert_eq!(owners, vec!["Deployment".to_string()]);
     }
 
