@@ -115,7 +115,12 @@ struct Informer<K: Cached> {
     reader: Store<K>,
     /// Taken by the watch when it starts; subscriptions need it before.
     writer: Arc<Mutex<Option<reflector::store::Writer<K>>>>,
+    /// Who hears of deletions (shared reflector streams carry only
+    /// applied objects).
+    deletions: Deletions<K>,
 }
+
+type Deletions<K> = Arc<Mutex<Vec<futures::channel::mpsc::UnboundedSender<K>>>>;
 
 /// One watch-fed cache per resource type, shared by every controller.
 ///
@@ -133,7 +138,9 @@ fn type_key<K: Cached>() -> String {
 fn new_entry<K: Cached>() -> Entry {
     let (reader, writer) = reflector::store_shared::<K>(SUBSCRIBER_BUFFER);
     let writer = Arc::new(Mutex::new(Some(writer)));
+    let deletions: Deletions<K> = Arc::default();
     let start_writer = writer.clone();
+    let start_deletions = deletions.clone();
     let start: Starter = Box::new(move |client: Client| {
         let writer = start_writer.lock().unwrap().take();
         async move {
@@ -144,8 +151,15 @@ fn new_entry<K: Cached>() -> Entry {
                 .reflect_shared(writer);
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
-                if let Err(e) = event {
-                    tracing::debug!(resource = %type_key::<K>(), error = %e, "watch error");
+                match event {
+                    Ok(watcher::Event::Delete(obj)) => {
+                        let mut listeners = start_deletions.lock().unwrap();
+                        listeners.retain(|tx| tx.unbounded_send(obj.clone()).is_ok());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(resource = %type_key::<K>(), error = %e, "watch error");
+                    }
                 }
             }
         }
@@ -160,7 +174,11 @@ fn new_entry<K: Cached>() -> Entry {
         .boxed()
     });
     Entry {
-        typed: Box::new(Informer { reader, writer }),
+        typed: Box::new(Informer {
+            reader,
+            writer,
+            deletions,
+        }),
         start: Some(start),
         ready,
     }
@@ -206,6 +224,19 @@ impl Informers {
                 .subscribe()
                 .expect("shared stores can be subscribed to")
         })
+    }
+
+    /// A stream of every `K` the cache sees deleted, shaped for
+    /// `Controller::owns_stream` / `watches_stream` (shared streams carry
+    /// only applied objects, so an owner would not hear that one of its
+    /// dependents went). Deletions missed while a watch was down are not
+    /// replayed; controllers' periodic resyncs cover them.
+    pub fn deleted<K: Cached>(
+        &self,
+    ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        self.with_informer::<K, _>(|i| i.deletions.lock().unwrap().push(tx));
+        rx.map(Ok)
     }
 
     /// Starts one watch per cache asked for so far (and not yet started).
@@ -519,6 +550,78 @@ mod tests {
             "a reconcile of the owner",
             Duration::from_secs(5),
             || async { (seen.load(Ordering::SeqCst) > before).then_some(()) },
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn deletions_of_dependents_wake_their_owner() {
+        use crate::controllers::testing::{eventually, TestApi};
+        use k8s_openapi::api::apps::v1::ReplicaSet;
+        use k8s_openapi::api::core::v1::Pod;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        // Only deletions of pods trigger the owner here.
+        let controller = Controller::for_shared_stream(
+            shared.informers.subscribe::<ReplicaSet>(),
+            shared.informers.store::<ReplicaSet>(),
+        )
+        .owns_stream(shared.informers.deleted::<Pod>());
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("never")]
+        struct Never;
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(run_controller(
+            "test",
+            controller,
+            Arc::new(()),
+            move |_rs: Arc<ReplicaSet>, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, Never>(Action::await_change()) }
+            },
+        ));
+        let rs: ReplicaSet = api
+            .create(serde_json::json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}},
+                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+            }))
+            .await;
+        let uid = rs.metadata.uid.clone().unwrap();
+        let _: Pod = api
+            .create(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": "web", "uid": uid, "controller": true}]},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}
+            }))
+            .await;
+        eventually("the pod in the cache", Duration::from_secs(5), || async {
+            (pods.state().len() == 1).then_some(())
+        })
+        .await;
+        eventually("the first reconcile", Duration::from_secs(5), || async {
+            (seen.load(Ordering::SeqCst) == 1).then_some(())
+        })
+        .await;
+        api.api::<Pod>(Some("default"))
+            .delete("web-1", &Default::default())
+            .await
+            .unwrap();
+        eventually(
+            "a reconcile of the owner after its pod was deleted",
+            Duration::from_secs(5),
+            || async { (seen.load(Ordering::SeqCst) == 2).then_some(()) },
         )
         .await;
     }

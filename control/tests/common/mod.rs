@@ -19,6 +19,11 @@ pub struct ControlPlane {
     pub addr: String,
 }
 
+/// Controllers that write objects of their own (pods, replica sets,
+/// bindings) and so would change what the API tests read back; the API
+/// tests run without them unless a test asks for them by its flags.
+pub const OFF_IN_API_TESTS: &[&str] = &[];
+
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bosun-control"))
 }
@@ -67,6 +72,7 @@ impl ControlPlane {
             .arg("--data-dir")
             .arg(self.dir.path())
             .args(["--port", "0"])
+            .args(self.controllers_flag())
             .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(log)
@@ -79,6 +85,21 @@ impl ControlPlane {
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
         });
+    }
+
+    /// `--controllers=*,-x,...` for [`OFF_IN_API_TESTS`], unless the test
+    /// passed its own `--controllers`.
+    fn controllers_flag(&self) -> Option<String> {
+        if OFF_IN_API_TESTS.is_empty()
+            || self
+                .extra_args
+                .iter()
+                .any(|a| a.starts_with("--controllers"))
+        {
+            return None;
+        }
+        let off: Vec<String> = OFF_IN_API_TESTS.iter().map(|c| format!("-{c}")).collect();
+        Some(format!("--controllers=*,{}", off.join(",")))
     }
 
     pub fn data_dir(&self) -> &Path {
