@@ -79,7 +79,8 @@ impl ResourceInfo {
 
     /// The verbs and kind discovery lists for a subresource, as Kubernetes
     /// does: `pods/log` is read-only, `pods/exec` and `pods/attach` are
-    /// upgraded streams (`create` and `get`), the rest read and write an
+    /// upgraded streams (`create` and `get`), `pods/binding` is created
+    /// (a `Binding`), the rest read and write an
     /// object of the resource's kind (`scale` one of `autoscaling/v1` Scale).
     pub fn subresource_discovery(&self, sub: &str) -> (&'static [&'static str], &'static str) {
         match sub {
@@ -87,6 +88,7 @@ impl ResourceInfo {
             "exec" => (&["create", "get"], "PodExecOptions"),
             "attach" => (&["create", "get"], "PodAttachOptions"),
             "scale" => (&["get", "patch", "update"], "Scale"),
+            "binding" => (&["create"], "Binding"),
             _ => (&["get", "patch", "update"], self.kind),
         }
     }
@@ -168,7 +170,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Node", "nodes", "node", false,
          short: ["no"], cat: [], sub: ["status"]),
     res!("", "v1", "Pod", "pods", "pod", true,
-         short: ["po"], cat: ["all"], sub: ["status", "log", "exec", "attach"]),
+         short: ["po"], cat: ["all"], sub: ["status", "binding", "log", "exec", "attach"]),
     res!("", "v1", "Service", "services", "service", true,
          short: ["svc"], cat: ["all"], sub: ["status"]),
     res!("", "v1", "Endpoints", "endpoints", "endpoints", true,

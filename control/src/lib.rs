@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod controllers;
+pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod tls;

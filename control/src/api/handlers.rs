@@ -47,6 +47,10 @@ pub async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Respons
         }
         (&Method::POST, false, None) => create(state, &req).await,
         (&Method::DELETE, false, None) => delete_collection(state, &req).await,
+        (&Method::POST, true, Some("binding")) => super::binding::bind(state, &req).await,
+        (_, true, Some("binding")) => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource (pods/binding)",
+        )),
         (&Method::GET, true, Some("scale")) => get_scale(state, &req).await,
         (&Method::PUT | &Method::PATCH, true, Some("scale")) => write_scale(state, &req).await,
         (&Method::GET, true, _) => get(state, &req).await,
@@ -209,7 +213,7 @@ fn content_type(req: &ApiRequest) -> &str {
         .unwrap_or("application/json")
 }
 
-fn decode_body(req: &ApiRequest) -> ApiResult<Value> {
+pub(super) fn decode_body(req: &ApiRequest) -> ApiResult<Value> {
     let ct = content_type(req);
     let value: Value = match ct {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {

@@ -2,6 +2,7 @@
 //! the verbs on every served resource.
 
 mod allocate;
+mod binding;
 mod discovery;
 pub mod error;
 mod filter;

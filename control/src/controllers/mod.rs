@@ -23,7 +23,7 @@ use kube::Client;
 pub use runtime::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
 
 /// Every controller `--controllers` can name, in start order.
-pub const ALL: &[&str] = &["garbagecollector", "eventttl"];
+pub const ALL: &[&str] = &["scheduler", "garbagecollector", "eventttl"];
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone)]
@@ -95,6 +95,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             continue;
         }
         let fut = match *name {
+            "scheduler" => crate::scheduler::start(shared),
             "garbagecollector" => garbagecollector::start(shared),
             "eventttl" => eventttl::start(shared, options.event_ttl),
             _ => unreachable!("every name in ALL is started"),

@@ -1,0 +1,416 @@
+//! The scheduler: binds every pod without a node to the node that fits it
+//! best, as kube-scheduler's default profile does (filters, then scores,
+//! ties broken at random), one pod at a time, through the API's `binding`
+//! subresource. A pod no node fits stays Pending with PodScheduled=False
+//! (reason Unschedulable) and a FailedScheduling event, and is tried again
+//! when a node or a pod changes in a way that may make room, and
+//! periodically with back-off.
+//!
+//! Pods and nodes come from the shared caches. A pod just bound is
+//! "assumed" on its node until the cache shows it bound, so a burst of
+//! pods spreads correctly before the cache catches up.
+
+pub mod filters;
+pub mod message;
+pub mod nodeinfo;
+pub mod queue;
+pub mod scores;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bosun::events::{EventRecorder, EventType};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::Client;
+use serde_json::json;
+
+use crate::controllers::runtime::{key_of, Shared};
+use nodeinfo::NodeInfo;
+use queue::SchedulingQueue;
+
+/// The name pods ask for in `spec.schedulerName` (or leave empty).
+pub const SCHEDULER_NAME: &str = "default-scheduler";
+
+/// How often parked pods and the caches are looked over.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Whether this scheduler should place `pod`: no node yet, ours to place,
+/// not being deleted, not finished.
+pub fn needs_scheduling(pod: &Pod) -> bool {
+    let Some(spec) = &pod.spec else { return false };
+    spec.node_name.as_deref().unwrap_or("").is_empty()
+        && matches!(
+            spec.scheduler_name.as_deref(),
+            None | Some("") | Some(SCHEDULER_NAME)
+        )
+        && pod.metadata.deletion_timestamp.is_none()
+        && !nodeinfo::is_terminal(pod)
+}
+
+/// What may make an unschedulable pod fit: its spec and labels.
+fn pod_fingerprint(pod: &Pod) -> String {
+    serde_json::to_string(&(&pod.spec, &pod.metadata.labels)).unwrap_or_default()
+}
+
+/// What of a node the filters and scores read (not its heartbeats).
+fn node_fingerprint(node: &Node) -> String {
+    let status = node.status.as_ref();
+    serde_json::to_string(&(
+        &node.metadata.labels,
+        node.spec.as_ref().map(|s| (&s.taints, s.unschedulable)),
+        status.map(|s| &s.allocatable),
+        filters::is_ready(node),
+    ))
+    .unwrap_or_default()
+}
+
+fn pod_ref(key: &str) -> ObjectRef<Pod> {
+    match key.split_once('/') {
+        Some((ns, name)) => ObjectRef::new(name).within(ns),
+        None => ObjectRef::new(key),
+    }
+}
+
+fn reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+/// A pod bound by this scheduler that the cache may still show unbound.
+struct Assumed {
+    uid: String,
+    node: String,
+    pod: Pod,
+}
+
+/// What became of one attempt to schedule a pod.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Bound(String),
+    Unschedulable(String),
+    /// The pod is gone or already bound: nothing to do.
+    Skipped,
+    /// The API failed; try again soon.
+    Failed,
+}
+
+pub struct Scheduler {
+    client: Client,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    recorder: EventRecorder,
+    queue: SchedulingQueue,
+    assumed: HashMap<String, Assumed>,
+    node_fingerprints: HashMap<String, String>,
+}
+
+/// Sets up the scheduler on the shared caches; the returned future is
+/// its loop.
+pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
+    let pod_events = shared.informers.subscribe::<Pod>();
+    let node_events = shared.informers.subscribe::<Node>();
+    let pod_deletions = shared.informers.deleted::<Pod>();
+    let node_deletions = shared.informers.deleted::<Node>();
+    let scheduler = Scheduler::new(shared);
+    async move {
+        let mut scheduler = scheduler;
+        let mut pod_events = std::pin::pin!(pod_events);
+        let mut node_events = std::pin::pin!(node_events);
+        let mut pod_deletions = std::pin::pin!(pod_deletions);
+        let mut node_deletions = std::pin::pin!(node_deletions);
+        let (pods, nodes) = (scheduler.pods.clone(), scheduler.nodes.clone());
+        let mut ready = std::pin::pin!(async move {
+            let _ = pods.wait_until_ready().await;
+            let _ = nodes.wait_until_ready().await;
+        }
+        .fuse());
+        let mut is_ready = false;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut ready, if !is_ready => {
+                    is_ready = true;
+                    scheduler.on_tick();
+                }
+                Some(pod) = pod_events.next() => scheduler.on_pod(&pod),
+                Some(node) = node_events.next() => scheduler.on_node(&node),
+                Some(Ok(pod)) = pod_deletions.next() => scheduler.on_pod_deleted(&pod),
+                Some(Ok(node)) = node_deletions.next() => {
+                    scheduler.node_fingerprints.remove(node.metadata.name.as_deref().unwrap_or(""));
+                }
+                _ = tick.tick() => if is_ready { scheduler.on_tick() },
+            }
+            if is_ready {
+                scheduler.schedule_queued().await;
+            }
+        }
+    }
+    .boxed()
+}
+
+impl Scheduler {
+    pub fn new(shared: &Arc<Shared>) -> Self {
+        Scheduler {
+            client: shared.client.clone(),
+            pods: shared.informers.store::<Pod>(),
+            nodes: shared.informers.store::<Node>(),
+            recorder: shared.recorder(SCHEDULER_NAME),
+            queue: SchedulingQueue::default(),
+            assumed: HashMap::new(),
+            node_fingerprints: HashMap::new(),
+        }
+    }
+
+    /// Whether `pod` was bound by us and the cache has not caught up.
+    fn is_assumed(&self, pod: &Pod) -> bool {
+        self.assumed
+            .get(&key_of(pod))
+            .is_some_and(|a| Some(&a.uid) == pod.metadata.uid.as_ref())
+    }
+
+    fn on_pod(&mut self, pod: &Pod) {
+        let key = key_of(pod);
+        if needs_scheduling(pod) {
+            if self.is_assumed(pod) {
+                return;
+            }
+            self.assumed.remove(&key);
+            self.queue.add_or_update(&key, &pod_fingerprint(pod));
+            return;
+        }
+        self.queue.forget(&key);
+        let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        if bound.is_some_and(|n| !n.is_empty()) {
+            self.assumed.remove(&key);
+            // A pod that finished or is leaving frees its node's room.
+            if nodeinfo::is_terminal(pod) || pod.metadata.deletion_timestamp.is_some() {
+                self.queue.move_all_to_active();
+            }
+        }
+    }
+
+    fn on_pod_deleted(&mut self, pod: &Pod) {
+        let key = key_of(pod);
+        self.queue.forget(&key);
+        self.assumed.remove(&key);
+        let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        if bound.is_some_and(|n| !n.is_empty()) {
+            self.queue.move_all_to_active();
+        }
+    }
+
+    fn on_node(&mut self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let print = node_fingerprint(node);
+        if self.node_fingerprints.get(&name) != Some(&print) {
+            self.node_fingerprints.insert(name, print);
+            self.queue.move_all_to_active();
+        }
+    }
+
+    /// Level-triggered catch-up: parked pods whose back-off ran out go
+    /// back to the queue, and any pod needing a node that the queue does
+    /// not know (a missed event) joins it.
+    fn on_tick(&mut self) {
+        self.queue.flush_backed_off();
+        let pods = self.pods.state();
+        for pod in &pods {
+            if needs_scheduling(pod) && !self.is_assumed(pod) {
+                self.queue
+                    .add_if_unknown(&key_of(pod.as_ref()), &pod_fingerprint(pod));
+            }
+        }
+        for node in self.nodes.state() {
+            self.on_node(&node);
+        }
+        // Assumed pods the cache no longer has were deleted.
+        self.assumed.retain(|key, a| {
+            pods.iter()
+                .any(|p| key_of(p.as_ref()) == *key && p.metadata.uid.as_ref() == Some(&a.uid))
+        });
+    }
+
+    /// The nodes with every pod bound to them, assumed ones included.
+    fn snapshot(&self) -> Vec<NodeInfo> {
+        let pods = self.pods.state();
+        let mut bound: Vec<(&Pod, &str)> = Vec::new();
+        for p in &pods {
+            let key = key_of(p.as_ref());
+            match (
+                self.assumed.get(&key),
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            ) {
+                (Some(a), None | Some("")) if p.metadata.uid.as_ref() == Some(&a.uid) => {
+                    bound.push((&a.pod, a.node.as_str()))
+                }
+                (_, Some(node)) if !node.is_empty() => bound.push((p.as_ref(), node)),
+                _ => {}
+            }
+        }
+        nodeinfo::snapshot(self.nodes.state(), bound)
+    }
+
+    /// Schedules every queued pod, one at a time, against one snapshot
+    /// that each binding updates.
+    pub async fn schedule_queued(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let mut infos = self.snapshot();
+        while let Some(key) = self.queue.pop() {
+            let Some(pod) = self.pods.get(&pod_ref(&key)) else {
+                self.queue.forget(&key);
+                continue;
+            };
+            if !needs_scheduling(&pod) || self.is_assumed(&pod) {
+                self.queue.forget(&key);
+                continue;
+            }
+            match self.schedule_one(&pod, &mut infos).await {
+                Outcome::Bound(_) | Outcome::Skipped => self.queue.forget(&key),
+                Outcome::Unschedulable(_) => self.queue.park(&key, &pod_fingerprint(&pod)),
+                Outcome::Failed => self.queue.park_briefly(&key, &pod_fingerprint(&pod)),
+            }
+        }
+    }
+
+    /// Filters, scores and binds one pod.
+    pub async fn schedule_one(&mut self, pod: &Pod, infos: &mut [NodeInfo]) -> Outcome {
+        let mut feasible = Vec::new();
+        let mut failures = Vec::new();
+        for (i, info) in infos.iter().enumerate() {
+            let reasons = filters::filter(pod, info);
+            if reasons.is_empty() {
+                feasible.push(i);
+            } else {
+                failures.push(reasons);
+            }
+        }
+        if feasible.is_empty() {
+            let msg = message::fit_error(infos.len(), &failures);
+            self.unschedulable(pod, &msg).await;
+            return Outcome::Unschedulable(msg);
+        }
+        let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &infos[i]).collect();
+        let scores = scores::score(pod, &candidates);
+        let chosen = feasible[scores::pick(&scores).expect("feasible is not empty")];
+        let node = infos[chosen].name().to_string();
+        match self.bind(pod, &node).await {
+            Ok(()) => {
+                let mut placed = pod.clone();
+                if let Some(spec) = placed.spec.as_mut() {
+                    spec.node_name = Some(node.clone());
+                }
+                infos[chosen].add_pod(&placed);
+                self.assumed.insert(
+                    key_of(pod),
+                    Assumed {
+                        uid: pod.metadata.uid.clone().unwrap_or_default(),
+                        node: node.clone(),
+                        pod: placed,
+                    },
+                );
+                self.recorder.record(
+                    &reference(pod),
+                    EventType::Normal,
+                    "Scheduled",
+                    format!("Successfully assigned {} to {node}", key_of(pod)),
+                );
+                Outcome::Bound(node)
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
+                tracing::debug!(pod = %key_of(pod), error = %s.message, "not binding");
+                Outcome::Skipped
+            }
+            Err(e) => {
+                tracing::warn!(pod = %key_of(pod), %node, error = %e, "binding failed");
+                self.recorder.record(
+                    &reference(pod),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    format!("Binding rejected: {e}"),
+                );
+                Outcome::Failed
+            }
+        }
+    }
+
+    async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<()> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let binding = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        api.create_subresource::<_, serde_json::Value>(
+            "binding",
+            name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// PodScheduled=False (Unschedulable) on the pod and a FailedScheduling
+    /// event (the recorder folds repeats into a count).
+    async fn unschedulable(&self, pod: &Pod, msg: &str) {
+        tracing::debug!(pod = %key_of(pod), %msg, "unschedulable");
+        self.recorder
+            .record(&reference(pod), EventType::Warning, "FailedScheduling", msg);
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+        let same = current.is_some_and(|c| {
+            c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && c.message.as_deref() == Some(msg)
+        });
+        if same {
+            return;
+        }
+        let transition = match current {
+            Some(c) if c.status == "False" => c.last_transition_time.clone(),
+            _ => None,
+        }
+        .map(|t| serde_json::to_value(t).unwrap_or_default())
+        .unwrap_or_else(|| json!(crate::api::object::now_rfc3339()));
+        let patch = json!({"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": msg,
+            "lastProbeTime": null,
+            "lastTransitionTime": transition,
+        }]}});
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        if let Err(e) = api
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            tracing::debug!(pod = %key_of(pod), error = %e, "setting PodScheduled=False");
+        }
+    }
+}
