@@ -10,6 +10,7 @@
 
 pub mod eventttl;
 pub mod garbagecollector;
+pub mod replicaset;
 pub mod runtime;
 #[cfg(test)]
 pub mod testing;
@@ -23,7 +24,7 @@ use kube::Client;
 pub use runtime::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
 
 /// Every controller `--controllers` can name, in start order.
-pub const ALL: &[&str] = &["scheduler", "garbagecollector", "eventttl"];
+pub const ALL: &[&str] = &["scheduler", "replicaset", "garbagecollector", "eventttl"];
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone)]
@@ -96,6 +97,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
         }
         let fut = match *name {
             "scheduler" => crate::scheduler::start(shared),
+            "replicaset" => replicaset::start(shared),
             "garbagecollector" => garbagecollector::start(shared),
             "eventttl" => eventttl::start(shared, options.event_ttl),
             _ => unreachable!("every name in ALL is started"),

@@ -1,0 +1,647 @@
+//! The ReplicaSet controller: keeps `spec.replicas` pods of each set
+//! running, as kube-controller-manager's replicaset controller does.
+//!
+//! One sync of a set ([`sync`]):
+//!
+//! 1. claims its pods: the active pods of its namespace that name it as
+//!    controller and still match its selector; matching orphans are adopted
+//!    (an ownerReference patched in) and owned pods that no longer match
+//!    are released (the reference patched out). Pods of other controllers
+//!    are never touched.
+//! 2. if the cache has seen everything the last sync created and deleted
+//!    ([`Expectations`]), creates the missing pods from the template in
+//!    slow-start batches (1, 2, 4, ...; at most [`BURST_REPLICAS`] per sync,
+//!    stopping at the first batch with a failure), or deletes the surplus
+//!    in [`victims`] order;
+//! 3. writes `status` (replicas, fullyLabeledReplicas, readyReplicas,
+//!    availableReplicas, observedGeneration, the ReplicaFailure condition)
+//!    when it changed, and comes back when a ready pod is due to become
+//!    available (`minReadySeconds`).
+
+pub mod victims;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::Controller;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use bosun::events::{reference_to, EventRecorder, EventType};
+use bosun::selector::LabelSelector;
+
+use super::runtime::{from_chrono, run_controller, Clock, Expectations, Shared};
+use victims::{is_active, is_ready, pods_to_delete, ready_since};
+
+/// The most pods one sync creates or deletes (Kubernetes' burstReplicas).
+pub const BURST_REPLICAS: usize = 500;
+
+/// How often every set is synced even without a change (a safety net for
+/// missed events, e.g. a pod's controller reference moved elsewhere).
+const RESYNC: Duration = Duration::from_secs(60);
+
+const COMPONENT: &str = "replicaset-controller";
+const REPLICA_FAILURE: &str = "ReplicaFailure";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Create(String),
+    #[error("{0}")]
+    Delete(String),
+    #[error("{action} pod {pod}: {message}")]
+    Claim {
+        action: &'static str,
+        pod: String,
+        message: String,
+    },
+    #[error("updating the status of ReplicaSet {set}: {message}")]
+    Status { set: String, message: String },
+}
+
+/// The message of an API error (its Status message), else the error.
+fn message_of(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn code_of(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// What every sync needs.
+pub struct Context {
+    client: Client,
+    pods: Store<Pod>,
+    sets: Store<ReplicaSet>,
+    clock: Arc<dyn Clock>,
+    recorder: EventRecorder,
+    expectations: Expectations,
+}
+
+impl Context {
+    /// Takes the caches it reads from `shared` (before the informers start).
+    pub fn new(shared: &Shared) -> Context {
+        Context {
+            client: shared.client.clone(),
+            pods: shared.informers.store::<Pod>(),
+            sets: shared.informers.store::<ReplicaSet>(),
+            clock: shared.clock.clone(),
+            recorder: shared.recorder(COMPONENT),
+            expectations: Expectations::default(),
+        }
+    }
+}
+
+/// Sets up the controller on the shared caches; the returned future runs it.
+pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
+    let ctx = Arc::new(Context::new(shared));
+    let sets = ctx.sets.clone();
+    let controller =
+        Controller::for_shared_stream(shared.informers.subscribe::<ReplicaSet>(), ctx.sets.clone())
+            .owns_shared_stream(shared.informers.subscribe::<Pod>())
+            .owns_stream(shared.informers.deleted::<Pod>())
+            .watches_shared_stream(shared.informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
+                sets_that_may_adopt(&sets, &pod)
+            })
+            .reconcile_all_on(
+                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
+                    .map(|_| ()),
+            );
+    let deleted_sets = shared.informers.deleted::<ReplicaSet>();
+    async move {
+        let forget_ctx = ctx.clone();
+        let forget = deleted_sets.for_each(move |rs| {
+            if let Ok(rs) = rs {
+                forget_ctx.expectations.forget(&expectations_key(&rs));
+            }
+            futures::future::ready(())
+        });
+        futures::future::join(
+            forget,
+            run_controller("replicaset", controller, ctx, reconcile),
+        )
+        .await;
+    }
+    .boxed()
+}
+
+/// The sets in an orphan pod's namespace whose selector matches it.
+fn sets_that_may_adopt(sets: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectRef<ReplicaSet>> {
+    if controller_of(pod).is_some() || pod.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    let labels = pod.labels();
+    sets.state()
+        .iter()
+        .filter(|rs| rs.namespace() == pod.namespace())
+        .filter(|rs| selector_of(rs).is_some_and(|s| s.matches(labels)))
+        .map(|rs| ObjectRef::from_obj(rs.as_ref()))
+        .collect()
+}
+
+/// The set's selector; None when it is missing, empty or invalid (then it
+/// selects nothing).
+fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
+    let sel = &rs.spec.selector;
+    LabelSelector::from_label_selector(sel)
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
+fn controller_of(pod: &Pod) -> Option<&OwnerReference> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// The reference a set's pods carry.
+fn controller_ref(rs: &ReplicaSet) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: rs.name_any(),
+        uid: rs.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Expectations are per set instance: a set deleted and created again
+/// under the same name starts afresh.
+fn expectations_key(rs: &ReplicaSet) -> String {
+    format!(
+        "{}/{}/{}",
+        rs.namespace().unwrap_or_default(),
+        rs.name_any(),
+        rs.uid().unwrap_or_default()
+    )
+}
+
+fn replicas_of(rs: &ReplicaSet) -> usize {
+    rs.spec.replicas.unwrap_or(1).max(0) as usize
+}
+
+fn min_ready_seconds(rs: &ReplicaSet) -> i64 {
+    rs.spec.min_ready_seconds.unwrap_or(0).max(0) as i64
+}
+
+/// A new pod from the set's template (`controller.GetPodFromTemplate`).
+pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
+    let template = rs.spec.template.clone().unwrap_or_default();
+    let md = template.metadata.unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", rs.name_any())),
+            namespace: rs.namespace(),
+            labels: md.labels,
+            annotations: md.annotations,
+            finalizers: md.finalizers,
+            owner_references: Some(vec![controller_ref(rs)]),
+            ..Default::default()
+        },
+        spec: template.spec,
+        status: None,
+    }
+}
+
+/// Runs `count` calls of `attempt` in batches of 1, 2, 4, ... (each batch
+/// concurrently) and stops after the first batch in which one failed, so a
+/// request the API will always refuse is sent once, not `count` times
+/// (`slowStartBatch`). Returns the results of the attempts made.
+pub async fn slow_start_batch<T, E, F, Fut>(count: usize, mut attempt: F) -> Vec<Result<T, E>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut results = Vec::with_capacity(count);
+    let mut remaining = count;
+    let mut batch = remaining.min(1);
+    while batch > 0 {
+        let outcomes = futures::future::join_all((0..batch).map(|_| attempt())).await;
+        remaining -= batch;
+        let failed = outcomes.iter().any(Result::is_err);
+        results.extend(outcomes);
+        if failed {
+            break;
+        }
+        batch = remaining.min(2 * batch);
+    }
+    results
+}
+
+/// The controller's reconcile: waits for the pod cache's first list (a
+/// sync on an empty cache would create every pod again), then syncs.
+pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _ = ctx.pods.wait_until_ready().await;
+    sync(rs, ctx).await
+}
+
+/// One level-triggered sync of a set (`syncReplicaSet`).
+pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = rs.namespace().unwrap_or_default();
+    let key = expectations_key(&rs);
+    let in_ns: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
+        .collect();
+    let needs_sync = {
+        let by_uid: HashMap<String, &Pod> = in_ns
+            .iter()
+            .filter_map(|p| Some((p.uid()?, p.as_ref())))
+            .collect();
+        let names: HashSet<String> = in_ns.iter().map(|p| p.name_any()).collect();
+        ctx.expectations.satisfied(
+            &key,
+            |name| names.contains(name),
+            |uid| {
+                by_uid
+                    .get(uid)
+                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            },
+        )
+    };
+
+    let owned = claim_pods(&rs, &ctx, &in_ns).await?;
+    let manage_result = if needs_sync && rs.metadata.deletion_timestamp.is_none() {
+        manage_replicas(&rs, &ctx, &owned, &in_ns).await
+    } else {
+        Ok(())
+    };
+
+    let now = ctx.clock.now();
+    let (status, next_available) = calculate_status(&rs, &owned, manage_result.as_ref().err(), now);
+    update_status(&rs, &ctx, status).await?;
+    manage_result?;
+    Ok(match next_available {
+        Some(wait) => Action::requeue(wait.min(RESYNC)),
+        None => Action::requeue(RESYNC),
+    })
+}
+
+/// The set's active pods, after adopting matching orphans and releasing
+/// owned pods that no longer match (`claimPods`).
+async fn claim_pods<'a>(
+    rs: &ReplicaSet,
+    ctx: &Context,
+    in_ns: &'a [Arc<Pod>],
+) -> Result<Vec<&'a Pod>, Error> {
+    let uid = rs.uid().unwrap_or_default();
+    let selector = selector_of(rs);
+    let matches = |p: &Pod| selector.as_ref().is_some_and(|s| s.matches(p.labels()));
+    let deleting = rs.metadata.deletion_timestamp.is_some();
+    let mut may_adopt: Option<bool> = None;
+    let mut owned = Vec::new();
+    for pod in in_ns.iter().map(Arc::as_ref).filter(|p| is_active(p)) {
+        match controller_of(pod) {
+            Some(r) if r.uid != uid => {}
+            Some(_) if matches(pod) => owned.push(pod),
+            Some(_) if deleting => {}
+            Some(_) => release(rs, ctx, pod).await?,
+            None if deleting || !matches(pod) => {}
+            None => {
+                if may_adopt.is_none() {
+                    may_adopt = Some(still_there(rs, ctx).await);
+                }
+                if may_adopt == Some(true) && adopt(rs, ctx, pod).await? {
+                    owned.push(pod);
+                }
+            }
+        }
+    }
+    Ok(owned)
+}
+
+/// Whether the set, read from the API rather than the cache, is the same
+/// one and not being deleted: a set must not adopt pods on its way out.
+async fn still_there(rs: &ReplicaSet, ctx: &Context) -> bool {
+    let api: Api<ReplicaSet> =
+        Api::namespaced(ctx.client.clone(), &rs.namespace().unwrap_or_default());
+    match api.get(&rs.name_any()).await {
+        Ok(fresh) => fresh.uid() == rs.uid() && fresh.metadata.deletion_timestamp.is_none(),
+        Err(e) => {
+            tracing::debug!(error = %e, "rechecking the ReplicaSet before adopting");
+            false
+        }
+    }
+}
+
+/// Patches the set in as the pod's controller; false if the pod is gone.
+async fn adopt(rs: &ReplicaSet, ctx: &Context, pod: &Pod) -> Result<bool, Error> {
+    let patch = json!({"metadata": {
+        "ownerReferences": [controller_ref(rs)],
+        "uid": pod.uid(),
+    }});
+    patch_pod(ctx, pod, patch, "adopting").await
+}
+
+/// Patches the set's reference out of a pod that no longer matches.
+async fn release(rs: &ReplicaSet, ctx: &Context, pod: &Pod) -> Result<(), Error> {
+    let patch = json!({"metadata": {
+        "ownerReferences": [{"$patch": "delete", "uid": rs.uid()}],
+        "uid": pod.uid(),
+    }});
+    patch_pod(ctx, pod, patch, "releasing").await.map(|_| ())
+}
+
+async fn patch_pod(
+    ctx: &Context,
+    pod: &Pod,
+    patch: serde_json::Value,
+    action: &'static str,
+) -> Result<bool, Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    match api
+        .patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        // Gone, or replaced by another pod of that name (its uid differs).
+        Err(e) if matches!(code_of(&e), Some(404 | 409 | 422)) => Ok(false),
+        Err(e) => Err(Error::Claim {
+            action,
+            pod: pod.name_any(),
+            message: message_of(&e),
+        }),
+    }
+}
+
+/// Creates or deletes pods so `owned` becomes `spec.replicas`
+/// (`manageReplicas`).
+async fn manage_replicas(
+    rs: &ReplicaSet,
+    ctx: &Context,
+    owned: &[&Pod],
+    in_ns: &[Arc<Pod>],
+) -> Result<(), Error> {
+    let want = replicas_of(rs);
+    let key = expectations_key(rs);
+    let object = reference_to(rs);
+    let ns = rs.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    if owned.len() < want {
+        let missing = (want - owned.len()).min(BURST_REPLICAS);
+        let pod = pod_from_template(rs);
+        let params = PostParams::default();
+        let results = slow_start_batch(missing, || api.create(&params, &pod)).await;
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(created) => {
+                    let name = created.name_any();
+                    ctx.expectations.expect_create(&key, &name);
+                    ctx.recorder.record(
+                        &object,
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        format!("Created pod: {name}"),
+                    );
+                }
+                Err(e) => {
+                    let message = message_of(&e);
+                    ctx.recorder.record(
+                        &object,
+                        EventType::Warning,
+                        "FailedCreate",
+                        format!("Error creating: {message}"),
+                    );
+                    first_error.get_or_insert(Error::Create(message));
+                }
+            }
+        }
+        return first_error.map_or(Ok(()), Err);
+    }
+    if owned.len() > want {
+        let surplus = (owned.len() - want).min(BURST_REPLICAS);
+        let related = related_pods(rs, ctx, owned, in_ns);
+        let victims = pods_to_delete(owned, &related, surplus);
+        for v in &victims {
+            ctx.expectations
+                .expect_delete(&key, &v.uid().unwrap_or_default());
+        }
+        let params = DeleteParams::default();
+        let results = futures::future::join_all(
+            victims
+                .iter()
+                .map(|v| api.delete(v.metadata.name.as_deref().unwrap_or_default(), &params)),
+        )
+        .await;
+        let mut first_error = None;
+        for (victim, result) in victims.iter().zip(results) {
+            let name = victim.name_any();
+            match result {
+                Ok(_) => ctx.recorder.record(
+                    &object,
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    format!("Deleted pod: {name}"),
+                ),
+                Err(e) if code_of(&e) == Some(404) => {}
+                Err(e) => {
+                    let message = message_of(&e);
+                    ctx.recorder.record(
+                        &object,
+                        EventType::Warning,
+                        "FailedDelete",
+                        format!("Error deleting: {message}"),
+                    );
+                    first_error.get_or_insert(Error::Delete(message));
+                }
+            }
+        }
+        return first_error.map_or(Ok(()), Err);
+    }
+    Ok(())
+}
+
+/// The pods whose placement ranks victims: the set's own, and those of
+/// the other sets under the same controller (a Deployment's old and new
+/// sets), so scale-down also evens out a rollout's spread.
+fn related_pods<'a>(
+    rs: &ReplicaSet,
+    ctx: &Context,
+    owned: &[&'a Pod],
+    in_ns: &'a [Arc<Pod>],
+) -> Vec<&'a Pod> {
+    let Some(owner) = rs
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true))
+    else {
+        return owned.to_vec();
+    };
+    let siblings: HashSet<String> = ctx
+        .sets
+        .state()
+        .iter()
+        .filter(|s| s.namespace() == rs.namespace())
+        .filter(|s| {
+            s.owner_references()
+                .iter()
+                .any(|r| r.controller == Some(true) && r.uid == owner.uid)
+        })
+        .filter_map(|s| s.uid())
+        .chain(rs.uid())
+        .collect();
+    in_ns
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|p| controller_of(p).is_some_and(|r| siblings.contains(&r.uid)))
+        .collect()
+}
+
+/// The status the set should have, and how long until one of its ready
+/// pods becomes available (`calculateStatus`).
+fn calculate_status(
+    rs: &ReplicaSet,
+    owned: &[&Pod],
+    manage_error: Option<&Error>,
+    now: DateTime<Utc>,
+) -> (ReplicaSetStatus, Option<Duration>) {
+    let template_labels: BTreeMap<String, String> = rs
+        .spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let min_ready = chrono::Duration::seconds(min_ready_seconds(rs));
+    let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
+    let mut next_available: Option<Duration> = None;
+    for pod in owned {
+        let labels = pod.labels();
+        if template_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+        {
+            fully_labeled += 1;
+        }
+        if !is_ready(pod) {
+            continue;
+        }
+        ready += 1;
+        if min_ready.is_zero() {
+            available += 1;
+            continue;
+        }
+        match ready_since(pod) {
+            Some(since) if since + min_ready < now => available += 1,
+            Some(since) => {
+                // Come back just after it has been ready long enough.
+                let wait = (since + min_ready - now).to_std().unwrap_or_default()
+                    + Duration::from_millis(10);
+                next_available = Some(next_available.map_or(wait, |w| w.min(wait)));
+            }
+            None => {}
+        }
+    }
+
+    let old = rs.status.clone().unwrap_or_default();
+    let mut conditions = old.conditions.clone().unwrap_or_default();
+    let failing = conditions
+        .iter()
+        .any(|c| c.type_.as_deref() == Some(REPLICA_FAILURE));
+    match manage_error {
+        Some(e) if !failing => {
+            let want = replicas_of(rs);
+            let reason = if owned.len() < want {
+                "FailedCreate"
+            } else {
+                "FailedDelete"
+            };
+            conditions.push(ReplicaSetCondition {
+                type_: Some(REPLICA_FAILURE.into()),
+                status: Some("True".into()),
+                reason: Some(reason.into()),
+                message: Some(e.to_string()),
+                last_transition_time: Some(from_chrono(now)),
+            });
+        }
+        None if failing => conditions.retain(|c| c.type_.as_deref() != Some(REPLICA_FAILURE)),
+        _ => {}
+    }
+    let status = ReplicaSetStatus {
+        replicas: owned.len() as i32,
+        fully_labeled_replicas: Some(fully_labeled),
+        ready_replicas: Some(ready),
+        available_replicas: Some(available),
+        observed_generation: rs.metadata.generation,
+        conditions: (!conditions.is_empty()).then_some(conditions),
+        ..Default::default()
+    };
+    (status, next_available)
+}
+
+/// Writes `status` through the status subresource if it differs from the
+/// set's current one.
+async fn update_status(
+    rs: &ReplicaSet,
+    ctx: &Context,
+    status: ReplicaSetStatus,
+) -> Result<(), Error> {
+    let old = rs.status.clone().unwrap_or_default();
+    let count = |v: Option<i32>| v.unwrap_or(0);
+    let unchanged = old.replicas == status.replicas
+        && count(old.fully_labeled_replicas) == count(status.fully_labeled_replicas)
+        && count(old.ready_replicas) == count(status.ready_replicas)
+        && count(old.available_replicas) == count(status.available_replicas)
+        && old.observed_generation == status.observed_generation
+        && old.conditions.clone().unwrap_or_default()
+            == status.conditions.clone().unwrap_or_default();
+    if unchanged {
+        return Ok(());
+    }
+    let api: Api<ReplicaSet> =
+        Api::namespaced(ctx.client.clone(), &rs.namespace().unwrap_or_default());
+    let patch = json!({"status": {
+        "replicas": status.replicas,
+        "fullyLabeledReplicas": status.fully_labeled_replicas,
+        "readyReplicas": status.ready_replicas,
+        "availableReplicas": status.available_replicas,
+        "observedGeneration": status.observed_generation,
+        // null removes the list under a merge patch.
+        "conditions": status.conditions,
+    }});
+    match api
+        .patch_status(
+            &rs.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if code_of(&e) == Some(404) => Ok(()),
+        Err(e) => Err(Error::Status {
+            set: rs.name_any(),
+            message: message_of(&e),
+        }),
+    }
+}
