@@ -8,6 +8,7 @@
 //! Each one is switched with `--controllers` (kube-controller-manager's
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
+pub mod deployment;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod replicaset;
@@ -24,7 +25,7 @@ use kube::Client;
 pub use runtime::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
 
 /// Every controller `--controllers` can name, in start order.
-pub const ALL: &[&str] = &["scheduler", "replicaset", "garbagecollector", "eventttl"];
+pub const ALL: &[&str] = &["scheduler", "replicaset", "deployment", "garbagecollector", "eventttl"];
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone)]
@@ -100,6 +101,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "replicaset" => replicaset::start(shared),
             "garbagecollector" => garbagecollector::start(shared),
             "eventttl" => eventttl::start(shared, options.event_ttl),
+            "deployment" => deployment::start(shared),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");
