@@ -61,6 +61,13 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Self::start_with(&[])
+    }
+
+    /// A cluster whose `bosun-control` gets `extra` arguments too (e.g.
+    /// `--controllers=*,-deployment` for a test of stored objects that
+    /// controllers would add to).
+    pub fn start_with(extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
@@ -69,6 +76,7 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&data)
             .args(["--port", "0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -110,7 +110,15 @@ impl Rollout<'_> {
     /// (`scaleDownOldReplicaSetsForRollingUpdate`).
     async fn scale_down_old_replica_sets(&mut self) -> Result<i32, Error> {
         let min_available = replicas::desired(&self.d) - replicas::max_unavailable(&self.d);
-        let available = replicas::total_available(&self.all_sets());
+        // A set scaled down whose status has not caught up yet still
+        // reports the pods it is removing as available: count at most
+        // `spec.replicas` of each (stricter than Kubernetes, whose cache
+        // can let a second scale-down through in that window).
+        let available: i32 = self
+            .all_sets()
+            .iter()
+            .map(|rs| available_replicas(rs).min(spec_replicas(rs)))
+            .sum();
         if available <= min_available {
             return Ok(0);
         }

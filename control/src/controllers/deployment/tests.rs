@@ -3,7 +3,9 @@
 //! plays it: it keeps each set's pods at `spec.replicas` (deleting before
 //! creating), makes a pod available one tick after it appears (never, for
 //! images named `*:stuck`), writes the sets' status, and records after
-//! every tick how many pods exist and how many are available.
+//! every tick how many pods exist and how many are available. With
+//! `terminating`, a pod it removes lingers one tick after the set's
+//! status stopped counting it, as a terminating pod does.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -52,7 +54,7 @@ fn image_of(rs: &ReplicaSet) -> String {
 }
 
 impl FakeReplicaSets {
-    fn start(client: kube::Client) -> Self {
+    fn start(client: kube::Client, terminating: bool) -> Self {
         let timeline: Arc<Mutex<Vec<Tick>>> = Arc::default();
         let record = timeline.clone();
         let task = tokio::spawn(async move {
@@ -60,8 +62,15 @@ impl FakeReplicaSets {
             let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
             let mut born_before: HashSet<String> = HashSet::new();
             let mut serial = 0u64;
+            let mut lingering: HashSet<String> = HashSet::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(10)).await;
+                // Pods that terminated last tick go now.
+                for victim in lingering.drain() {
+                    let _ = pod_api
+                        .delete(&victim, &DeleteParams::default().grace_period(0))
+                        .await;
+                }
                 let Ok(sets) = rs_api.list(&ListParams::default()).await else {
                     continue;
                 };
@@ -79,6 +88,7 @@ impl FakeReplicaSets {
                 };
                 // Deletions first, then creations.
                 let mut alive: Vec<(ReplicaSet, Vec<String>)> = Vec::new();
+                let mut terminating_now: Vec<String> = Vec::new();
                 for rs in &sets.items {
                     let mut mine: Vec<String> = owned(rs)
                         .iter()
@@ -87,9 +97,14 @@ impl FakeReplicaSets {
                     mine.sort();
                     while mine.len() as i32 > spec_replicas(rs) {
                         let victim = mine.pop().unwrap();
-                        let _ = pod_api
-                            .delete(&victim, &DeleteParams::default().grace_period(0))
-                            .await;
+                        if terminating {
+                            terminating_now.push(rs.metadata.uid.clone().unwrap());
+                            lingering.insert(victim);
+                        } else {
+                            let _ = pod_api
+                                .delete(&victim, &DeleteParams::default().grace_period(0))
+                                .await;
+                        }
                     }
                     alive.push((rs.clone(), mine));
                 }
@@ -127,9 +142,11 @@ impl FakeReplicaSets {
                     } else {
                         mine.iter().filter(|n| born_before.contains(*n)).count() as i32
                     };
-                    tick.pods += mine.len() as i32;
+                    let uid = rs.metadata.uid.clone().unwrap();
+                    let lingering_here = terminating_now.iter().filter(|u| **u == uid).count();
+                    tick.pods += (mine.len() + lingering_here) as i32;
                     tick.available += ready;
-                    if !mine.is_empty() {
+                    if !mine.is_empty() || lingering_here > 0 {
                         tick.sets_with_pods += 1;
                     }
                     now_alive.extend(mine.iter().cloned());
@@ -181,13 +198,17 @@ impl Drop for Harness {
 
 impl Harness {
     async fn start() -> Harness {
+        Self::start_with(false).await
+    }
+
+    async fn start_with(terminating: bool) -> Harness {
         let api = TestApi::start().await;
         let shared = api.shared();
         let fut = super::start_with(&shared, Duration::from_millis(100));
         shared.informers.start();
         shared.informers.wait_ready().await;
         let controller = tokio::spawn(fut);
-        let sim = FakeReplicaSets::start(api.client.clone());
+        let sim = FakeReplicaSets::start(api.client.clone(), terminating);
         Harness {
             api,
             sim,
@@ -438,7 +459,9 @@ async fn rolling_update_rounds_percentages() {
 
 #[tokio::test]
 async fn recreate_stops_old_pods_before_starting_new_ones() {
-    let h = Harness::start().await;
+    // Old pods linger after their set's status dropped them: the new set
+    // must wait for the pods themselves.
+    let h = Harness::start_with(true).await;
     h.create(json!({"strategy": {"type": "Recreate"}})).await;
     let old = h.wait_complete("bosun.local/web:1").await;
     h.sim.reset();
@@ -601,15 +624,22 @@ async fn a_stalled_rollout_exceeds_its_progress_deadline() {
         .await;
     h.wait_complete("bosun.local/web:1").await;
     h.set_image("bosun.local/web:stuck").await;
-    let new = eventually("the new set", WAIT, || async {
+    // Stalled: one new pod that never gets ready next to the two old
+    // ones (25% of 2 rounds maxUnavailable down to 0), and the progress
+    // it made (the new pod) recorded.
+    let new = eventually("the stalled rollout", WAIT, || async {
         let d = h.get().await;
-        let c = get_condition(d.status.as_ref()?, PROGRESSING)?.clone();
+        let status = d.status.clone()?;
+        let c = get_condition(&status, PROGRESSING)?.clone();
         let sets = h.sets().await;
         let new = sets
             .into_iter()
             .find(|rs| image_of(rs) == "bosun.local/web:stuck")?;
         (c.status.as_deref() == Some("True")
-            && c.reason.as_deref() != Some("NewReplicaSetAvailable"))
+            && c.reason.as_deref() == Some("ReplicaSetUpdated")
+            && status.replicas == Some(3)
+            && status.updated_replicas == Some(1)
+            && status.available_replicas == Some(2))
         .then_some(new)
     })
     .await;
@@ -626,7 +656,7 @@ async fn a_stalled_rollout_exceeds_its_progress_deadline() {
         c.message.unwrap(),
         format!("ReplicaSet \"{}\" has timed out progressing.", name(&new))
     );
-    // 25% of 2 rounds to maxUnavailable 0: the two old pods still serve.
+    // The two old pods still serve.
     let status = h.get().await.status.unwrap();
     let available = get_condition(&status, AVAILABLE).unwrap();
     assert_eq!(available.status.as_deref(), Some("True"), "{status:?}");
