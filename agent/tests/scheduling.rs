@@ -260,3 +260,36 @@ async fn an_unschedulable_pod_waits_with_failed_scheduling_then_fits_a_new_node(
         "0/3 nodes are available: 3 Insufficient cpu."
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_node_takes_the_waiting_pod_when_one_goes() {
+    let c = Cluster::start_with(&["--max-pods", "2"]);
+    let client = c.client().await;
+    wait_nodes_ready(&c, &client).await;
+    for name in ["a", "b"] {
+        create(&client, sleeper(name, json!({}))).await;
+        c.wait_pod(&client, name, "Running", UP, running).await;
+    }
+    create(&client, sleeper("c", json!({}))).await;
+    let p = c
+        .wait_pod(&client, "c", "PodScheduled=False", UP, |p| {
+            pod_scheduled(p).is_some_and(|s| s.0 == "False")
+        })
+        .await;
+    assert_eq!(
+        pod_scheduled(&p).unwrap().2,
+        "0/1 nodes are available: 1 Too many pods."
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.delete("a", &Default::default()).await.unwrap();
+    let p = c
+        .wait_pod(
+            &client,
+            "c",
+            "scheduled once a pod went, and Running",
+            UP,
+            running,
+        )
+        .await;
+    assert_eq!(node_of(&p).as_deref(), Some(c.node.as_str()));
+}
