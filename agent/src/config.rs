@@ -34,6 +34,9 @@ pub struct AgentConfig {
     /// The stream API's certificate (PEM), published on the Node so the
     /// control plane trusts exactly it.
     pub serving_cert: Option<String>,
+    /// How many pods the node takes (its allocatable `pods`), as
+    /// kubelet's `--max-pods`.
+    pub max_pods: u32,
 }
 
 impl AgentConfig {
@@ -59,6 +62,7 @@ impl AgentConfig {
             heartbeat_period: Duration::from_secs(10),
             daemon_port: 0,
             serving_cert: None,
+            max_pods: 110,
         }
     }
 }

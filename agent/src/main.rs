@@ -60,6 +60,10 @@ struct Args {
     /// token of the kubeconfig's user, which the control plane holds).
     #[arg(long)]
     stream_token_file: Option<PathBuf>,
+    /// How many pods this node takes (its allocatable `pods`), as
+    /// kubelet's `--max-pods`.
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
 }
 
 /// The token the stream API accepts: from `--stream-token-file`, else the
@@ -174,6 +178,7 @@ async fn main() -> anyhow::Result<()> {
         heartbeat_period: secs(args.heartbeat_period),
         daemon_port,
         serving_cert: Some(serving.cert_pem.clone()),
+        max_pods: args.max_pods,
     };
     let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;

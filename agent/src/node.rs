@@ -51,7 +51,7 @@ pub fn node_status(cfg: &AgentConfig, runtime_version: &str) -> Value {
     let capacity = json!({
         "cpu": cpus.to_string(),
         "memory": format!("{}Ki", memory_kib()),
-        "pods": "110",
+        "pods": cfg.max_pods.to_string(),
         "ephemeral-storage": "0",
     });
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -166,4 +166,22 @@ pub async fn heartbeat(
         )
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocatable_names_cpus_memory_and_max_pods() {
+        let mut cfg = AgentConfig::for_tests("n1", std::env::temp_dir());
+        cfg.max_pods = 7;
+        let status = node_status(&cfg, "docker://test");
+        let alloc = &status["allocatable"];
+        assert_eq!(alloc["pods"], "7");
+        let cpus: usize = alloc["cpu"].as_str().unwrap().parse().unwrap();
+        assert!(cpus >= 1);
+        let memory = alloc["memory"].as_str().unwrap();
+        assert!(memory.ends_with("Ki") && memory != "0Ki", "{memory}");
+    }
 }

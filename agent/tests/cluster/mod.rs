@@ -1,7 +1,8 @@
-//! A one-node cluster for end-to-end tests on real Docker: a
-//! `bosun-control` and a `bosun-agent` in a temp dir, with a node name of
-//! its own. Dropping it (also on panic) stops both and removes every
-//! container, network and volume dir the node made.
+//! A cluster for end-to-end tests on real Docker: a `bosun-control` and
+//! one or more `bosun-agent`s on this Docker Engine in a temp dir, each
+//! agent a node with a name, pod subnet and data dir of its own. Dropping
+//! it (also on panic) stops them all and removes every container, network
+//! and volume dir the nodes made.
 
 #![allow(dead_code)]
 
@@ -138,15 +139,27 @@ fn free_subnet() -> String {
     panic!("no free 10.244.x.0/24 subnet below 10.244.121.0");
 }
 
+/// One agent of the cluster: its node name, pod subnet, data dir and log.
+struct AgentProc {
+    node: String,
+    pod_cidr: String,
+    /// Relative to the cluster's dir: `agent` for the first node,
+    /// `agent-<i>` for the others (their logs are named alike).
+    name: String,
+    child: Option<Child>,
+}
+
 pub struct Cluster {
     pub dir: tempfile::TempDir,
+    /// The first node's name.
     pub node: String,
+    /// The first node's pod subnet.
     pub pod_cidr: String,
     control: Option<Child>,
-    /// The control plane's port, kept across restarts so the agent's
+    /// The control plane's port, kept across restarts so the agents'
     /// kubeconfig stays right.
     port: u16,
-    agent: Option<Child>,
+    agents: Vec<AgentProc>,
     agent_args: Vec<String>,
 }
 
@@ -157,6 +170,17 @@ impl Cluster {
 
     /// Starts a control plane and one agent (extra agent flags allowed).
     pub fn start_with(agent_args: &[&str]) -> Cluster {
+        Self::start_nodes_with(1, agent_args)
+    }
+
+    /// Starts a control plane and `n` agents on this Docker Engine, each
+    /// with its own node name, pod subnet and data dir.
+    pub fn start_nodes(n: usize) -> Cluster {
+        Self::start_nodes_with(n, &[])
+    }
+
+    pub fn start_nodes_with(n: usize, agent_args: &[&str]) -> Cluster {
+        assert!(n >= 1, "a cluster has at least one node");
         ensure_images();
         let dir = tempfile::tempdir().expect("temp dir");
         let node = format!(
@@ -170,15 +194,41 @@ impl Cluster {
         let mut c = Cluster {
             dir,
             node,
-            pod_cidr: free_subnet(),
+            pod_cidr: String::new(),
             control: None,
             port: 0,
-            agent: None,
+            agents: Vec::new(),
             agent_args: agent_args.iter().map(|s| s.to_string()).collect(),
         };
         c.start_control();
-        c.start_agent();
+        for _ in 0..n {
+            c.add_agent();
+        }
+        c.pod_cidr = c.agents[0].pod_cidr.clone();
         c
+    }
+
+    /// Starts one more agent (a new node) and returns its node name.
+    pub fn add_agent(&mut self) -> String {
+        let i = self.agents.len();
+        let (node, name) = if i == 0 {
+            (self.node.clone(), "agent".to_string())
+        } else {
+            (format!("{}-{i}", self.node), format!("agent-{i}"))
+        };
+        self.agents.push(AgentProc {
+            node: node.clone(),
+            pod_cidr: free_subnet(),
+            name,
+            child: None,
+        });
+        self.start_agent_at(i);
+        node
+    }
+
+    /// Every node's name, the first one first.
+    pub fn nodes(&self) -> Vec<String> {
+        self.agents.iter().map(|a| a.node.clone()).collect()
     }
 
     fn log(&self, name: &str) -> std::fs::File {
@@ -209,20 +259,27 @@ impl Cluster {
         self.port = addr.trim().rsplit(':').next().unwrap().parse().unwrap();
     }
 
+    /// (Re)starts the first node's agent.
     pub fn start_agent(&mut self) {
+        self.start_agent_at(0);
+    }
+
+    /// (Re)starts the agent of node `i`.
+    pub fn start_agent_at(&mut self, i: usize) {
+        let a = &self.agents[i];
         let child = Command::new(env!("CARGO_BIN_EXE_bosun-agent"))
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .args([
                 "--node-name",
-                &self.node,
+                &a.node,
                 "--node-ip",
                 "127.0.0.1",
                 "--pod-cidr",
-                &self.pod_cidr,
+                &a.pod_cidr,
             ])
             .arg("--data-dir")
-            .arg(self.dir.path().join("agent"))
+            .arg(self.dir.path().join(&a.name))
             .args([
                 "--backoff-base",
                 "1",
@@ -237,10 +294,10 @@ impl Cluster {
             .args(&self.agent_args)
             .env("BOSUN_LOG", "info,bosun_agent=debug")
             .stdout(Stdio::null())
-            .stderr(self.log("agent"))
+            .stderr(self.log(&a.name))
             .spawn()
             .expect("bosun-agent");
-        self.agent = Some(child);
+        self.agents[i].child = Some(child);
     }
 
     fn signal(child: &mut Child, sig: nix::sys::signal::Signal) {
@@ -256,9 +313,14 @@ impl Cluster {
         let _ = child.wait();
     }
 
-    /// Stops the agent with SIGTERM (its pods keep running).
+    /// Stops the first node's agent with SIGTERM (its pods keep running).
     pub fn stop_agent(&mut self) {
-        if let Some(mut a) = self.agent.take() {
+        self.stop_agent_at(0);
+    }
+
+    /// Stops node `i`'s agent with SIGTERM (its pods keep running).
+    pub fn stop_agent_at(&mut self, i: usize) {
+        if let Some(mut a) = self.agents[i].child.take() {
             Self::signal(&mut a, nix::sys::signal::Signal::SIGTERM);
         }
     }
@@ -295,11 +357,22 @@ impl Cluster {
         Some(cmd)
     }
 
+    /// The first node's agent log.
     pub fn agent_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+        self.node_log(0)
     }
 
-    /// Creates a pod bound to this node.
+    /// Node `i`'s agent log.
+    pub fn node_log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{}.log", self.agents[i].name)))
+            .unwrap_or_default()
+    }
+
+    pub fn control_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("control.log")).unwrap_or_default()
+    }
+
+    /// Creates a pod bound to the first node.
     pub async fn create_pod(&self, client: &Client, mut pod: Value) -> Pod {
         pod["spec"]["nodeName"] = Value::String(self.node.clone());
         let pod: Pod = serde_json::from_value(pod).unwrap();
@@ -338,11 +411,18 @@ impl Cluster {
         }
     }
 
-    /// `docker ps` ids of this node's containers (all states) matching a label filter.
+    /// `docker ps` ids of the first node's containers (all states)
+    /// matching a label filter.
     pub fn docker_ids(&self, filter: &[&str]) -> Vec<String> {
+        self.docker_ids_on(&self.node, filter)
+    }
+
+    /// `docker ps` ids of `node`'s containers (all states) matching a
+    /// label filter.
+    pub fn docker_ids_on(&self, node: &str, filter: &[&str]) -> Vec<String> {
         let mut cmd = Command::new("docker");
         cmd.args(["ps", "-aq", "--filter"])
-            .arg(format!("label=io.bosun.node={}", self.node));
+            .arg(format!("label=io.bosun.node={node}"));
         for f in filter {
             cmd.args(["--filter", &format!("label={f}")]);
         }
@@ -389,25 +469,29 @@ pub fn tail(s: &str, n: usize) -> String {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if let Some(mut a) = self.agent.take() {
-            let _ = a.kill();
-            let _ = a.wait();
+        for a in &mut self.agents {
+            if let Some(mut child) = a.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
         if let Some(mut c) = self.control.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let ids = self.docker_ids(&[]);
-        if !ids.is_empty() {
+        for node in self.nodes() {
+            let ids = self.docker_ids_on(&node, &[]);
+            if !ids.is_empty() {
+                let _ = Command::new("docker")
+                    .args(["rm", "-f", "-v"])
+                    .args(&ids)
+                    .output();
+            }
             let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
+                .args(["network", "rm", &format!("bosun-{node}")])
                 .output();
         }
-        let _ = Command::new("docker")
-            .args(["network", "rm", &format!("bosun-{}", self.node)])
-            .output();
-        // tmpfs emptyDirs are mounted under the agent's data dir.
+        // tmpfs emptyDirs are mounted under the agents' data dirs.
         if let Ok(mounts) = std::fs::read_to_string("/proc/mounts") {
             let root = self.dir.path().to_string_lossy().into_owned();
             for m in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
