@@ -22,6 +22,11 @@ done
 
 BUSYBOX_IMAGE=bosun.local/busybox:1.35
 
+# Test binaries run side by side and may all find the images missing: one
+# builds, the others wait for it and then find the images there.
+exec 9>"${TMPDIR:-/tmp}/bosun-build-images.lock"
+flock 9
+
 have_image() {
   [ "$force" = 0 ] && docker image inspect "$1" >/dev/null 2>&1
 }
