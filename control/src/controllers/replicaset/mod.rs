@@ -18,20 +18,20 @@
 //!    when it changed, and comes back when a ready pod is due to become
 //!    available (`minReadySeconds`).
 
+mod status;
 pub mod victims;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -44,8 +44,8 @@ use serde_json::json;
 use bosun::events::{reference_to, EventRecorder, EventType};
 use bosun::selector::LabelSelector;
 
-use super::runtime::{from_chrono, run_controller, Clock, Expectations, Shared};
-use victims::{is_active, is_ready, pods_to_delete, ready_since};
+use super::runtime::{run_controller, Clock, Expectations, Shared};
+use victims::{is_active, pods_to_delete};
 
 /// The most pods one sync creates or deletes (Kubernetes' burstReplicas).
 pub const BURST_REPLICAS: usize = 500;
@@ -293,8 +293,9 @@ pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Erro
     };
 
     let now = ctx.clock.now();
-    let (status, next_available) = calculate_status(&rs, &owned, manage_result.as_ref().err(), now);
-    update_status(&rs, &ctx, status).await?;
+    let (status, next_available) =
+        status::calculate_status(&rs, &owned, manage_result.as_ref().err(), now);
+    status::update_status(&rs, &ctx, status).await?;
     manage_result?;
     Ok(match next_available {
         Some(wait) => Action::requeue(wait.min(RESYNC)),
@@ -515,133 +516,4 @@ fn related_pods<'a>(
         .map(Arc::as_ref)
         .filter(|p| controller_of(p).is_some_and(|r| siblings.contains(&r.uid)))
         .collect()
-}
-
-/// The status the set should have, and how long until one of its ready
-/// pods becomes available (`calculateStatus`).
-fn calculate_status(
-    rs: &ReplicaSet,
-    owned: &[&Pod],
-    manage_error: Option<&Error>,
-    now: DateTime<Utc>,
-) -> (ReplicaSetStatus, Option<Duration>) {
-    let template_labels: BTreeMap<String, String> = rs
-        .spec
-        .template
-        .as_ref()
-        .and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    let min_ready = chrono::Duration::seconds(min_ready_seconds(rs));
-    let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
-    let mut next_available: Option<Duration> = None;
-    for pod in owned {
-        let labels = pod.labels();
-        if template_labels
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-        {
-            fully_labeled += 1;
-        }
-        if !is_ready(pod) {
-            continue;
-        }
-        ready += 1;
-        if min_ready.is_zero() {
-            available += 1;
-            continue;
-        }
-        match ready_since(pod) {
-            Some(since) if since + min_ready < now => available += 1,
-            Some(since) => {
-                // Come back just after it has been ready long enough.
-                let wait = (since + min_ready - now).to_std().unwrap_or_default()
-                    + Duration::from_millis(10);
-                next_available = Some(next_available.map_or(wait, |w| w.min(wait)));
-            }
-            None => {}
-        }
-    }
-
-    let old = rs.status.clone().unwrap_or_default();
-    let mut conditions = old.conditions.clone().unwrap_or_default();
-    let failing = conditions
-        .iter()
-        .any(|c| c.type_.as_deref() == Some(REPLICA_FAILURE));
-    match manage_error {
-        Some(e) if !failing => {
-            let want = replicas_of(rs);
-            let reason = if owned.len() < want {
-                "FailedCreate"
-            } else {
-                "FailedDelete"
-            };
-            conditions.push(ReplicaSetCondition {
-                type_: Some(REPLICA_FAILURE.into()),
-                status: Some("True".into()),
-                reason: Some(reason.into()),
-                message: Some(e.to_string()),
-                last_transition_time: Some(from_chrono(now)),
-            });
-        }
-        None if failing => conditions.retain(|c| c.type_.as_deref() != Some(REPLICA_FAILURE)),
-        _ => {}
-    }
-    let status = ReplicaSetStatus {
-        replicas: owned.len() as i32,
-        fully_labeled_replicas: Some(fully_labeled),
-        ready_replicas: Some(ready),
-        available_replicas: Some(available),
-        observed_generation: rs.metadata.generation,
-        conditions: (!conditions.is_empty()).then_some(conditions),
-        ..Default::default()
-    };
-    (status, next_available)
-}
-
-/// Writes `status` through the status subresource if it differs from the
-/// set's current one.
-async fn update_status(
-    rs: &ReplicaSet,
-    ctx: &Context,
-    status: ReplicaSetStatus,
-) -> Result<(), Error> {
-    let old = rs.status.clone().unwrap_or_default();
-    let count = |v: Option<i32>| v.unwrap_or(0);
-    let unchanged = old.replicas == status.replicas
-        && count(old.fully_labeled_replicas) == count(status.fully_labeled_replicas)
-        && count(old.ready_replicas) == count(status.ready_replicas)
-        && count(old.available_replicas) == count(status.available_replicas)
-        && old.observed_generation == status.observed_generation
-        && old.conditions.clone().unwrap_or_default()
-            == status.conditions.clone().unwrap_or_default();
-    if unchanged {
-        return Ok(());
-    }
-    let api: Api<ReplicaSet> =
-        Api::namespaced(ctx.client.clone(), &rs.namespace().unwrap_or_default());
-    let patch = json!({"status": {
-        "replicas": status.replicas,
-        "fullyLabeledReplicas": status.fully_labeled_replicas,
-        "readyReplicas": status.ready_replicas,
-        "availableReplicas": status.available_replicas,
-        "observedGeneration": status.observed_generation,
-        // null removes the list under a merge patch.
-        "conditions": status.conditions,
-    }});
-    match api
-        .patch_status(
-            &rs.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if code_of(&e) == Some(404) => Ok(()),
-        Err(e) => Err(Error::Status {
-            set: rs.name_any(),
-            message: message_of(&e),
-        }),
-    }
 }

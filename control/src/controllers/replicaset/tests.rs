@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::controllers::runtime::Shared;
+use crate::controllers::runtime::{from_chrono, Clock, Shared};
 use crate::controllers::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(10);
