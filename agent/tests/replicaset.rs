@@ -134,14 +134,12 @@ spec:
       labels:
         app: web
     spec:
-      nodeName: {node} # until the scheduler lands
       terminationGracePeriodSeconds: 2
       containers:
       - name: app
         image: {BUSYBOX}
         command: ["sleep", "3600"]
-"#,
-            node = c.node
+"#
         ),
     )
     .unwrap();
