@@ -61,6 +61,11 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// Starts `bosun-control` with extra flags (e.g. `--controllers=...`).
+    pub fn start_with(extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
@@ -69,6 +74,7 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&data)
             .args(["--port", "0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
