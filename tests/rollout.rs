@@ -607,6 +607,34 @@ fn scale_and_set_image() {
     );
     assert_eq!(image_of(&s.get("Deployment", "web")), "bosun.local/web:3");
 
+    // create and apply record too, with -f as kubectl spells it.
+    let file = c.write(
+        "api.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\nspec:\n  selector: {matchLabels: {app: api}}\n  template:\n    metadata: {labels: {app: api}}\n    spec: {containers: [{name: api, image: \"bosun.local/web:1\"}]}\n",
+    );
+    assert_eq!(
+        c.bosun(&["create", "-f", &file, "--record"]).ok(),
+        "deployment.apps/api created\n"
+    );
+    assert_eq!(
+        s.get("Deployment", "api")["metadata"]["annotations"][CAUSE],
+        format!("bosun create --filename={file} --record=true").as_str()
+    );
+    let edited = c.write(
+        "api2.yaml",
+        &std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("web:1", "web:2"),
+    );
+    assert_eq!(
+        c.bosun(&["apply", "-f", &edited, "--record=true"]).ok(),
+        "deployment.apps/api configured\n"
+    );
+    assert_eq!(
+        s.get("Deployment", "api")["metadata"]["annotations"][CAUSE],
+        format!("bosun apply --filename={edited} --record=true").as_str()
+    );
+
     // A change-cause written by hand is what history shows too.
     assert_eq!(
         c.bosun(&[
