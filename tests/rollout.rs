@@ -270,7 +270,7 @@ fn history_undo_pause_resume_restart() {
     );
     assert_eq!(
         c.bosun(&["rollout", "undo", "deployment/web"]).fails(),
-        "error: you cannot rollback a paused deployment; resume it first with 'bosun rollout resume deployment.apps/web' and try again\n"
+        "error: you cannot rollback a paused deployment; resume it first with 'bosun rollout resume deployment/web' and try again\n"
     );
     assert!(c
         .bosun(&["rollout", "restart", "deployment/web"])

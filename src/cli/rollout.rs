@@ -423,7 +423,7 @@ async fn undo(ctx: &Ctx, name: &str, to_revision: i64) -> Result<String> {
     let sets = owned_replicasets(ctx, &d).await?;
     let rs = rollback_target(&d, &sets, to_revision)?;
     if d["spec"]["paused"].as_bool() == Some(true) {
-        bail!("you cannot rollback a paused deployment; resume it first with 'bosun rollout resume {}' and try again", shown(name));
+        bail!("you cannot rollback a paused deployment; resume it first with 'bosun rollout resume deployment/{name}' and try again");
     }
     let revision = revision_of(&rs).unwrap_or(0);
     let Some(patch) = rollback_patch(&d, &rs) else {
