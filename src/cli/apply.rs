@@ -26,6 +26,9 @@ pub struct ApplyArgs {
     /// Process the directory given in -f recursively.
     #[arg(short = 'R', long)]
     recursive: bool,
+    /// Record the command in the `kubernetes.io/change-cause` annotation.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    record: bool,
 }
 
 pub type CreateArgs = ApplyArgs;
@@ -179,7 +182,19 @@ pub async fn apply(ctx: &Ctx, args: &ApplyArgs, explicit_ns: bool) -> Result<boo
     let manifests = load(&args.files, args.recursive)?;
     let mut ok = true;
     for m in &manifests {
-        match apply_one(ctx, m, explicit_ns).await {
+        let result = async {
+            let (name, result) = apply_one(ctx, m, explicit_ns).await?;
+            if args.record {
+                // Not part of the applied configuration: a separate write, as kubectl's.
+                let info = resource_of(m)?;
+                let ns = namespace_of(ctx, info, m, explicit_ns)?;
+                let path = Ctx::object_path(info, ns.as_deref(), m.name());
+                super::scale::annotate_change_cause(ctx, &path).await?;
+            }
+            anyhow::Ok((name, result))
+        }
+        .await;
+        match result {
             Ok((name, result)) => println!("{name} {}", result.word()),
             Err(e) => {
                 eprintln!("{}", errors::render(&e));
@@ -200,6 +215,10 @@ pub async fn create(ctx: &Ctx, args: &CreateArgs, explicit_ns: bool) -> Result<b
             let mut obj = m.object.clone();
             if let Some(ns) = &ns {
                 obj["metadata"]["namespace"] = Value::String(ns.clone());
+            }
+            if args.record {
+                obj["metadata"]["annotations"][super::record::CHANGE_CAUSE] =
+                    Value::String(super::record::command_line());
             }
             ctx.request_json(
                 http::Method::POST,

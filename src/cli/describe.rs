@@ -187,8 +187,9 @@ impl Out {
             return;
         }
         self.kv(indent, key, &pairs[0]);
+        // kubectl writes further pairs as `\tpair`, without the key's indent.
         for p in &pairs[1..] {
-            self.line(indent, &format!("\t{p}"));
+            self.line(0, &format!("\t{p}"));
         }
     }
     fn finish(self) -> String {
@@ -417,7 +418,7 @@ fn conditions(out: &mut Out, conds: &Value, with_reason: bool) {
             out.line(
                 2,
                 &format!(
-                    "{}\t{}\t{}",
+                    "{} \t{}\t{}",
                     s(&c["type"]),
                     s(&c["status"]),
                     s(&c["reason"])
@@ -633,6 +634,57 @@ fn pod_template(out: &mut Out, template: &Value) {
     }
     volumes(out, 2, &spec["volumes"]);
     out.map(2, "Node-Selectors", &spec["nodeSelector"], "=", &[]);
+    let tolerations: Vec<String> = spec["tolerations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(toleration_string)
+        .collect();
+    match tolerations.split_first() {
+        None => out.kv(2, "Tolerations", "<none>"),
+        Some((first, rest)) => {
+            out.kv(2, "Tolerations", first);
+            for t in rest {
+                out.line(0, &format!("\t{t}"));
+            }
+        }
+    }
+}
+
+/// `key=value:NoSchedule op=Exists for 300s`, as kubectl shows a toleration.
+fn toleration_string(t: &Value) -> String {
+    let mut out = s(&t["key"]).to_string();
+    if !s(&t["value"]).is_empty() {
+        out.push_str(&format!("={}", s(&t["value"])));
+    }
+    if !s(&t["effect"]).is_empty() {
+        out.push_str(&format!(":{}", s(&t["effect"])));
+    }
+    if t["operator"] == "Exists" && s(&t["value"]).is_empty() {
+        if out.is_empty() {
+            out.push_str("op=Exists");
+        } else {
+            out.push_str(" op=Exists");
+        }
+    }
+    if let Some(secs) = t["tolerationSeconds"].as_i64() {
+        out.push_str(&format!(" for {secs}s"));
+    }
+    out
+}
+
+/// The pod template as `rollout history --revision` prints it: kubectl's
+/// describe lines with their tabs left in (it does not align them there).
+pub fn pod_template_text(template: &Value) -> String {
+    let mut out = Out::default();
+    pod_template(&mut out, template);
+    out.0
+}
+
+/// Whether two pod templates are the same but for the `pod-template-hash`
+/// label (how kubectl finds a deployment's new ReplicaSet).
+fn same_template(a: &Value, b: &Value) -> bool {
+    super::rollout::without_hash(a) == super::rollout::without_hash(b)
 }
 
 fn replicaset_summary(rs: &Value) -> String {
@@ -705,25 +757,15 @@ fn describe_deployment(obj: &Value, owned: &[Value]) -> Out {
     }
     pod_template(&mut out, &spec["template"]);
     conditions(&mut out, &status["conditions"], true);
-    let revision = meta["annotations"]["deployment.kubernetes.io/revision"].as_str();
-    let rev_of = |rs: &Value| {
-        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
-            .as_str()
-            .and_then(|r| r.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+    // The new set has the deployment's template (the oldest one if several do).
     let new_rs = owned
         .iter()
-        .find(|rs| {
-            revision.is_some()
-                && rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str()
-                    == revision
-        })
-        .or_else(|| owned.iter().max_by_key(|rs| rev_of(rs)));
+        .filter(|rs| same_template(&rs["spec"]["template"], &spec["template"]))
+        .min_by_key(|rs| s(&rs["metadata"]["creationTimestamp"]).to_string());
     let old: Vec<String> = owned
         .iter()
+        // kubectl 1.32 lists every old set, scaled down or not.
         .filter(|rs| Some(*rs) != new_rs)
-        .filter(|rs| rs["spec"]["replicas"].as_i64().unwrap_or(0) > 0)
         .map(replicaset_summary)
         .collect();
     out.kv(
@@ -743,6 +785,84 @@ fn describe_deployment(obj: &Value, owned: &[Value]) -> Out {
             .unwrap_or_else(|| "<none>".to_string()),
     );
     out
+}
+
+/// Pod counts by phase: running, waiting (pending), succeeded, failed.
+fn pod_phases(pods: &[Value]) -> (usize, usize, usize, usize) {
+    let count = |phase: &str| {
+        pods.iter()
+            .filter(|p| p["status"]["phase"] == phase)
+            .count()
+    };
+    (
+        count("Running"),
+        count("Pending"),
+        count("Succeeded"),
+        count("Failed"),
+    )
+}
+
+/// The ReplicaSet's layout, given the pods it controls.
+fn describe_replicaset(obj: &Value, pods: &[Value]) -> Out {
+    let mut out = Out::default();
+    let meta = &obj["metadata"];
+    let spec = &obj["spec"];
+    out.kv(0, "Name", s(&meta["name"]));
+    out.kv(0, "Namespace", s(&meta["namespace"]));
+    out.kv(0, "Selector", &selector_string(&spec["selector"]));
+    out.map(0, "Labels", &meta["labels"], "=", &[]);
+    out.map(
+        0,
+        "Annotations",
+        &meta["annotations"],
+        ": ",
+        &[LAST_APPLIED],
+    );
+    if let Some(owner) = meta["ownerReferences"]
+        .as_array()
+        .and_then(|o| o.iter().find(|r| r["controller"].as_bool() == Some(true)))
+    {
+        out.kv(
+            0,
+            "Controlled By",
+            &format!("{}/{}", s(&owner["kind"]), s(&owner["name"])),
+        );
+    }
+    out.kv(
+        0,
+        "Replicas",
+        &format!(
+            "{} current / {} desired",
+            obj["status"]["replicas"].as_i64().unwrap_or(0),
+            spec["replicas"].as_i64().unwrap_or(1)
+        ),
+    );
+    let (running, waiting, succeeded, failed) = pod_phases(pods);
+    out.kv(
+        0,
+        "Pods Status",
+        &format!("{running} Running / {waiting} Waiting / {succeeded} Succeeded / {failed} Failed"),
+    );
+    pod_template(&mut out, &spec["template"]);
+    conditions(&mut out, &obj["status"]["conditions"], true);
+    out
+}
+
+/// The objects of `plural` in the object's namespace controlled by it.
+async fn controlled(ctx: &Ctx, obj: &Value, plural: &str) -> Result<Vec<Value>> {
+    let info = by_name(plural).ok_or_else(|| anyhow!("{plural} not served"))?;
+    let uid = s(&obj["metadata"]["uid"]);
+    let list = ctx
+        .get_json(&info.collection_path(obj["metadata"]["namespace"].as_str()))
+        .await
+        .unwrap_or(Value::Null);
+    Ok(list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| super::rollout::controlled_by(r, uid))
+        .collect())
 }
 
 /// Everything but metadata, as indented `Key:  value` lines.
@@ -812,26 +932,8 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
     let obj = super::output::with_type(info, obj);
     let mut out = match info.kind {
         "Pod" => describe_pod(&obj),
-        "Deployment" => {
-            let rs = by_name("replicasets").ok_or_else(|| anyhow!("replicasets not served"))?;
-            let uid = s(&obj["metadata"]["uid"]);
-            let list = ctx
-                .get_json(&rs.collection_path(obj["metadata"]["namespace"].as_str()))
-                .await
-                .unwrap_or(Value::Null);
-            let owned: Vec<Value> = list["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|r| {
-                    r["metadata"]["ownerReferences"]
-                        .as_array()
-                        .is_some_and(|o| o.iter().any(|o| o["uid"] == uid))
-                })
-                .collect();
-            describe_deployment(&obj, &owned)
-        }
+        "Deployment" => describe_deployment(&obj, &controlled(ctx, &obj, "replicasets").await?),
+        "ReplicaSet" => describe_replicaset(&obj, &controlled(ctx, &obj, "pods").await?),
         _ => describe_generic(&obj, info),
     };
     events(ctx, info, &obj, &mut out).await;
@@ -930,14 +1032,19 @@ mod tests {
 
     #[test]
     fn deployment_layout() {
-        let rs = |name: &str, rev: &str, replicas: i64| {
+        // The new set is the one with the deployment's template (but for the hash label).
+        let rs = |name: &str, rev: &str, replicas: i64, image: &str| {
             json!({"metadata": {"name": name, "annotations": {"deployment.kubernetes.io/revision": rev}},
-                   "spec": {"replicas": replicas}, "status": {"replicas": replicas}})
+                   "spec": {"replicas": replicas,
+                       "template": {"metadata": {"labels": {"app": "nginx", "pod-template-hash": name}},
+                           "spec": {"containers": [{"name": "nginx", "image": image,
+                               "ports": [{"containerPort": 80}]}]}}},
+                   "status": {"replicas": replicas}})
         };
         let owned = vec![
-            rs("nginx-old", "1", 1),
-            rs("nginx-new", "2", 3),
-            rs("nginx-older", "0", 0),
+            rs("nginx-old", "1", 1, "nginx:1.7.8"),
+            rs("nginx-new", "2", 3, "nginx:1.7.9"),
+            rs("nginx-older", "0", 0, "nginx:1.7.7"),
         ];
         let text = describe_deployment(&deployment(), &owned).finish();
         let lines: Vec<&str> = text.lines().collect();
@@ -964,7 +1071,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines.contains(&"OldReplicaSets:  nginx-old (1/1 replicas created)"),
+            lines.contains(&"OldReplicaSets:  nginx-old (1/1 replicas created), nginx-older (0/0 replicas created)"),
             "{text}"
         );
         assert!(

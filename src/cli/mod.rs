@@ -10,6 +10,10 @@ mod info;
 mod manifest;
 mod modify;
 mod output;
+mod record;
+mod rollout;
+mod scale;
+mod set;
 mod streams;
 mod table;
 mod targets;
@@ -18,7 +22,7 @@ mod up;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use client::{ConnectOptions, Ctx};
 
@@ -65,6 +69,12 @@ enum Command {
     Annotate(modify::LabelArgs),
     /// Update fields of a resource with a strategic merge, merge or JSON patch.
     Patch(modify::PatchArgs),
+    /// Set a new size for a deployment, replica set or stateful set.
+    Scale(scale::ScaleArgs),
+    /// Set specific features on objects: `set image`.
+    Set(set::SetArgs),
+    /// Manage the rollout of a deployment: status, history, undo, pause, resume, restart.
+    Rollout(rollout::RolloutArgs),
     /// Print the logs for a container in a pod.
     Logs(streams::LogsArgs),
     /// Execute a command in a container.
@@ -110,6 +120,9 @@ async fn dispatch(cli: Cli) -> Outcome {
                     modify::label(&ctx, &args, modify::Field::Annotations).await
                 }
                 Command::Patch(args) => modify::patch(&ctx, &args).await,
+                Command::Scale(args) => scale::scale(&ctx, &args).await,
+                Command::Set(args) => set::set(&ctx, &args).await,
+                Command::Rollout(args) => rollout::rollout(&ctx, &args).await,
                 Command::Logs(args) => streams::logs(&ctx, &args).await,
                 Command::Exec(args) => streams::exec(&ctx, &args).await,
                 Command::Attach(args) => streams::attach(&ctx, &args).await,
@@ -155,7 +168,10 @@ fn quiet_on_closed_stdout() {
 /// Parses the command line, runs the command, prints a failure as kubectl would.
 pub fn main() -> ExitCode {
     quiet_on_closed_stdout();
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let matches = command.clone().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    record::remember(&command, &matches);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -25,7 +25,13 @@ use kube::Client;
 pub use runtime::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
 
 /// Every controller `--controllers` can name, in start order.
-pub const ALL: &[&str] = &["scheduler", "replicaset", "deployment", "garbagecollector", "eventttl"];
+pub const ALL: &[&str] = &[
+    "scheduler",
+    "replicaset",
+    "deployment",
+    "garbagecollector",
+    "eventttl",
+];
 
 /// Tunables of the controllers.
 #[derive(Debug, Clone)]
