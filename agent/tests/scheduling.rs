@@ -60,34 +60,6 @@ fn pod_scheduled(p: &Value) -> Option<(String, String, String)> {
     Some((s("status"), s("reason"), s("message")))
 }
 
-/// Waits until every node of the cluster is Ready.
-async fn wait_nodes_ready(c: &Cluster, client: &Client) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let want = c.nodes();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut ready = 0;
-        for name in &want {
-            if let Ok(Some(n)) = nodes.get_opt(name).await {
-                let ok = n
-                    .status
-                    .and_then(|s| s.conditions)
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                ready += usize::from(ok);
-            }
-        }
-        if ready == want.len() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nodes {want:?} not all Ready\ncontrol log:\n{}",
-            cluster::tail(&c.control_log(), 30)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn label_node(client: &Client, node: &str, key: &str, value: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
@@ -107,7 +79,7 @@ async fn pods_without_a_node_are_spread_over_two_agents_and_run() {
     assert_eq!(nodes.len(), 2);
     assert_ne!(nodes[0], nodes[1]);
     let client = c.client().await;
-    wait_nodes_ready(&c, &client).await;
+    c.wait_nodes_ready(&client).await;
 
     for i in 0..4 {
         create(&client, sleeper(&format!("web-{i}"), json!({}))).await;
@@ -160,7 +132,7 @@ async fn pods_without_a_node_are_spread_over_two_agents_and_run() {
 async fn an_unschedulable_pod_waits_with_failed_scheduling_then_fits_a_new_node() {
     let mut c = Cluster::start_nodes(2);
     let client = c.client().await;
-    wait_nodes_ready(&c, &client).await;
+    c.wait_nodes_ready(&client).await;
 
     // More cpu than any node has.
     create(
@@ -221,7 +193,7 @@ async fn an_unschedulable_pod_waits_with_failed_scheduling_then_fits_a_new_node(
     // A third agent joins and is labelled: the waiting pod lands there
     // without anyone touching it.
     let third = c.add_agent();
-    wait_nodes_ready(&c, &client).await;
+    c.wait_nodes_ready(&client).await;
     let out = c
         .bosun()
         .args(["label", "node", &third, "tier=gold"])
@@ -265,7 +237,7 @@ async fn an_unschedulable_pod_waits_with_failed_scheduling_then_fits_a_new_node(
 async fn a_full_node_takes_the_waiting_pod_when_one_goes() {
     let c = Cluster::start_with(&["--max-pods", "2"]);
     let client = c.client().await;
-    wait_nodes_ready(&c, &client).await;
+    c.wait_nodes_ready(&client).await;
     for name in ["a", "b"] {
         create(&client, sleeper(name, json!({}))).await;
         c.wait_pod(&client, name, "Running", UP, running).await;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
@@ -229,6 +229,34 @@ impl Cluster {
     /// Every node's name, the first one first.
     pub fn nodes(&self) -> Vec<String> {
         self.agents.iter().map(|a| a.node.clone()).collect()
+    }
+
+    /// Waits until every node of the cluster is Ready (as `bosun get
+    /// nodes` would show), so the scheduler can choose among all of them.
+    pub async fn wait_nodes_ready(&self, client: &Client) {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let want = self.nodes();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut ready = 0;
+            for name in &want {
+                if let Ok(Some(n)) = nodes.get_opt(name).await {
+                    let ok = n.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                        cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                    ready += usize::from(ok);
+                }
+            }
+            if ready == want.len() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nodes {want:?} not all Ready\ncontrol log:\n{}",
+                tail(&self.control_log(), 30)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     fn log(&self, name: &str) -> std::fs::File {
