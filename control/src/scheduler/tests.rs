@@ -578,7 +578,10 @@ async fn binds_pods_and_sets_pod_scheduled() {
             .unwrap()
             .items
             .into_iter()
-            .find(|e| e.reason.as_deref() == Some("Scheduled"))
+            .find(|e| {
+                e.reason.as_deref() == Some("Scheduled")
+                    && e.involved_object.name.as_deref() == Some("web")
+            })
     })
     .await;
     assert_eq!(
