@@ -5,9 +5,9 @@
 mod cluster;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cluster::{tail, Cluster, BUSYBOX};
+use cluster::{Cluster, BUSYBOX};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
@@ -45,26 +45,6 @@ fn owned_by(p: &Pod, rs: &ReplicaSet) -> bool {
         .any(|r| r.controller == Some(true) && Some(&r.uid) == rs.metadata.uid.as_ref())
 }
 
-/// Polls `check` every 200 ms until it gives a value, or fails after `deadline`.
-async fn poll<T, F, Fut>(c: &Cluster, what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}\nagent log tail:\n{}",
-            tail(&c.agent_log(), 30)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn pods(client: &Client) -> Vec<Pod> {
     Api::<Pod>::namespaced(client.clone(), "default")
         .list(&ListParams::default())
@@ -85,8 +65,7 @@ async fn live_pods_of(client: &Client, rs: &ReplicaSet) -> Vec<Pod> {
 /// Waits until the set has exactly `n` pods, all Running and Ready, and
 /// no terminating pod of it is left; returns their names.
 async fn wait_ready_pods(c: &Cluster, client: &Client, rs: &ReplicaSet, n: usize) -> Vec<String> {
-    poll(
-        c,
+    c.poll(
         &format!("{n} running, ready pods of the set and nothing else"),
         UP,
         || async {
@@ -144,13 +123,14 @@ spec:
     )
     .unwrap();
     run(c.bosun().arg("apply").arg("-f").arg(&manifest));
-    let rs = poll(&c, "the ReplicaSet", UP, || async {
-        Api::<ReplicaSet>::namespaced(client.clone(), "default")
-            .get("web")
-            .await
-            .ok()
-    })
-    .await;
+    let rs = c
+        .poll("the ReplicaSet", UP, || async {
+            Api::<ReplicaSet>::namespaced(client.clone(), "default")
+                .get("web")
+                .await
+                .ok()
+        })
+        .await;
 
     // 3 pods Running and Ready, each with its containers on Docker.
     let first = wait_ready_pods(&c, &client, &rs, 3).await;
@@ -158,7 +138,7 @@ spec:
         assert!(p.starts_with("web-"), "{p}");
         assert!(!containers_of(&c, p).is_empty(), "no containers for {p}");
     }
-    poll(&c, "status.readyReplicas 3", UP, || async {
+    c.poll("status.readyReplicas 3", UP, || async {
         (ready_replicas(&client).await == Some(3)).then_some(())
     })
     .await;
@@ -179,7 +159,7 @@ spec:
     let mut kubectl = c.kubectl().expect("kubectl at /usr/bin/kubectl");
     run(kubectl.args(["scale", "rs/web", "--replicas=5"]));
     let five = wait_ready_pods(&c, &client, &rs, 5).await;
-    poll(&c, "status.readyReplicas 5", UP, || async {
+    c.poll("status.readyReplicas 5", UP, || async {
         (ready_replicas(&client).await == Some(5)).then_some(())
     })
     .await;
@@ -188,17 +168,12 @@ spec:
     let one = wait_ready_pods(&c, &client, &rs, 1).await;
     let victims: Vec<&String> = five.iter().filter(|p| !one.contains(p)).collect();
     assert_eq!(victims.len(), 4, "{five:?} -> {one:?}");
-    poll(
-        &c,
-        "the 4 victims' containers gone from Docker",
-        UP,
-        || async {
-            victims
-                .iter()
-                .all(|v| containers_of(&c, v).is_empty())
-                .then_some(())
-        },
-    )
+    c.poll("the 4 victims' containers gone from Docker", UP, || async {
+        victims
+            .iter()
+            .all(|v| containers_of(&c, v).is_empty())
+            .then_some(())
+    })
     .await;
     assert!(!containers_of(&c, &one[0]).is_empty());
 
@@ -207,14 +182,15 @@ spec:
     run(c
         .bosun()
         .args(["label", "pod", &relabelled, "app=other", "--overwrite"]));
-    let released = poll(&c, "the relabelled pod released", UP, || async {
-        let p = Api::<Pod>::namespaced(client.clone(), "default")
-            .get(&relabelled)
-            .await
-            .ok()?;
-        p.owner_references().is_empty().then_some(p)
-    })
-    .await;
+    let released = c
+        .poll("the relabelled pod released", UP, || async {
+            let p = Api::<Pod>::namespaced(client.clone(), "default")
+                .get(&relabelled)
+                .await
+                .ok()?;
+            p.owner_references().is_empty().then_some(p)
+        })
+        .await;
     let replacement = wait_ready_pods(&c, &client, &rs, 1).await;
     assert_ne!(replacement[0], relabelled);
     assert!(
@@ -226,14 +202,14 @@ spec:
     // Deleting the set deletes its pods (garbage collector); the released
     // pod is no longer the set's and stays.
     run(c.bosun().args(["delete", "rs", "web"]));
-    poll(&c, "the set's pods and containers gone", UP, || async {
+    c.poll("the set's pods and containers gone", UP, || async {
         let left: Vec<String> = pods(&client).await.iter().map(|p| p.name_any()).collect();
         (left == [relabelled.clone()] && containers_of(&c, &replacement[0]).is_empty())
             .then_some(())
     })
     .await;
     run(c.bosun().args(["delete", "pod", &relabelled]));
-    poll(&c, "no containers left on the node", UP, || async {
+    c.poll("no containers left on the node", UP, || async {
         c.docker_ids(&[]).is_empty().then_some(())
     })
     .await;

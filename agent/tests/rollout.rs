@@ -8,7 +8,7 @@ mod cluster;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cluster::Cluster;
 use futures::StreamExt;
@@ -96,21 +96,6 @@ async fn sets_of(client: &Client, app: &str) -> Vec<ReplicaSet> {
         .items
 }
 
-async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// What a web pod serves, fetched from inside it.
 fn served(c: &Cluster, pod: &str) -> String {
     ok(
@@ -122,25 +107,26 @@ fn served(c: &Cluster, pod: &str) -> String {
 }
 
 async fn ready_pods_serving(c: &Cluster, client: &Client, app: &str, n: usize, version: &str) {
-    let pods = eventually(
-        &format!("{n} ready pods of {app} serving {version}"),
-        LONG,
-        || async {
-            let pods: Vec<Pod> = pods_of(client, app).await;
-            let all: Vec<&Pod> = pods
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            let ready: Vec<&Pod> = all.iter().copied().filter(|p| is_ready(p)).collect();
-            (all.len() == n && ready.len() == n).then(|| {
-                ready
+    let pods = c
+        .poll(
+            &format!("{n} ready pods of {app} serving {version}"),
+            LONG,
+            || async {
+                let pods: Vec<Pod> = pods_of(client, app).await;
+                let all: Vec<&Pod> = pods
                     .iter()
-                    .map(|p| p.metadata.name.clone().unwrap())
-                    .collect::<Vec<_>>()
-            })
-        },
-    )
-    .await;
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .collect();
+                let ready: Vec<&Pod> = all.iter().copied().filter(|p| is_ready(p)).collect();
+                (all.len() == n && ready.len() == n).then(|| {
+                    ready
+                        .iter()
+                        .map(|p| p.metadata.name.clone().unwrap())
+                        .collect::<Vec<_>>()
+                })
+            },
+        )
+        .await;
     for p in pods {
         assert_eq!(served(c, &p), format!("web {version}"), "pod {p}");
     }
@@ -256,7 +242,7 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
 
     // Rolling update with a recorded change-cause, watched pod by pod.
     let (timeline, recorder) = record_pods(&client, "web");
-    eventually("the pod watch to list the 3 pods", LONG, || async {
+    c.poll("the pod watch to list the 3 pods", LONG, || async {
         timeline.lock().unwrap().contains(&None).then_some(())
     })
     .await;
@@ -338,7 +324,7 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
             r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","env":[{"name":"GREETING","value":"hello"}]}]}}}}"#,
         ],
     );
-    eventually("the controller to observe both edits", LONG, || async {
+    c.poll("the controller to observe both edits", LONG, || async {
         let d = Api::<Deployment>::namespaced(client.clone(), "default")
             .get("web")
             .await
@@ -378,7 +364,7 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
             r#"{"spec":{"revisionHistoryLimit":2}}"#,
         ],
     );
-    eventually("at most 2 old sets", LONG, || async {
+    c.poll("at most 2 old sets", LONG, || async {
         let d = Api::<Deployment>::namespaced(client.clone(), "default")
             .get("web")
             .await
@@ -433,7 +419,7 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
 
     // Deleting the deployment deletes its sets and pods.
     ok(&c, &["delete", "deployment", "web"]);
-    eventually("the sets and pods of web to go", LONG, || async {
+    c.poll("the sets and pods of web to go", LONG, || async {
         (sets_of(&client, "web").await.is_empty() && pods_of(&client, "web").await.is_empty())
             .then_some(())
     })
@@ -446,7 +432,7 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
         &["rollout", "status", "deployment/keep", "--timeout=120s"],
     );
     ok(&c, &["delete", "deployment", "keep", "--cascade=orphan"]);
-    eventually("the deployment keep to go", LONG, || async {
+    c.poll("the deployment keep to go", LONG, || async {
         Api::<Deployment>::namespaced(client.clone(), "default")
             .get_opt("keep")
             .await

@@ -152,6 +152,29 @@ impl Ctx {
         format!("{}/{}", info.collection_path(namespace), encode(name))
     }
 
+    /// PATCH of one object (or subresource) with a JSON merge patch, or a
+    /// strategic merge patch when `strategic`; returns the object.
+    pub async fn patch_json(
+        &self,
+        path: &str,
+        strategic: bool,
+        patch: &Value,
+    ) -> Result<Value, kube::Error> {
+        let content_type = if strategic {
+            "application/strategic-merge-patch+json"
+        } else {
+            "application/merge-patch+json"
+        };
+        self.request_json(
+            http::Method::PATCH,
+            path,
+            None,
+            Some(content_type),
+            Some(patch),
+        )
+        .await
+    }
+
     /// A request with JSON body (or none); returns the parsed response.
     pub async fn request_json(
         &self,

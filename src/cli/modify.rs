@@ -151,14 +151,7 @@ pub async fn label(ctx: &Ctx, args: &LabelArgs, field: Field) -> Result<bool> {
                 return anyhow::Ok(false);
             };
             let body = serde_json::json!({"metadata": {field.key(): patch}});
-            ctx.request_json(
-                http::Method::PATCH,
-                &path,
-                None,
-                Some("application/merge-patch+json"),
-                Some(&body),
-            )
-            .await?;
+            ctx.patch_json(&path, false, &body).await?;
             Ok(true)
         }
         .await;

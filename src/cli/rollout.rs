@@ -455,12 +455,10 @@ async fn pause(ctx: &Ctx, name: &str, paused: bool) -> Result<String> {
         _ => {}
     }
     let path = Ctx::object_path(deployment_info(), Some(&ctx.namespace), name);
-    ctx.request_json(
-        http::Method::PATCH,
+    ctx.patch_json(
         &path,
-        None,
-        Some("application/merge-patch+json"),
-        Some(&json!({"spec": {"paused": if paused { json!(true) } else { Value::Null }}})),
+        false,
+        &json!({"spec": {"paused": if paused { json!(true) } else { Value::Null }}}),
     )
     .await?;
     Ok(format!(
@@ -481,14 +479,7 @@ async fn restart(ctx: &Ctx, name: &str) -> Result<String> {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let path = Ctx::object_path(deployment_info(), Some(&ctx.namespace), name);
     let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}});
-    ctx.request_json(
-        http::Method::PATCH,
-        &path,
-        None,
-        Some("application/strategic-merge-patch+json"),
-        Some(&patch),
-    )
-    .await?;
+    ctx.patch_json(&path, true, &patch).await?;
     Ok(format!("{} restarted\n", shown(name)))
 }
 

@@ -90,14 +90,8 @@ pub async fn scale(ctx: &Ctx, args: &ScaleArgs) -> Result<bool> {
                 )
                 .await?;
             } else {
-                ctx.request_json(
-                    http::Method::PATCH,
-                    &scale_path,
-                    None,
-                    Some("application/merge-patch+json"),
-                    Some(&json!({"spec": {"replicas": replicas}})),
-                )
-                .await?;
+                ctx.patch_json(&scale_path, false, &json!({"spec": {"replicas": replicas}}))
+                    .await?;
             }
             if args.record {
                 annotate_change_cause(ctx, &path).await?;
@@ -119,13 +113,6 @@ pub async fn scale(ctx: &Ctx, args: &ScaleArgs) -> Result<bool> {
 /// Writes the command line into the object's change-cause annotation.
 pub async fn annotate_change_cause(ctx: &Ctx, path: &str) -> Result<()> {
     let body = json!({"metadata": {"annotations": {record::CHANGE_CAUSE: record::command_line()}}});
-    ctx.request_json(
-        http::Method::PATCH,
-        path,
-        None,
-        Some("application/merge-patch+json"),
-        Some(&body),
-    )
-    .await?;
+    ctx.patch_json(path, false, &body).await?;
     Ok(())
 }

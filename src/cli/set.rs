@@ -160,14 +160,7 @@ async fn image(ctx: &Ctx, args: &ImageArgs) -> Result<bool> {
             let Some(patch) = patch else {
                 return anyhow::Ok(false);
             };
-            ctx.request_json(
-                http::Method::PATCH,
-                &path,
-                None,
-                Some("application/strategic-merge-patch+json"),
-                Some(&patch),
-            )
-            .await?;
+            ctx.patch_json(&path, true, &patch).await?;
             Ok(true)
         }
         .await;

@@ -231,6 +231,28 @@ impl Cluster {
         self.agents.iter().map(|a| a.node.clone()).collect()
     }
 
+    /// Polls `check` every 200 ms until it gives a value, or fails after
+    /// `deadline` with the tails of the control plane's and agents' logs.
+    pub async fn poll<T, F, Fut>(&self, what: &str, deadline: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "timed out after {deadline:?} waiting for {what}\ncontrol log tail:\n{}\nagent log tail:\n{}",
+                tail(&self.control_log(), 20),
+                tail(&self.agent_log(), 20)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Waits until every node of the cluster is Ready (as `bosun get
     /// nodes` would show), so the scheduler can choose among all of them.
     pub async fn wait_nodes_ready(&self, client: &Client) {

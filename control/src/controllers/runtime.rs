@@ -482,27 +482,17 @@ mod tests {
         assert!(e.satisfied("ns/rs", |_| false, |_| false));
     }
 
-    #[tokio::test]
-    async fn shared_caches_feed_controllers() {
-        use crate::controllers::testing::{eventually, TestApi};
-        use k8s_openapi::api::apps::v1::ReplicaSet;
-        use k8s_openapi::api::core::v1::Pod;
-        use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::controllers::testing::{eventually, TestApi};
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-        let api = TestApi::start().await;
-        let shared = api.shared();
-        let pods = shared.informers.store::<Pod>();
-        let controller = Controller::for_shared_stream(
-            shared.informers.subscribe::<ReplicaSet>(),
-            shared.informers.store::<ReplicaSet>(),
-        )
-        .owns_shared_stream(shared.informers.subscribe::<Pod>());
-        shared.informers.start();
-        shared.informers.wait_ready().await;
+    #[derive(Debug, thiserror::Error)]
+    #[error("never")]
+    struct Never;
 
-        #[derive(Debug, thiserror::Error)]
-        #[error("never")]
-        struct Never;
+    /// Runs `controller` with a reconciler that only counts its calls.
+    fn count_reconciles(controller: Controller<ReplicaSet>) -> Arc<AtomicUsize> {
         let seen = Arc::new(AtomicUsize::new(0));
         let counter = seen.clone();
         tokio::spawn(run_controller(
@@ -514,6 +504,11 @@ mod tests {
                 async { Ok::<_, Never>(Action::await_change()) }
             },
         ));
+        seen
+    }
+
+    /// A ReplicaSet `web`; returns its uid.
+    async fn web_set(api: &TestApi) -> String {
         let rs: ReplicaSet = api
             .create(serde_json::json!({
                 "apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -523,14 +518,11 @@ mod tests {
                                       "spec": {"containers": [{"name": "c", "image": "i"}]}}}
             }))
             .await;
-        eventually(
-            "a reconcile of the new ReplicaSet",
-            Duration::from_secs(5),
-            || async { (seen.load(Ordering::SeqCst) >= 1).then_some(()) },
-        )
-        .await;
-        let before = seen.load(Ordering::SeqCst);
-        let uid = rs.metadata.uid.clone().unwrap();
+        rs.metadata.uid.unwrap()
+    }
+
+    /// A pod `web-1` controlled by the set with `uid`.
+    async fn web_pod(api: &TestApi, uid: &str) {
         let _: Pod = api
             .create(serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod",
@@ -540,27 +532,44 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "image": "i"}]}
             }))
             .await;
+    }
+
+    async fn reconciles_reach(seen: &AtomicUsize, what: &str, n: usize) {
+        eventually(what, Duration::from_secs(5), || async {
+            (seen.load(Ordering::SeqCst) >= n).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn shared_caches_feed_controllers() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        let controller = Controller::for_shared_stream(
+            shared.informers.subscribe::<ReplicaSet>(),
+            shared.informers.store::<ReplicaSet>(),
+        )
+        .owns_shared_stream(shared.informers.subscribe::<Pod>());
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+        let seen = count_reconciles(controller);
+
+        let uid = web_set(&api).await;
+        reconciles_reach(&seen, "a reconcile of the new set", 1).await;
+        let before = seen.load(Ordering::SeqCst);
+        web_pod(&api, &uid).await;
         eventually(
             "the pod in the shared cache",
             Duration::from_secs(5),
             || async { (pods.state().len() == 1).then_some(()) },
         )
         .await;
-        eventually(
-            "a reconcile of the owner",
-            Duration::from_secs(5),
-            || async { (seen.load(Ordering::SeqCst) > before).then_some(()) },
-        )
-        .await;
+        reconciles_reach(&seen, "a reconcile of the new pod's owner", before + 1).await;
     }
 
     #[tokio::test]
     async fn deletions_of_dependents_wake_their_owner() {
-        use crate::controllers::testing::{eventually, TestApi};
-        use k8s_openapi::api::apps::v1::ReplicaSet;
-        use k8s_openapi::api::core::v1::Pod;
-        use std::sync::atomic::{AtomicUsize, Ordering};
-
         let api = TestApi::start().await;
         let shared = api.shared();
         let pods = shared.informers.store::<Pod>();
@@ -572,58 +581,25 @@ mod tests {
         .owns_stream(shared.informers.deleted::<Pod>());
         shared.informers.start();
         shared.informers.wait_ready().await;
+        let seen = count_reconciles(controller);
 
-        #[derive(Debug, thiserror::Error)]
-        #[error("never")]
-        struct Never;
-        let seen = Arc::new(AtomicUsize::new(0));
-        let counter = seen.clone();
-        tokio::spawn(run_controller(
-            "test",
-            controller,
-            Arc::new(()),
-            move |_rs: Arc<ReplicaSet>, _| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                async { Ok::<_, Never>(Action::await_change()) }
-            },
-        ));
-        let rs: ReplicaSet = api
-            .create(serde_json::json!({
-                "apiVersion": "apps/v1", "kind": "ReplicaSet",
-                "metadata": {"name": "web", "namespace": "default"},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                         "template": {"metadata": {"labels": {"app": "web"}},
-                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}}
-            }))
-            .await;
-        let uid = rs.metadata.uid.clone().unwrap();
-        let _: Pod = api
-            .create(serde_json::json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
-                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                        "name": "web", "uid": uid, "controller": true}]},
-                "spec": {"containers": [{"name": "c", "image": "i"}]}
-            }))
-            .await;
+        let uid = web_set(&api).await;
+        web_pod(&api, &uid).await;
         eventually("the pod in the cache", Duration::from_secs(5), || async {
             (pods.state().len() == 1).then_some(())
         })
         .await;
-        eventually("the first reconcile", Duration::from_secs(5), || async {
-            (seen.load(Ordering::SeqCst) == 1).then_some(())
-        })
-        .await;
+        reconciles_reach(&seen, "the first reconcile", 1).await;
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1,
+            "a new pod alone wakes nobody"
+        );
         api.api::<Pod>(Some("default"))
             .delete("web-1", &Default::default())
             .await
             .unwrap();
-        eventually(
-            "a reconcile of the owner after its pod was deleted",
-            Duration::from_secs(5),
-            || async { (seen.load(Ordering::SeqCst) == 2).then_some(()) },
-        )
-        .await;
+        reconciles_reach(&seen, "a reconcile after the pod was deleted", 2).await;
     }
 
     #[test]
