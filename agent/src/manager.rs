@@ -248,6 +248,27 @@ async fn finish_deletion(client: &Client, pod: &Pod) {
     }
 }
 
+/// The pod as this agent last left it: the watch may still deliver the
+/// object from before our last status write, and a status computed from
+/// that one would forget what the write set (startTime, transition times)
+/// and write again. Only the agent writes a bound pod's status, so its own
+/// last write is never older than the watched copy.
+fn with_own_status(pod: &Pod, written: Option<&Value>) -> Pod {
+    let Some(Value::Object(written)) = written else {
+        return pod.clone();
+    };
+    let mut status = serde_json::to_value(pod.status.clone().unwrap_or_default())
+        .unwrap_or_else(|_| Value::Object(Default::default()));
+    if let Value::Object(fields) = &mut status {
+        for (k, v) in written {
+            fields.insert(k.clone(), v.clone());
+        }
+    }
+    let mut pod = pod.clone();
+    pod.status = serde_json::from_value(status).ok().or(pod.status);
+    pod
+}
+
 async fn run_worker(
     mut worker: PodWorker,
     client: Client,
@@ -302,7 +323,8 @@ async fn run_worker(
             }
         }
 
-        let wake_after = match worker.sync(&pod).await {
+        let seen = with_own_status(&pod, last_status.as_ref());
+        let wake_after = match worker.sync(&seen).await {
             Ok(synced) => {
                 retry = Duration::from_millis(500);
                 recorder.pod_events(&pod, synced.events);
@@ -334,5 +356,33 @@ async fn run_worker(
             _ = probes.notified() => {}
             _ = tokio::time::sleep(wake_after) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stale_watched_pod_gets_the_agents_last_written_status() {
+        let watched: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Pending", "qosClass": "BestEffort",
+                       "conditions": [{"type": "PodScheduled", "status": "True"}]}
+        }))
+        .unwrap();
+        let written = json!({"phase": "Running", "startTime": "2026-12-03T08:37:56Z"});
+        let seen = with_own_status(&watched, Some(&written));
+        let status = seen.status.unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(
+            status.start_time.map(|t| t.0.to_string()).as_deref(),
+            Some("2026-12-03T08:37:56Z")
+        );
+        // What the agent did not write stays as watched.
+        assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
+        // Before any write, the watched pod is used as it is.
+        assert_eq!(with_own_status(&watched, None), watched);
     }
 }
