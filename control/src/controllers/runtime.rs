@@ -292,6 +292,16 @@ impl KeyBackoff {
     }
 }
 
+/// The owner reference with `controller: true`, if the object has one.
+pub fn controller_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}
+
 /// `namespace/name` (or `name`) of an object: the work-queue key.
 pub fn key_of<K: Resource>(obj: &K) -> String {
     match obj.meta().namespace.as_deref() {

@@ -126,15 +126,7 @@ fn deployment_of_pod(replica_sets: &Store<ReplicaSet>, pod: &Pod) -> Option<Obje
     (d.kind == "Deployment").then(|| ObjectRef::new(&d.name).within(ns))
 }
 
-/// The owner reference with `controller: true`.
-pub(crate) fn controller_of(
-    md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
-    md.owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-}
+pub(crate) use crate::controllers::runtime::controller_of;
 
 /// One sync of one Deployment (`syncDeployment`).
 pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {

@@ -213,14 +213,11 @@ impl<'a> Rollout<'a> {
         Ok(())
     }
 
+    /// The reference this deployment's sets carry.
     fn owner_reference(&self) -> OwnerReference {
         OwnerReference {
-            api_version: Deployment::api_version(&()).into_owned(),
-            kind: Deployment::kind(&()).into_owned(),
-            name: self.name(),
-            uid: self.d.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
             block_owner_deletion: Some(true),
+            ..self.d.controller_owner_ref(&()).unwrap_or_default()
         }
     }
 

@@ -38,13 +38,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use bosun::events::{reference_to, EventRecorder, EventType};
 use bosun::selector::LabelSelector;
 
-use super::runtime::{run_controller, Clock, Expectations, Shared};
+use super::runtime::{controller_of, run_controller, Clock, Expectations, Shared};
 use victims::{is_active, pods_to_delete};
 
 /// The most pods one sync creates or deletes (Kubernetes' burstReplicas).
@@ -147,7 +147,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 
 /// The sets in an orphan pod's namespace whose selector matches it.
 fn sets_that_may_adopt(sets: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectRef<ReplicaSet>> {
-    if controller_of(pod).is_some() || pod.metadata.deletion_timestamp.is_some() {
+    if controller_of(&pod.metadata).is_some() || pod.metadata.deletion_timestamp.is_some() {
         return Vec::new();
     }
     let labels = pod.labels();
@@ -168,23 +168,11 @@ fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
         .filter(|s| !s.is_empty())
 }
 
-fn controller_of(pod: &Pod) -> Option<&OwnerReference> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-}
-
-/// The reference a set's pods carry.
+/// The reference a set's pods carry (controller, blocking its deletion).
 fn controller_ref(rs: &ReplicaSet) -> OwnerReference {
     OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: rs.name_any(),
-        uid: rs.uid().unwrap_or_default(),
-        controller: Some(true),
         block_owner_deletion: Some(true),
+        ..rs.controller_owner_ref(&()).unwrap_or_default()
     }
 }
 
@@ -317,7 +305,7 @@ async fn claim_pods<'a>(
     let mut may_adopt: Option<bool> = None;
     let mut owned = Vec::new();
     for pod in in_ns.iter().map(Arc::as_ref).filter(|p| is_active(p)) {
-        match controller_of(pod) {
+        match controller_of(&pod.metadata) {
             Some(r) if r.uid != uid => {}
             Some(_) if matches(pod) => owned.push(pod),
             Some(_) if deleting => {}
@@ -491,11 +479,7 @@ fn related_pods<'a>(
     owned: &[&'a Pod],
     in_ns: &'a [Arc<Pod>],
 ) -> Vec<&'a Pod> {
-    let Some(owner) = rs
-        .owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true))
-    else {
+    let Some(owner) = controller_of(&rs.metadata) else {
         return owned.to_vec();
     };
     let siblings: HashSet<String> = ctx
@@ -503,17 +487,13 @@ fn related_pods<'a>(
         .state()
         .iter()
         .filter(|s| s.namespace() == rs.namespace())
-        .filter(|s| {
-            s.owner_references()
-                .iter()
-                .any(|r| r.controller == Some(true) && r.uid == owner.uid)
-        })
+        .filter(|s| controller_of(&s.metadata).is_some_and(|r| r.uid == owner.uid))
         .filter_map(|s| s.uid())
         .chain(rs.uid())
         .collect();
     in_ns
         .iter()
         .map(Arc::as_ref)
-        .filter(|p| controller_of(p).is_some_and(|r| siblings.contains(&r.uid)))
+        .filter(|p| controller_of(&p.metadata).is_some_and(|r| siblings.contains(&r.uid)))
         .collect()
 }
