@@ -563,10 +563,7 @@ fn describe_pod(obj: &Value) -> Out {
             out.kv(2, "IP", s(&ip["ip"]));
         }
     }
-    if let Some(owner) = meta["ownerReferences"]
-        .as_array()
-        .and_then(|o| o.iter().find(|r| r["controller"].as_bool() == Some(true)))
-    {
+    if let Some(owner) = controller_ref(meta) {
         out.kv(
             0,
             "Controlled By",
@@ -679,6 +676,14 @@ pub fn pod_template_text(template: &Value) -> String {
     let mut out = Out::default();
     pod_template(&mut out, template);
     out.0
+}
+
+/// The owner reference with `controller: true` in an object's metadata.
+pub fn controller_ref(meta: &Value) -> Option<&Value> {
+    meta["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"].as_bool() == Some(true))
 }
 
 /// Whether two pod templates are the same but for the `pod-template-hash`
@@ -818,10 +823,7 @@ fn describe_replicaset(obj: &Value, pods: &[Value]) -> Out {
         ": ",
         &[LAST_APPLIED],
     );
-    if let Some(owner) = meta["ownerReferences"]
-        .as_array()
-        .and_then(|o| o.iter().find(|r| r["controller"].as_bool() == Some(true)))
-    {
+    if let Some(owner) = controller_ref(meta) {
         out.kv(
             0,
             "Controlled By",

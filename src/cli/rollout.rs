@@ -289,13 +289,9 @@ async fn owned_replicasets(ctx: &Ctx, d: &Value) -> Result<Vec<Value>> {
         .collect())
 }
 
+/// Whether `uid` is the object's controller.
 pub fn controlled_by(obj: &Value, uid: &str) -> bool {
-    obj["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|refs| {
-            refs.iter()
-                .any(|r| r["uid"] == uid && r["controller"].as_bool() == Some(true))
-        })
+    super::describe::controller_ref(&obj["metadata"]).is_some_and(|r| r["uid"] == uid)
 }
 
 /// `REVISION  CHANGE-CAUSE` rows, sorted by revision.
