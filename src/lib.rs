@@ -4,6 +4,7 @@
 pub mod defaults;
 pub mod events;
 pub mod files;
+pub mod owners;
 pub mod patch;
 pub mod printers;
 pub mod quantity;
