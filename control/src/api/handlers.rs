@@ -641,6 +641,19 @@ where
                 return Err(ApiError::modified(res, name));
             }
         }
+        // A uid in what the client sent is a precondition too: the write
+        // must not land on another object that took the same name.
+        if let (Some(given), Some(stored)) = (meta_str(&next, "uid"), meta_str(&current, "uid")) {
+            if !given.is_empty() && given != stored {
+                return Err(ApiError::conflict(
+                    res,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {given}, UID in object meta: {stored}"
+                    ),
+                ));
+            }
+        }
         let next = merge_write(res, &current, next, part_of(req));
         match commit_write(state, req, &kv, &current, next, part_of(req)).await? {
             Ok(written) => return Ok(written_response(req, written, &warnings)),

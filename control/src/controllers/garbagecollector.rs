@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 use bosun::resources::{self, ResourceInfo, RESOURCES};
 
-use super::runtime::{KeyBackoff, Shared};
+use super::toolkit::{KeyBackoff, Shared};
 
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";
@@ -624,7 +624,7 @@ async fn remove_finalizer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::testing::{eventually, TestApi};
+    use crate::controllers::toolkit::testing::{eventually, TestApi};
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::ListParams;

@@ -12,9 +12,7 @@ pub mod deployment;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod replicaset;
-pub mod runtime;
-#[cfg(test)]
-pub mod testing;
+pub mod toolkit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +20,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use kube::Client;
 
-pub use runtime::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
+pub use toolkit::{Clock, Expectations, FakeClock, Informers, Shared, SystemClock};
 
 /// Every controller `--controllers` can name, in start order.
 pub const ALL: &[&str] = &[

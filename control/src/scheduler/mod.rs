@@ -31,7 +31,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 use serde_json::json;
 
-use crate::controllers::runtime::{key_of, Shared};
+use crate::controllers::toolkit::{key_of, Shared};
 use nodeinfo::NodeInfo;
 use queue::SchedulingQueue;
 

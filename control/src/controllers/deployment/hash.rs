@@ -2,88 +2,20 @@
 //! keeps their selectors apart (kube-controller-manager's
 //! `controller.ComputeHash` and `deploymentutil.EqualIgnoreHash`).
 //!
-//! Kubernetes hashes a spew dump of the Go struct with FNV-32a; bosun
-//! hashes the canonical JSON of the template (keys sorted) the same way,
-//! mixes in `status.collisionCount`, and renders the number in
-//! Kubernetes' safe-encoded alphabet (no vowels, no look-alike digits).
+//! The hash itself (FNV-32a of the canonical JSON, with
+//! `status.collisionCount` mixed in) is the toolkit's [`hash_value`].
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
 
 use super::POD_TEMPLATE_HASH;
-
-/// apimachinery's `rand.SafeEncodeString` alphabet.
-const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// FNV-1a, 32 bits.
-struct Fnv32a(u32);
-
-impl Fnv32a {
-    fn new() -> Self {
-        Fnv32a(0x811c_9dc5)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u32::from(*b);
-            self.0 = self.0.wrapping_mul(0x0100_0193);
-        }
-    }
-}
-
-/// Writes `v` as JSON with object keys sorted, so equal templates give
-/// equal bytes whatever order their maps were built in.
-fn canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-/// Maps each character of `s` into the safe alphabet, as
-/// `rand.SafeEncodeString` does.
-fn safe_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
-        .collect()
-}
+use crate::controllers::toolkit::hash::hash_value;
 
 /// The hash of `template` (as the Deployment has it, without a hash
 /// label) and the collision count.
 pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     let value = serde_json::to_value(template).unwrap_or(Value::Null);
-    let mut text = String::new();
-    canonical(&value, &mut text);
-    let mut hasher = Fnv32a::new();
-    hasher.write(text.as_bytes());
-    if let Some(count) = collision_count {
-        // Kubernetes writes the count as 4 little-endian bytes.
-        hasher.write(&(count as u32).to_le_bytes());
-    }
-    safe_encode(&hasher.0.to_string())
+    hash_value(&value, collision_count)
 }
 
 /// `template` as compared for "is this the same template": without the
@@ -126,7 +58,9 @@ mod tests {
         let a = compute_hash(&template("web:1"), None);
         assert_eq!(a, compute_hash(&template("web:1"), None));
         assert!(
-            (1..=10).contains(&a.len()) && a.bytes().all(|b| ALPHABET.contains(&b)),
+            (1..=10).contains(&a.len())
+                && a.bytes()
+                    .all(|b| crate::controllers::toolkit::hash::ALPHABET.contains(&b)),
             "{a}"
         );
         assert_ne!(a, compute_hash(&template("web:2"), None));
@@ -163,11 +97,5 @@ mod tests {
             .insert(POD_TEMPLATE_HASH.into(), "abc".into());
         assert!(equal_ignore_hash(&template("web:1"), &with_hash));
         assert!(!equal_ignore_hash(&template("web:2"), &with_hash));
-    }
-
-    #[test]
-    fn safe_encoding_matches_apimachinery() {
-        // "0" is byte 48: 48 % 27 = 21 -> '4'; "9" is 57 % 27 = 3 -> 'f'.
-        assert_eq!(safe_encode("09"), "4f");
     }
 }

@@ -39,7 +39,7 @@ use kube::runtime::Controller;
 
 use bosun::events::EventRecorder;
 
-use super::runtime::{run_controller, Clock, Shared};
+use super::toolkit::{run_controller, Clock, Shared};
 
 pub use hash::compute_hash;
 
@@ -61,6 +61,8 @@ pub const RESYNC: Duration = Duration::from_secs(600);
 pub enum Error {
     #[error("API: {0}")]
     Api(#[from] kube::Error),
+    #[error(transparent)]
+    Claim(#[from] crate::controllers::toolkit::claim::ClaimError),
     #[error("deployment {0}: invalid selector: {1}")]
     Selector(String, String),
     #[error("deployment {0}: {1}")]
@@ -126,7 +128,7 @@ fn deployment_of_pod(replica_sets: &Store<ReplicaSet>, pod: &Pod) -> Option<Obje
     (d.kind == "Deployment").then(|| ObjectRef::new(&d.name).within(ns))
 }
 
-pub(crate) use crate::controllers::runtime::controller_of;
+pub(crate) use crate::controllers::toolkit::controller_of;
 
 /// One sync of one Deployment (`syncDeployment`).
 pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::replicas;
 use super::sync::Rollout;
 use super::Error;
-use crate::controllers::runtime::{from_chrono, to_chrono, Clock};
+use crate::controllers::toolkit::{from_chrono, to_chrono, Clock};
 
 pub const PROGRESSING: &str = "Progressing";
 pub const AVAILABLE: &str = "Available";

@@ -2,14 +2,14 @@
 //! scaling (proportional during a rollout), history cleanup and status.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::Resource;
 use serde_json::json;
 
 use bosun::events::{reference_to, EventType};
@@ -22,6 +22,8 @@ use super::{
     controller_of, Ctx, Error, DESIRED_REPLICAS, MAX_REPLICAS, POD_TEMPLATE_HASH, RESYNC, REVISION,
     REVISION_HISTORY,
 };
+use crate::controllers::toolkit::api_errors::is_status;
+use crate::controllers::toolkit::{controller_ref, ClaimManager};
 
 /// The longest `revision-history` annotation Kubernetes keeps.
 const MAX_REVISION_HISTORY_CHARS: usize = 2000;
@@ -60,10 +62,6 @@ pub fn revision_of(rs: &ReplicaSet) -> i64 {
 
 fn name_of(md: &ObjectMeta) -> String {
     md.name.clone().unwrap_or_default()
-}
-
-fn is_conflict(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
 impl<'a> Rollout<'a> {
@@ -160,11 +158,10 @@ impl<'a> Rollout<'a> {
     }
 
     /// The sets this Deployment controls, adopting matching orphans and
-    /// releasing its sets that no longer match (`ClaimReplicaSets`).
+    /// releasing its sets that no longer match (`ClaimReplicaSets`),
+    /// oldest first.
     async fn claim_replica_sets(&mut self, selector: &LabelSelector) -> Result<(), Error> {
         let ns = self.namespace();
-        let uid = self.d.metadata.uid.clone().unwrap_or_default();
-        let deleting = self.d.metadata.deletion_timestamp.is_some();
         let mut candidates: Vec<ReplicaSet> = self
             .ctx
             .replica_sets
@@ -174,85 +171,10 @@ impl<'a> Rollout<'a> {
             .map(|rs| (*rs).clone())
             .collect();
         replicas::sort_by_creation(&mut candidates);
-        let mut claimed = Vec::new();
-        let mut adoption_checked = false;
-        for rs in candidates {
-            let labels = rs.metadata.labels.clone().unwrap_or_default();
-            let matches = selector.matches(&labels);
-            match controller_of(&rs.metadata) {
-                Some(owner) if owner.uid == uid => {
-                    if matches {
-                        claimed.push(rs);
-                    } else if !deleting {
-                        self.release(rs).await?;
-                    }
-                }
-                Some(_) => {}
-                None => {
-                    if deleting || !matches || rs.metadata.deletion_timestamp.is_some() {
-                        continue;
-                    }
-                    if !adoption_checked {
-                        // Adopt only for a Deployment that is really
-                        // there and not going (a fresh read, not the cache).
-                        let fresh = self.deployment_api().get(&self.name()).await?;
-                        if fresh.metadata.uid.as_deref() != Some(uid.as_str())
-                            || fresh.metadata.deletion_timestamp.is_some()
-                        {
-                            return Ok(());
-                        }
-                        adoption_checked = true;
-                    }
-                    if let Some(adopted) = self.adopt(rs).await? {
-                        claimed.push(adopted);
-                    }
-                }
-            }
-        }
-        self.rss = claimed;
+        let claims = ClaimManager::new(self.ctx.client.clone(), &self.d, Some(selector));
+        let claimed = claims.claim(candidates.into_iter().map(Arc::new)).await?;
+        self.rss = claimed.into_iter().map(Arc::unwrap_or_clone).collect();
         Ok(())
-    }
-
-    /// The reference this deployment's sets carry.
-    fn owner_reference(&self) -> OwnerReference {
-        OwnerReference {
-            block_owner_deletion: Some(true),
-            ..self.d.controller_owner_ref(&()).unwrap_or_default()
-        }
-    }
-
-    async fn adopt(&self, mut rs: ReplicaSet) -> Result<Option<ReplicaSet>, Error> {
-        let name = name_of(&rs.metadata);
-        rs.metadata
-            .owner_references
-            .get_or_insert_with(Vec::new)
-            .push(self.owner_reference());
-        match self
-            .rs_api()
-            .replace(&name, &PostParams::default(), &rs)
-            .await
-        {
-            Ok(rs) => Ok(Some(rs)),
-            Err(e) if is_conflict(&e, 404) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    async fn release(&self, mut rs: ReplicaSet) -> Result<(), Error> {
-        let name = name_of(&rs.metadata);
-        let uid = self.d.metadata.uid.clone().unwrap_or_default();
-        if let Some(refs) = rs.metadata.owner_references.as_mut() {
-            refs.retain(|o| o.uid != uid);
-        }
-        match self
-            .rs_api()
-            .replace(&name, &PostParams::default(), &rs)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_conflict(&e, 404) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// The live pods of the claimed sets (`getPodMapForDeployment`).
@@ -500,7 +422,7 @@ impl<'a> Rollout<'a> {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(self.namespace()),
-                owner_references: Some(vec![self.owner_reference()]),
+                owner_references: Some(vec![controller_ref(&self.d)]),
                 labels,
                 ..Default::default()
             },
@@ -522,7 +444,7 @@ impl<'a> Rollout<'a> {
         let (created, already_existed) =
             match self.rs_api().create(&PostParams::default(), &rs).await {
                 Ok(created) => (created, false),
-                Err(e) if is_conflict(&e, 409) => {
+                Err(e) if is_status(&e, 409) => {
                     // A slow cache: it may be ours already. Read it fresh.
                     let existing = self.rs_api().get(&name).await?;
                     let ours = controller_of(&existing.metadata)
@@ -754,7 +676,7 @@ impl<'a> Rollout<'a> {
             let name = name_of(&rs.metadata);
             match self.rs_api().delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
-                Err(e) if is_conflict(&e, 404) => {}
+                Err(e) if is_status(&e, 404) => {}
                 Err(e) => return Err(e.into()),
             }
             self.rss

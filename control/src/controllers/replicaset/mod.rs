@@ -25,7 +25,6 @@ pub mod victims;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,19 +32,23 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
-use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Client, ResourceExt};
 
 use bosun::events::{reference_to, EventRecorder, EventType};
 use bosun::selector::LabelSelector;
 
-use super::runtime::{controller_of, run_controller, Clock, Expectations, Shared};
-use victims::{is_active, pods_to_delete};
+use super::toolkit::api_errors::{code_of, message_of};
+use super::toolkit::claim::ClaimError;
+use super::toolkit::pods::is_active;
+use super::toolkit::{
+    controller_of, pod_from_template, run_controller, slow_start_batch, ClaimManager, Clock,
+    Expectations, Shared,
+};
+use victims::pods_to_delete;
 
 /// The most pods one sync creates or deletes (Kubernetes' burstReplicas).
 pub const BURST_REPLICAS: usize = 500;
@@ -63,29 +66,10 @@ pub enum Error {
     Create(String),
     #[error("{0}")]
     Delete(String),
-    #[error("{action} pod {pod}: {message}")]
-    Claim {
-        action: &'static str,
-        pod: String,
-        message: String,
-    },
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     #[error("updating the status of ReplicaSet {set}: {message}")]
     Status { set: String, message: String },
-}
-
-/// The message of an API error (its Status message), else the error.
-fn message_of(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn code_of(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
 }
 
 /// What every sync needs.
@@ -168,14 +152,6 @@ fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
         .filter(|s| !s.is_empty())
 }
 
-/// The reference a set's pods carry (controller, blocking its deletion).
-fn controller_ref(rs: &ReplicaSet) -> OwnerReference {
-    OwnerReference {
-        block_owner_deletion: Some(true),
-        ..rs.controller_owner_ref(&()).unwrap_or_default()
-    }
-}
-
 /// Expectations are per set instance: a set deleted and created again
 /// under the same name starts afresh.
 fn expectations_key(rs: &ReplicaSet) -> String {
@@ -193,50 +169,6 @@ fn replicas_of(rs: &ReplicaSet) -> usize {
 
 fn min_ready_seconds(rs: &ReplicaSet) -> i64 {
     rs.spec.min_ready_seconds.unwrap_or(0).max(0) as i64
-}
-
-/// A new pod from the set's template (`controller.GetPodFromTemplate`).
-pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
-    let template = rs.spec.template.clone().unwrap_or_default();
-    let md = template.metadata.unwrap_or_default();
-    Pod {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}-", rs.name_any())),
-            namespace: rs.namespace(),
-            labels: md.labels,
-            annotations: md.annotations,
-            finalizers: md.finalizers,
-            owner_references: Some(vec![controller_ref(rs)]),
-            ..Default::default()
-        },
-        spec: template.spec,
-        status: None,
-    }
-}
-
-/// Runs `count` calls of `attempt` in batches of 1, 2, 4, ... (each batch
-/// concurrently) and stops after the first batch in which one failed, so a
-/// request the API will always refuse is sent once, not `count` times
-/// (`slowStartBatch`). Returns the results of the attempts made.
-pub async fn slow_start_batch<T, E, F, Fut>(count: usize, mut attempt: F) -> Vec<Result<T, E>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    let mut results = Vec::with_capacity(count);
-    let mut remaining = count;
-    let mut batch = remaining.min(1);
-    while batch > 0 {
-        let outcomes = futures::future::join_all((0..batch).map(|_| attempt())).await;
-        remaining -= batch;
-        let failed = outcomes.iter().any(Result::is_err);
-        results.extend(outcomes);
-        if failed {
-            break;
-        }
-        batch = remaining.min(2 * batch);
-    }
-    results
 }
 
 /// The controller's reconcile: waits for the pod cache's first list (a
@@ -273,7 +205,8 @@ pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Erro
         )
     };
 
-    let owned = claim_pods(&rs, &ctx, &in_ns).await?;
+    let claimed = claim_pods(&rs, &ctx, &in_ns).await?;
+    let owned: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
     let manage_result = if needs_sync && rs.metadata.deletion_timestamp.is_none() {
         manage_replicas(&rs, &ctx, &owned, &in_ns).await
     } else {
@@ -293,93 +226,15 @@ pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Erro
 
 /// The set's active pods, after adopting matching orphans and releasing
 /// owned pods that no longer match (`claimPods`).
-async fn claim_pods<'a>(
+async fn claim_pods(
     rs: &ReplicaSet,
     ctx: &Context,
-    in_ns: &'a [Arc<Pod>],
-) -> Result<Vec<&'a Pod>, Error> {
-    let uid = rs.uid().unwrap_or_default();
+    in_ns: &[Arc<Pod>],
+) -> Result<Vec<Arc<Pod>>, Error> {
     let selector = selector_of(rs);
-    let matches = |p: &Pod| selector.as_ref().is_some_and(|s| s.matches(p.labels()));
-    let deleting = rs.metadata.deletion_timestamp.is_some();
-    let mut may_adopt: Option<bool> = None;
-    let mut owned = Vec::new();
-    for pod in in_ns.iter().map(Arc::as_ref).filter(|p| is_active(p)) {
-        match controller_of(&pod.metadata) {
-            Some(r) if r.uid != uid => {}
-            Some(_) if matches(pod) => owned.push(pod),
-            Some(_) if deleting => {}
-            Some(_) => release(rs, ctx, pod).await?,
-            None if deleting || !matches(pod) => {}
-            None => {
-                if may_adopt.is_none() {
-                    may_adopt = Some(still_there(rs, ctx).await);
-                }
-                if may_adopt == Some(true) && adopt(rs, ctx, pod).await? {
-                    owned.push(pod);
-                }
-            }
-        }
-    }
-    Ok(owned)
-}
-
-/// Whether the set, read from the API rather than the cache, is the same
-/// one and not being deleted: a set must not adopt pods on its way out.
-async fn still_there(rs: &ReplicaSet, ctx: &Context) -> bool {
-    let api: Api<ReplicaSet> =
-        Api::namespaced(ctx.client.clone(), &rs.namespace().unwrap_or_default());
-    match api.get(&rs.name_any()).await {
-        Ok(fresh) => fresh.uid() == rs.uid() && fresh.metadata.deletion_timestamp.is_none(),
-        Err(e) => {
-            tracing::debug!(error = %e, "rechecking the ReplicaSet before adopting");
-            false
-        }
-    }
-}
-
-/// Patches the set in as the pod's controller; false if the pod is gone.
-async fn adopt(rs: &ReplicaSet, ctx: &Context, pod: &Pod) -> Result<bool, Error> {
-    let patch = json!({"metadata": {
-        "ownerReferences": [controller_ref(rs)],
-        "uid": pod.uid(),
-    }});
-    patch_pod(ctx, pod, patch, "adopting").await
-}
-
-/// Patches the set's reference out of a pod that no longer matches.
-async fn release(rs: &ReplicaSet, ctx: &Context, pod: &Pod) -> Result<(), Error> {
-    let patch = json!({"metadata": {
-        "ownerReferences": [{"$patch": "delete", "uid": rs.uid()}],
-        "uid": pod.uid(),
-    }});
-    patch_pod(ctx, pod, patch, "releasing").await.map(|_| ())
-}
-
-async fn patch_pod(
-    ctx: &Context,
-    pod: &Pod,
-    patch: serde_json::Value,
-    action: &'static str,
-) -> Result<bool, Error> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    match api
-        .patch(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        // Gone, or replaced by another pod of that name (its uid differs).
-        Err(e) if matches!(code_of(&e), Some(404 | 409 | 422)) => Ok(false),
-        Err(e) => Err(Error::Claim {
-            action,
-            pod: pod.name_any(),
-            message: message_of(&e),
-        }),
-    }
+    let claims = ClaimManager::new(ctx.client.clone(), rs, selector.as_ref());
+    let active: Vec<Arc<Pod>> = in_ns.iter().filter(|p| is_active(p)).cloned().collect();
+    Ok(claims.claim(active).await?)
 }
 
 /// Creates or deletes pods so `owned` becomes `spec.replicas`
@@ -397,7 +252,7 @@ async fn manage_replicas(
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     if owned.len() < want {
         let missing = (want - owned.len()).min(BURST_REPLICAS);
-        let pod = pod_from_template(rs);
+        let pod = pod_from_template(rs, rs.spec.template.as_ref());
         let params = PostParams::default();
         let results = slow_start_batch(missing, || api.create(&params, &pod)).await;
         let mut first_error = None;

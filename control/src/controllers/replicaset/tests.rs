@@ -12,8 +12,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::controllers::runtime::{from_chrono, Clock, Shared};
-use crate::controllers::testing::{eventually, TestApi};
+use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::controllers::toolkit::{from_chrono, Clock, Shared};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -227,47 +227,6 @@ async fn scale_down_deletes_not_ready_pods_first() {
     let mut expected = vec![ready_a, ready_b];
     expected.sort();
     assert_eq!(names, expected);
-}
-
-#[tokio::test]
-async fn slow_start_batches_double_and_stop_at_the_first_failure() {
-    // Every call fails: one attempt.
-    let calls = AtomicUsize::new(0);
-    let results = slow_start_batch(10, || {
-        calls.fetch_add(1, Ordering::SeqCst);
-        async { Err::<(), _>("refused") }
-    })
-    .await;
-    assert_eq!((calls.load(Ordering::SeqCst), results.len()), (1, 1));
-
-    // The 4th call fails: batches of 1 and 2 succeed, the batch of 4 is
-    // tried whole, then nothing more.
-    let calls = AtomicUsize::new(0);
-    let results = slow_start_batch(10, || {
-        let n = calls.fetch_add(1, Ordering::SeqCst);
-        async move {
-            if n == 3 {
-                Err("refused")
-            } else {
-                Ok(n)
-            }
-        }
-    })
-    .await;
-    assert_eq!(calls.load(Ordering::SeqCst), 7);
-    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 6);
-
-    // All succeed: 1 + 2 + 4 + 3 = 10 calls.
-    let calls = AtomicUsize::new(0);
-    let results = slow_start_batch(10, || {
-        calls.fetch_add(1, Ordering::SeqCst);
-        async { Ok::<_, ()>(()) }
-    })
-    .await;
-    assert_eq!((calls.load(Ordering::SeqCst), results.len()), (10, 10));
-    assert!(slow_start_batch(0, || async { Ok::<(), ()>(()) })
-        .await
-        .is_empty());
 }
 
 /// A client that counts pod creations and, while `refuse` is set, answers

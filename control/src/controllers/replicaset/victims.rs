@@ -28,45 +28,11 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::controllers::runtime::to_chrono;
+use crate::controllers::toolkit::pods::{is_active, is_ready, phase_of, ready_since};
+use crate::controllers::toolkit::to_chrono;
 
 /// The annotation that tells the controller how costly a pod's deletion is.
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
-
-/// Running, not terminating, not finished (`controller.IsPodActive`).
-pub fn is_active(pod: &Pod) -> bool {
-    let phase = phase(pod);
-    pod.metadata.deletion_timestamp.is_none() && phase != "Succeeded" && phase != "Failed"
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-/// The pod's Ready condition, when it is True.
-fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-pub fn is_ready(pod: &Pod) -> bool {
-    ready_condition(pod).is_some()
-}
-
-/// When the pod last became ready (None if not ready or not recorded).
-pub fn ready_since(pod: &Pod) -> Option<DateTime<Utc>> {
-    ready_condition(pod)?
-        .last_transition_time
-        .as_ref()
-        .map(to_chrono)
-}
 
 fn node_name(pod: &Pod) -> &str {
     pod.spec
@@ -76,7 +42,7 @@ fn node_name(pod: &Pod) -> &str {
 }
 
 fn phase_ordinal(pod: &Pod) -> u8 {
-    match phase(pod) {
+    match phase_of(pod) {
         "Unknown" => 1,
         "Running" => 2,
         _ => 0,

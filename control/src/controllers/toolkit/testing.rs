@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::runtime::{FakeClock, Shared};
+use super::{FakeClock, Shared};
 use crate::api::{ApiOptions, ApiState};
 use crate::store::{EmbeddedStore, Store, StoreOptions};
 
@@ -42,7 +42,7 @@ impl TestApi {
             },
             shutdown: rx,
         });
-        let client = super::in_process_client(crate::api::router(state), TOKEN);
+        let client = crate::controllers::in_process_client(crate::api::router(state), TOKEN);
         TestApi {
             client,
             store,

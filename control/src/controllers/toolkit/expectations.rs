@@ -1,0 +1,99 @@
+//! [`Expectations`]: a controller does not act on an owner again until its
+//! cache has seen the objects it just created or deleted (Kubernetes'
+//! `ControllerExpectations`, tracked by identity here).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long an expectation may stay unmet before the controller acts
+/// anyway (a lost watch event must not wedge an owner forever).
+pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Default)]
+struct Pending {
+    creates: HashSet<String>,
+    deletes: HashSet<String>,
+    since: Option<Instant>,
+}
+
+/// What a controller is waiting for its cache to see, per owner key.
+///
+/// Kubernetes' controllers count expected adds and deletes and lower the
+/// counts from watch events. Here they are tracked by identity instead, so
+/// they are checked against the cache's current state (level-triggered):
+/// a created object is seen once the cache holds it, a deleted one once
+/// the cache no longer holds it as live.
+#[derive(Default)]
+pub struct Expectations {
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+impl Expectations {
+    /// The controller just created `name` for `owner`.
+    pub fn expect_create(&self, owner: &str, name: &str) {
+        let mut pending = self.pending.lock().unwrap();
+        let p = pending.entry(owner.to_string()).or_default();
+        p.creates.insert(name.to_string());
+        p.since.get_or_insert_with(Instant::now);
+    }
+
+    /// The controller just deleted the object with `uid` for `owner`.
+    pub fn expect_delete(&self, owner: &str, uid: &str) {
+        let mut pending = self.pending.lock().unwrap();
+        let p = pending.entry(owner.to_string()).or_default();
+        p.deletes.insert(uid.to_string());
+        p.since.get_or_insert_with(Instant::now);
+    }
+
+    /// True when the cache has caught up with everything `owner` expects:
+    /// `created(name)` tells whether the cache holds a created object,
+    /// `gone(uid)` whether a deleted one has left it. Met expectations are
+    /// dropped; unmet ones expire after [`EXPECTATIONS_TIMEOUT`].
+    pub fn satisfied(
+        &self,
+        owner: &str,
+        created: impl Fn(&str) -> bool,
+        gone: impl Fn(&str) -> bool,
+    ) -> bool {
+        let mut pending = self.pending.lock().unwrap();
+        let Some(p) = pending.get_mut(owner) else {
+            return true;
+        };
+        p.creates.retain(|n| !created(n));
+        p.deletes.retain(|u| !gone(u));
+        let expired = p.since.is_some_and(|s| s.elapsed() > EXPECTATIONS_TIMEOUT);
+        if p.creates.is_empty() && p.deletes.is_empty() || expired {
+            if expired {
+                tracing::warn!(%owner, "expectations expired; acting on the cache as it is");
+            }
+            pending.remove(owner);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Forgets everything about `owner` (it was deleted).
+    pub fn forget(&self, owner: &str) {
+        self.pending.lock().unwrap().remove(owner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectations_wait_for_the_cache() {
+        let e = Expectations::default();
+        assert!(e.satisfied("ns/rs", |_| false, |_| false));
+        e.expect_create("ns/rs", "rs-a");
+        e.expect_create("ns/rs", "rs-b");
+        e.expect_delete("ns/rs", "uid-1");
+        assert!(!e.satisfied("ns/rs", |n| n == "rs-a", |_| true));
+        // rs-a stays seen; rs-b arrives now.
+        assert!(e.satisfied("ns/rs", |n| n == "rs-b", |_| true));
+        assert!(e.satisfied("ns/rs", |_| false, |_| false));
+    }
+}

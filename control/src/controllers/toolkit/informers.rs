@@ -1,0 +1,318 @@
+//! [`Informers`]: one shared watch-fed cache (a kube-runtime reflector)
+//! per resource type, so the pod cache is filled by one watch however many
+//! controllers read it (kube-controller-manager's shared informer
+//! factory), plus a stream of deletions, which shared reflector streams do
+//! not carry.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::reflector::{self, ReflectHandle, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+/// How many changes a shared cache buffers for its slowest subscriber
+/// before the watch waits.
+const SUBSCRIBER_BUFFER: usize = 4096;
+
+/// The bounds a resource type needs to be cached.
+pub trait Cached:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Cached for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+type Starter = Box<dyn FnOnce(Client) -> BoxFuture<'static, ()> + Send>;
+
+/// One cache: its typed halves (an `Informer<K>` behind `Any`) and the
+/// type-erased hooks to start it and to wait for it.
+struct Entry {
+    typed: Box<dyn Any + Send>,
+    start: Option<Starter>,
+    ready: Box<dyn Fn() -> BoxFuture<'static, ()> + Send>,
+}
+
+struct Informer<K: Cached> {
+    reader: Store<K>,
+    /// Taken by the watch when it starts; subscriptions need it before.
+    writer: Arc<Mutex<Option<reflector::store::Writer<K>>>>,
+    /// Who hears of deletions (shared reflector streams carry only
+    /// applied objects).
+    deletions: Deletions<K>,
+}
+
+type Deletions<K> = Arc<Mutex<Vec<futures::channel::mpsc::UnboundedSender<K>>>>;
+
+/// One watch-fed cache per resource type, shared by every controller.
+///
+/// Controllers ask for the caches and subscriptions they need while they
+/// are being set up; [`Informers::start`] then starts one watch per type.
+pub struct Informers {
+    client: Client,
+    caches: Mutex<HashMap<String, Entry>>,
+}
+
+fn type_key<K: Cached>() -> String {
+    format!("{}/{}", K::api_version(&()), K::plural(&()))
+}
+
+fn new_entry<K: Cached>() -> Entry {
+    let (reader, writer) = reflector::store_shared::<K>(SUBSCRIBER_BUFFER);
+    let writer = Arc::new(Mutex::new(Some(writer)));
+    let deletions: Deletions<K> = Arc::default();
+    let start_writer = writer.clone();
+    let start_deletions = deletions.clone();
+    let start: Starter = Box::new(move |client: Client| {
+        let writer = start_writer.lock().unwrap().take();
+        async move {
+            let Some(writer) = writer else { return };
+            let api: Api<K> = Api::all(client);
+            let stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .reflect_shared(writer);
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Delete(obj)) => {
+                        let mut listeners = start_deletions.lock().unwrap();
+                        listeners.retain(|tx| tx.unbounded_send(obj.clone()).is_ok());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(resource = %type_key::<K>(), error = %e, "watch error");
+                    }
+                }
+            }
+        }
+        .boxed()
+    });
+    let ready_reader = reader.clone();
+    let ready = Box::new(move || {
+        let reader = ready_reader.clone();
+        async move {
+            let _ = reader.wait_until_ready().await;
+        }
+        .boxed()
+    });
+    Entry {
+        typed: Box::new(Informer {
+            reader,
+            writer,
+            deletions,
+        }),
+        start: Some(start),
+        ready,
+    }
+}
+
+impl Informers {
+    pub fn new(client: Client) -> Self {
+        Informers {
+            client,
+            caches: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn with_informer<K: Cached, T>(&self, f: impl FnOnce(&Informer<K>) -> T) -> T {
+        let mut caches = self.caches.lock().unwrap();
+        let entry = caches.entry(type_key::<K>()).or_insert_with(new_entry::<K>);
+        f(entry
+            .typed
+            .downcast_ref::<Informer<K>>()
+            .expect("one type per key"))
+    }
+
+    /// The cache of every `K` in the cluster (all namespaces).
+    pub fn store<K: Cached>(&self) -> Store<K> {
+        self.with_informer::<K, _>(|i| i.reader.clone())
+    }
+
+    /// A stream of every object the cache of `K` applies, for
+    /// `Controller::for_shared_stream` / `owns_shared_stream` /
+    /// `watches_shared_stream`. Must be taken before [`Informers::start`],
+    /// and must be polled: the watch waits for its slowest subscriber.
+    pub fn subscribe<K: Cached>(&self) -> ReflectHandle<K> {
+        self.with_informer::<K, _>(|i| {
+            i.writer
+                .lock()
+                .unwrap()
+                .as_ref()
+                .expect("subscribe to a cache before Informers::start")
+                .subscribe()
+                .expect("shared stores can be subscribed to")
+        })
+    }
+
+    /// A stream of every `K` the cache sees deleted, shaped for
+    /// `Controller::owns_stream` / `watches_stream` (shared streams carry
+    /// only applied objects, so an owner would not hear that one of its
+    /// dependents went). Deletions missed while a watch was down are not
+    /// replayed; controllers' periodic resyncs cover them.
+    pub fn deleted<K: Cached>(
+        &self,
+    ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        self.with_informer::<K, _>(|i| i.deletions.lock().unwrap().push(tx));
+        rx.map(Ok)
+    }
+
+    /// Starts one watch per cache asked for so far (and not yet started).
+    pub fn start(&self) {
+        let mut caches = self.caches.lock().unwrap();
+        for entry in caches.values_mut() {
+            if let Some(start) = entry.start.take() {
+                tokio::spawn(start(self.client.clone()));
+            }
+        }
+    }
+
+    /// Waits until every cache has its first full list.
+    pub async fn wait_ready(&self) {
+        let waits: Vec<_> = {
+            let caches = self.caches.lock().unwrap();
+            caches.values().map(|e| (e.ready)()).collect()
+        };
+        futures::future::join_all(waits).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::run_controller;
+    use super::super::testing::{eventually, TestApi};
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::controller::Action;
+    use kube::runtime::Controller;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("never")]
+    struct Never;
+
+    /// Runs `controller` with a reconciler that only counts its calls.
+    fn count_reconciles(controller: Controller<ReplicaSet>) -> Arc<AtomicUsize> {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(run_controller(
+            "test",
+            controller,
+            Arc::new(()),
+            move |_rs: Arc<ReplicaSet>, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, Never>(Action::await_change()) }
+            },
+        ));
+        seen
+    }
+
+    /// A ReplicaSet `web`; returns its uid.
+    async fn web_set(api: &TestApi) -> String {
+        let rs: ReplicaSet = api
+            .create(serde_json::json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}},
+                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+            }))
+            .await;
+        rs.metadata.uid.unwrap()
+    }
+
+    /// A pod `web-1` controlled by the set with `uid`.
+    async fn web_pod(api: &TestApi, uid: &str) {
+        let _: Pod = api
+            .create(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": "web", "uid": uid, "controller": true}]},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}
+            }))
+            .await;
+    }
+
+    async fn reconciles_reach(seen: &AtomicUsize, what: &str, n: usize) {
+        eventually(what, Duration::from_secs(5), || async {
+            (seen.load(Ordering::SeqCst) >= n).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn shared_caches_feed_controllers() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        let controller = Controller::for_shared_stream(
+            shared.informers.subscribe::<ReplicaSet>(),
+            shared.informers.store::<ReplicaSet>(),
+        )
+        .owns_shared_stream(shared.informers.subscribe::<Pod>());
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+        let seen = count_reconciles(controller);
+
+        let uid = web_set(&api).await;
+        reconciles_reach(&seen, "a reconcile of the new set", 1).await;
+        let before = seen.load(Ordering::SeqCst);
+        web_pod(&api, &uid).await;
+        eventually(
+            "the pod in the shared cache",
+            Duration::from_secs(5),
+            || async { (pods.state().len() == 1).then_some(()) },
+        )
+        .await;
+        reconciles_reach(&seen, "a reconcile of the new pod's owner", before + 1).await;
+    }
+
+    #[tokio::test]
+    async fn deletions_of_dependents_wake_their_owner() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        // Only deletions of pods trigger the owner here.
+        let controller = Controller::for_shared_stream(
+            shared.informers.subscribe::<ReplicaSet>(),
+            shared.informers.store::<ReplicaSet>(),
+        )
+        .owns_stream(shared.informers.deleted::<Pod>());
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+        let seen = count_reconciles(controller);
+
+        let uid = web_set(&api).await;
+        web_pod(&api, &uid).await;
+        eventually("the pod in the cache", Duration::from_secs(5), || async {
+            (pods.state().len() == 1).then_some(())
+        })
+        .await;
+        reconciles_reach(&seen, "the first reconcile", 1).await;
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1,
+            "a new pod alone wakes nobody"
+        );
+        api.api::<Pod>(Some("default"))
+            .delete("web-1", &Default::default())
+            .await
+            .unwrap();
+        reconciles_reach(&seen, "a reconcile after the pod was deleted", 2).await;
+    }
+}

@@ -1,0 +1,79 @@
+//! What every controller shares, on top of kube-runtime.
+//!
+//! kube-runtime gives us the watcher, the reflector (a watch-fed cache with
+//! one writer and many readers) and `Controller`, whose scheduler already
+//! de-duplicates queued keys, runs one reconcile per object at a time,
+//! honours `Action::requeue` and opens one tracing span per reconcile
+//! naming the object and the reason. This folder adds what it lacks, and
+//! what kube-controller-manager's controllers share in `pkg/controller`:
+//!
+//! - [`informers`]: one shared watch-fed cache per resource type, and a
+//!   stream of deletions;
+//! - [`run`]: the loop driver, with [`backoff`]'s per-key exponential
+//!   back-off on errors (client-go's rate-limited work queue);
+//! - [`expectations`]: an owner is not acted on again until its cache has
+//!   seen what the last sync created and deleted;
+//! - [`claim`]: adopting matching orphans and releasing what no longer
+//!   matches (`ControllerRefManager`);
+//! - [`pods`]: a pod from a template, and creating in slow-start batches;
+//! - [`history`]: ControllerRevisions, the template history StatefulSets
+//!   and DaemonSets keep, and the hash that names them;
+//! - [`clock`]: time as a dependency, so unit tests move it by hand;
+//! - [`api_errors`]: reading a kube client's error as the API's status.
+
+pub mod api_errors;
+pub mod backoff;
+pub mod claim;
+pub mod clock;
+pub mod expectations;
+pub mod hash;
+pub mod history;
+pub mod informers;
+pub mod pods;
+pub mod run;
+#[cfg(test)]
+pub mod testing;
+
+use std::sync::Arc;
+
+use kube::Client;
+
+use bosun::events::{EventRecorder, EventSource};
+
+pub use backoff::KeyBackoff;
+pub use bosun::owners::{controller_of, controller_ref};
+pub use claim::ClaimManager;
+pub use clock::{from_chrono, to_chrono, Clock, FakeClock, SystemClock};
+pub use expectations::{Expectations, EXPECTATIONS_TIMEOUT};
+pub use informers::{Cached, Informers};
+pub use pods::{pod_from_template, slow_start_batch};
+pub use run::{key_of, run_controller};
+
+/// What the controllers of one control plane share.
+pub struct Shared {
+    pub client: Client,
+    pub informers: Informers,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Shared {
+    pub fn new(client: Client, clock: Arc<dyn Clock>) -> Arc<Self> {
+        Arc::new(Shared {
+            informers: Informers::new(client.clone()),
+            client,
+            clock,
+        })
+    }
+
+    /// An event recorder reporting as `component` (e.g.
+    /// `deployment-controller`, `default-scheduler`).
+    pub fn recorder(&self, component: &str) -> EventRecorder {
+        EventRecorder::new(
+            self.client.clone(),
+            EventSource {
+                component: component.to_string(),
+                host: None,
+            },
+        )
+    }
+}

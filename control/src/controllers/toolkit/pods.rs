@@ -1,0 +1,150 @@
+//! Making pods for an owner (kube-controller-manager's `controller_utils`):
+//! a pod from the owner's template, creation in slow-start batches, and
+//! which pods still count as the owner's live replicas.
+
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use bosun::owners::controller_ref;
+
+use super::clock::to_chrono;
+
+/// A new pod from `template` for `owner` (`controller.GetPodFromTemplate`):
+/// the template's labels, annotations and finalizers, the owner's
+/// namespace, a name generated from `<owner>-`, and the owner as its
+/// controller. Callers that name pods themselves (StatefulSets) set
+/// `metadata.name` afterwards.
+pub fn pod_from_template<O: Resource<DynamicType = ()>>(
+    owner: &O,
+    template: Option<&PodTemplateSpec>,
+) -> Pod {
+    let template = template.cloned().unwrap_or_default();
+    let md = template.metadata.unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", owner.name_any())),
+            namespace: owner.namespace(),
+            labels: md.labels,
+            annotations: md.annotations,
+            finalizers: md.finalizers,
+            owner_references: Some(vec![controller_ref(owner)]),
+            ..Default::default()
+        },
+        spec: template.spec,
+        status: None,
+    }
+}
+
+/// The pod's phase ("" before the agent reported one).
+pub fn phase_of(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+/// Whether a pod still counts as a replica: not being deleted and not
+/// finished (`controller.IsPodActive`).
+pub fn is_active(pod: &Pod) -> bool {
+    let phase = phase_of(pod);
+    pod.metadata.deletion_timestamp.is_none() && phase != "Succeeded" && phase != "Failed"
+}
+
+/// The pod's Ready condition, when it is True.
+fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Whether the pod's Ready condition is True (`podutil.IsPodReady`).
+pub fn is_ready(pod: &Pod) -> bool {
+    ready_condition(pod).is_some()
+}
+
+/// When the pod last became ready (None if not ready or not recorded).
+pub fn ready_since(pod: &Pod) -> Option<DateTime<Utc>> {
+    ready_condition(pod)?
+        .last_transition_time
+        .as_ref()
+        .map(to_chrono)
+}
+
+/// Runs `count` calls of `attempt` in batches of 1, 2, 4, ... (each batch
+/// concurrently) and stops after the first batch in which one failed, so a
+/// request the API will always refuse is sent once, not `count` times
+/// (`slowStartBatch`). Returns the results of the attempts made.
+pub async fn slow_start_batch<T, E, F, Fut>(count: usize, mut attempt: F) -> Vec<Result<T, E>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut results = Vec::with_capacity(count);
+    let mut remaining = count;
+    let mut batch = remaining.min(1);
+    while batch > 0 {
+        let outcomes = futures::future::join_all((0..batch).map(|_| attempt())).await;
+        remaining -= batch;
+        let failed = outcomes.iter().any(Result::is_err);
+        results.extend(outcomes);
+        if failed {
+            break;
+        }
+        batch = remaining.min(2 * batch);
+    }
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn slow_start_batches_double_and_stop_at_the_first_failure() {
+        // Every call fails: one attempt.
+        let calls = AtomicUsize::new(0);
+        let results = slow_start_batch(10, || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err::<(), _>("refused") }
+        })
+        .await;
+        assert_eq!((calls.load(Ordering::SeqCst), results.len()), (1, 1));
+
+        // The 4th call fails: batches of 1 and 2 succeed, the batch of 4 is
+        // tried whole, then nothing more.
+        let calls = AtomicUsize::new(0);
+        let results = slow_start_batch(10, || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 3 {
+                    Err("refused")
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 7);
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 6);
+
+        // All succeed: 1 + 2 + 4 + 3 = 10 calls.
+        let calls = AtomicUsize::new(0);
+        let results = slow_start_batch(10, || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, ()>(()) }
+        })
+        .await;
+        assert_eq!((calls.load(Ordering::SeqCst), results.len()), (10, 10));
+        assert!(slow_start_batch(0, || async { Ok::<(), ()>(()) })
+            .await
+            .is_empty());
+    }
+}
