@@ -1,5 +1,13 @@
-//! bosun's control plane: the Kubernetes-shaped API server on an embedded
-//! store (and, in later steps, the scheduler and the controllers).
+//! bosun's control plane, as one process (`bosun-control`):
+//!
+//! - [`api`]: the Kubernetes-shaped HTTP API (routing, one file per verb,
+//!   per-kind rules in `api/strategy/`, watch, discovery, the proxy to the
+//!   agents for logs, exec and attach);
+//! - [`store`]: the `Store` trait and its embedded backend;
+//! - [`scheduler`]: places pods on nodes;
+//! - [`controllers`]: one folder per controller, on the shared toolkit in
+//!   `controllers/toolkit/` (informers, claims, pod templates, revisions);
+//! - [`server`]: starts it all; [`tls`]: the CA and serving certificate.
 
 pub mod api;
 pub mod controllers;

@@ -9,13 +9,10 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
-use super::handlers::decode_body;
 use super::object::{self, meta_str, metadata_mut, now_rfc3339};
+use super::request::{decode_body, MAX_ATTEMPTS};
 use super::{json_response, ApiRequest, ApiState};
 use crate::store::StoreError;
-
-/// How often the write is retried when the pod changed in between.
-const MAX_ATTEMPTS: usize = 8;
 
 fn conflict(name: &str, why: String) -> ApiError {
     ApiError {

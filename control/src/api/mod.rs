@@ -3,13 +3,21 @@
 
 mod allocate;
 mod binding;
+mod create;
+mod delete;
 mod discovery;
 pub mod error;
 mod filter;
-mod handlers;
+mod get;
+mod list;
 pub mod object;
+mod patch;
 pub mod proxy;
+mod request;
+mod scale;
+mod strategy;
 mod table;
+mod update;
 mod watch;
 
 use std::collections::HashMap;
@@ -259,7 +267,7 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         headers,
         body,
     };
-    handlers::handle(&state, req).await
+    handle(&state, req).await
 }
 
 /// Reads a request body of at most `limit` bytes. A larger one is read to
@@ -291,6 +299,48 @@ pub fn storage_resource(res: &'static ResourceInfo) -> &'static ResourceInfo {
         .iter()
         .find(|r| r.group == res.group && r.plural == res.plural && r.is_storage_version())
         .unwrap_or(res)
+}
+
+/// Runs the verb a request asks for on its resource.
+async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
+    let t = &req.target;
+    if let Some(sub) = &t.subresource {
+        let known = t.res.has_subresource(sub);
+        if !known {
+            return Err(ApiError::not_found_path(&format!(
+                "{}/{}",
+                t.res.plural, sub
+            )));
+        }
+    }
+    let sub = t.subresource.as_deref();
+    match (&req.method, t.name.is_some(), sub) {
+        (&Method::GET, false, None) => {
+            if req.flag("watch") {
+                watch::serve(state, &req).await
+            } else {
+                list::list(state, &req).await
+            }
+        }
+        (&Method::POST, false, None) => create::create(state, &req).await,
+        (&Method::DELETE, false, None) => delete::delete_collection(state, &req).await,
+        (&Method::POST, true, Some("binding")) => binding::bind(state, &req).await,
+        (_, true, Some("binding")) => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource (pods/binding)",
+        )),
+        (&Method::GET, true, Some("scale")) => scale::get_scale(state, &req).await,
+        (&Method::PUT | &Method::PATCH, true, Some("scale")) => {
+            scale::write_scale(state, &req).await
+        }
+        (&Method::GET, true, _) => get::get(state, &req).await,
+        (&Method::PUT, true, _) => update::update(state, &req).await,
+        (&Method::PATCH, true, _) => patch::patch(state, &req).await,
+        (&Method::DELETE, true, None) => delete::delete(state, &req).await,
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({} {})",
+            req.method, t.res.plural
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
-use super::handlers::list_matching;
+use super::list::list_matching;
 use super::object::{self, from_storage_version};
 use super::table::{self, IncludeObject};
 use super::{ApiRequest, ApiState};

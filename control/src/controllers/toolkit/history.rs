@@ -284,10 +284,7 @@ mod tests {
 
         let mut all = vec![one_again.clone(), two.clone(), one.clone()];
         sort_revisions(&mut all);
-        assert_eq!(
-            all.iter().map(number_of).collect::<Vec<_>>(),
-            [1, 2, 3]
-        );
+        assert_eq!(all.iter().map(number_of).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(next_revision(&all), 4);
         assert_eq!(next_revision::<ControllerRevision>(&[]), 1);
         let equal = find_equal_revisions(&all, &one);

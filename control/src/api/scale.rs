@@ -1,0 +1,137 @@
+//! The `scale` subresource: a Scale object (`spec.replicas`, status
+//! replicas and selector) read from and written into the scalable kinds.
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::object::{self, requested_revision};
+use super::patch::{apply_patch, parse_patch};
+use super::request::{decode_body, load, name_of, MAX_ATTEMPTS};
+use super::update::{commit_write, merge_write, Part, Written};
+use super::{json_response, ApiRequest, ApiState};
+use crate::store::StoreError;
+
+/// `spec.selector` as the string form a Scale carries (`app=nginx,tier in (fe)`).
+fn selector_string(selector: Option<&Value>) -> String {
+    let Some(sel) = selector else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(labels) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or("")));
+        }
+    }
+    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
+        for e in exprs {
+            let key = e["key"].as_str().unwrap_or("");
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .map(|v| v.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            parts.push(match e["operator"].as_str().unwrap_or("") {
+                "In" => format!("{key} in ({})", values.join(",")),
+                "NotIn" => format!("{key} notin ({})", values.join(",")),
+                "Exists" => key.to_string(),
+                _ => format!("!{key}"),
+            });
+        }
+    }
+    parts.join(",")
+}
+
+fn scale_of(obj: &Value) -> Value {
+    let md = object::metadata(obj).cloned().unwrap_or_default();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": md.get("name"),
+            "namespace": md.get("namespace"),
+            "uid": md.get("uid"),
+            "resourceVersion": md.get("resourceVersion"),
+            "creationTimestamp": md.get("creationTimestamp"),
+        },
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "status": {
+            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector_string(obj.pointer("/spec/selector")),
+        },
+    })
+}
+
+pub(super) async fn get_scale(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
+    let (_, obj) = load(state, req).await?;
+    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
+}
+
+pub(super) async fn write_scale(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
+    let res = req.target.res;
+    let name = name_of(req).to_string();
+    let patch_doc = if req.method == Method::PATCH {
+        Some(parse_patch(req)?)
+    } else {
+        None
+    };
+    let body = if patch_doc.is_none() {
+        Some(decode_body(req)?)
+    } else {
+        None
+    };
+    for _ in 0..MAX_ATTEMPTS {
+        let (kv, current) = load(state, req).await?;
+        let scale = scale_of(&current);
+        let wanted = match (&patch_doc, &body) {
+            (Some((kind, doc)), _) => apply_patch(*kind, &scale, doc)?,
+            (None, Some(b)) => b.clone(),
+            _ => unreachable!("either a patch or a body"),
+        };
+        let precondition = requested_revision(&wanted)?;
+        if precondition.is_some_and(|rv| rv != kv.mod_revision) {
+            return Err(ApiError::modified(res, &name));
+        }
+        let replicas = wanted
+            .pointer("/spec/replicas")
+            .cloned()
+            .unwrap_or(json!(0));
+        if replicas.as_i64().is_none_or(|r| r < 0) {
+            return Err(ApiError {
+                code: 422,
+                reason: "Invalid",
+                message: format!(
+                    "Scale.autoscaling \"{name}\" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"
+                ),
+                details: None,
+            });
+        }
+        let mut next = current.clone();
+        next["spec"]["replicas"] = replicas;
+        let next = merge_write(res, &current, next, Part::Main);
+        match commit_write(state, req, &kv, &current, next, Part::Main).await? {
+            Ok(Written::Stored(o) | Written::Unchanged(o) | Written::Deleted(o)) => {
+                return Ok(json_response(StatusCode::OK, &scale_of(&o)))
+            }
+            Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
+            Err(e) => return Err(ApiError::from_store(e, res, &name)),
+        }
+    }
+    Err(ApiError::modified(res, &name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_print_like_kubectl() {
+        let sel = json!({"matchLabels": {"app": "nginx"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]},
+                                 {"key": "canary", "operator": "DoesNotExist"}]});
+        assert_eq!(
+            selector_string(Some(&sel)),
+            "app=nginx,tier in (fe,be),!canary"
+        );
+    }
+}

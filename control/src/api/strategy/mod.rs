@@ -1,0 +1,87 @@
+//! Per-kind rules, as the apiserver's registry strategies: what is
+//! special about creating, updating or deleting one kind of object. The
+//! verbs are generic; they ask [`for_kind`] for the kind's [`Strategy`] at
+//! each step, and kinds with nothing special get the defaults.
+//!
+//! - [`pod`]: pods start Pending with their QoS class; a running pod gets
+//!   a grace period to stop;
+//! - [`service`]: cluster IPs and node ports are allocated on create and
+//!   kept on update;
+//! - [`job`]: a Job selects its pods by its own uid;
+//! - [`statefulset`]: claim templates keep only the apiVersion/kind the
+//!   client sent;
+//! - [`namespace`]: a namespace starts Active, and deleting one deletes
+//!   everything in it;
+//! - [`volume`]: PersistentVolumes start Available, claims Pending.
+
+mod job;
+mod namespace;
+mod pod;
+mod service;
+mod statefulset;
+mod volume;
+
+use async_trait::async_trait;
+use axum::response::Response;
+use bosun::validation::FieldError;
+use serde_json::Value;
+
+use super::error::ApiResult;
+use super::{ApiRequest, ApiState};
+
+/// What is special about one kind. Every method has a default that does
+/// nothing special.
+#[async_trait]
+pub trait Strategy: Send + Sync {
+    /// Fix-ups of what decoding against the typed schema produced from
+    /// what the client `sent`.
+    fn normalize(&self, _sent: &Value, _decoded: &mut Value) {}
+
+    /// The status a new object starts with (status is the controllers'
+    /// and agents' to write, so what the client sent is dropped).
+    fn initial_status(&self, _obj: &Value) -> Option<Value> {
+        None
+    }
+
+    /// Fills in what the server decides for a new object, after defaulting
+    /// and before validation.
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// Takes what the server holds for the object from the store (cluster
+    /// IPs, ports), after validation; an error names the field.
+    async fn allocate(&self, _state: &ApiState, _obj: &mut Value) -> ApiResult<Vec<FieldError>> {
+        Ok(Vec::new())
+    }
+
+    /// Carries over from `current` what an update may leave out.
+    fn prepare_for_update(&self, _current: &Value, _next: &mut Value) {}
+
+    /// How long a deleted object is kept for its owner to stop it.
+    fn deletion_grace(&self, _obj: &Value, _requested: Option<i64>) -> i64 {
+        0
+    }
+
+    /// A delete of its own instead of the generic one, if the kind has one.
+    async fn delete(&self, _state: &ApiState, _req: &ApiRequest) -> Option<ApiResult<Response>> {
+        None
+    }
+}
+
+/// Kinds with nothing special.
+struct Default;
+
+impl Strategy for Default {}
+
+/// The strategy of `kind`.
+pub fn for_kind(kind: &str) -> &'static dyn Strategy {
+    match kind {
+        "Pod" => &pod::PodStrategy,
+        "Service" => &service::ServiceStrategy,
+        "Job" => &job::JobStrategy,
+        "StatefulSet" => &statefulset::StatefulSetStrategy,
+        "Namespace" => &namespace::NamespaceStrategy,
+        "PersistentVolume" => &volume::PersistentVolumeStrategy,
+        "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
+        _ => &Default,
+    }
+}

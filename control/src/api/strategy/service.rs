@@ -1,0 +1,63 @@
+//! Services: a cluster IP (and node ports for NodePort services) allocated
+//! from what other services do not hold yet on create, and kept on an
+//! update that leaves them out.
+
+use async_trait::async_trait;
+use bosun::validation::FieldError;
+use serde_json::{json, Value};
+
+use super::Strategy;
+use crate::api::error::{ApiError, ApiResult};
+use crate::api::{allocate, object, ApiState};
+
+pub struct ServiceStrategy;
+
+#[async_trait]
+impl Strategy for ServiceStrategy {
+    async fn allocate(&self, state: &ApiState, obj: &mut Value) -> ApiResult<Vec<FieldError>> {
+        let res = bosun::resources::by_name("services").expect("served");
+        let name = object::meta_str(obj, "name").unwrap_or("").to_string();
+        let services = state
+            .store
+            .list(&res.storage_prefix())
+            .await
+            .map_err(|e| ApiError::from_store(e, res, &name))?
+            .0
+            .iter()
+            .map(object::from_store)
+            .collect::<ApiResult<Vec<_>>>()?;
+        let (ips, ports) = allocate::held_by(&services);
+        Ok(allocate::service(obj, &ips, &ports)
+            .err()
+            .into_iter()
+            .collect())
+    }
+
+    fn prepare_for_update(&self, current: &Value, next: &mut Value) {
+        for field in ["clusterIP", "clusterIPs"] {
+            let given = next.pointer(&format!("/spec/{field}"));
+            if given.is_none_or(|v| v == "" || v == &json!([])) {
+                if let (Some(old), Some(spec)) = (
+                    current.pointer(&format!("/spec/{field}")),
+                    next.get_mut("spec").and_then(Value::as_object_mut),
+                ) {
+                    spec.insert(field.into(), old.clone());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_without_a_cluster_ip_keeps_the_allocated_one() {
+        let current = json!({"spec": {"clusterIP": "10.96.0.7", "clusterIPs": ["10.96.0.7"]}});
+        let mut next = json!({"spec": {"ports": [{"port": 80}]}});
+        ServiceStrategy.prepare_for_update(&current, &mut next);
+        assert_eq!(next["spec"]["clusterIP"], "10.96.0.7");
+        assert_eq!(next["spec"]["clusterIPs"], json!(["10.96.0.7"]));
+    }
+}
