@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::error::{ApiError, ApiResult};
 use super::list::list_matching;
 use super::object::{self, from_storage_version, meta_str, metadata_mut};
-use super::request::{dry_run, load, name_of, respond, MAX_ATTEMPTS};
+use super::request::{dry_run, load, name_of, respond, store_delete, store_update, MAX_ATTEMPTS};
 use super::update::{finalizers, without_revision};
 use super::{json_response, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
@@ -151,15 +151,7 @@ async fn delete_once(
         if dry_run(req) {
             return Ok(Ok(current));
         }
-        return Ok(state
-            .store
-            .delete(&kv.key, kv.mod_revision)
-            .await
-            .map(|rev| {
-                let mut gone = current;
-                object::set_resource_version(&mut gone, rev);
-                gone
-            }));
+        return Ok(store_delete(state, kv, current).await);
     }
     let mut next = current.clone();
     {
@@ -179,14 +171,7 @@ async fn delete_once(
     if without_revision(&next) == without_revision(&current) || dry_run(req) {
         return Ok(Ok(next));
     }
-    Ok(state
-        .store
-        .update(&kv.key, kv.mod_revision, object::to_store(&next))
-        .await
-        .map(|rev| {
-            object::set_resource_version(&mut next, rev);
-            next
-        }))
+    Ok(store_update(state, kv, next).await)
 }
 
 pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {

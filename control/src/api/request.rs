@@ -12,7 +12,7 @@ use super::object::{self, from_storage_version, meta_str, to_storage_version};
 use super::strategy;
 use super::table::{self, IncludeObject};
 use super::{json_response, ApiRequest, ApiState};
-use crate::store::KeyValue;
+use crate::store::{KeyValue, StoreError};
 
 /// How often a read-modify-write without a client precondition is retried
 /// when another writer got in between.
@@ -155,4 +155,31 @@ pub(super) fn prepare_input(req: &ApiRequest, mut input: Value) -> ApiResult<(Va
 
 pub(super) fn dry_run(req: &ApiRequest) -> bool {
     req.param("dryRun") == Some("All")
+}
+
+/// Writes `next` over the object at `kv` if it is still at that revision;
+/// returns it with its new resourceVersion.
+pub(super) async fn store_update(
+    state: &ApiState,
+    kv: &KeyValue,
+    mut next: Value,
+) -> Result<Value, StoreError> {
+    let rev = state
+        .store
+        .update(&kv.key, kv.mod_revision, object::to_store(&next))
+        .await?;
+    object::set_resource_version(&mut next, rev);
+    Ok(next)
+}
+
+/// Deletes the object at `kv` if it is still at that revision; returns
+/// its last state with the deletion's resourceVersion.
+pub(super) async fn store_delete(
+    state: &ApiState,
+    kv: &KeyValue,
+    mut last: Value,
+) -> Result<Value, StoreError> {
+    let rev = state.store.delete(&kv.key, kv.mod_revision).await?;
+    object::set_resource_version(&mut last, rev);
+    Ok(last)
 }

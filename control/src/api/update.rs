@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use super::error::{ApiError, ApiResult};
 use super::object::{self, meta_str, metadata_mut, requested_revision};
 use super::request::{
-    decode_body, dry_run, load, name_of, namespace_of, prepare_input, respond, MAX_ATTEMPTS,
+    decode_body, dry_run, load, name_of, namespace_of, prepare_input, respond, store_delete,
+    store_update, MAX_ATTEMPTS,
 };
 use super::{storage_resource, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
@@ -143,23 +144,9 @@ pub(super) async fn commit_write(
     }
     let deleting = meta_str(&next, "deletionTimestamp").is_some();
     if deleting && finalizers(&next).is_empty() {
-        return Ok(state
-            .store
-            .delete(&kv.key, kv.mod_revision)
-            .await
-            .map(|rev| {
-                object::set_resource_version(&mut next, rev);
-                Written::Deleted(next)
-            }));
+        return Ok(store_delete(state, kv, next).await.map(Written::Deleted));
     }
-    Ok(state
-        .store
-        .update(&kv.key, kv.mod_revision, object::to_store(&next))
-        .await
-        .map(|rev| {
-            object::set_resource_version(&mut next, rev);
-            Written::Stored(next)
-        }))
+    Ok(store_update(state, kv, next).await.map(Written::Stored))
 }
 
 pub(super) fn written_response(

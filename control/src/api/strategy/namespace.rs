@@ -10,8 +10,7 @@ use serde_json::{json, Value};
 
 use super::Strategy;
 use crate::api::error::{ApiError, ApiResult};
-use crate::api::object;
-use crate::api::request::{dry_run, load, name_of, respond, MAX_ATTEMPTS};
+use crate::api::request::{dry_run, load, name_of, respond, store_delete, MAX_ATTEMPTS};
 use crate::api::{ApiRequest, ApiState};
 use crate::store::StoreError;
 
@@ -60,12 +59,8 @@ async fn delete_namespace(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
     }
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
-        match state.store.delete(&kv.key, kv.mod_revision).await {
-            Ok(rev) => {
-                let mut gone = current;
-                object::set_resource_version(&mut gone, rev);
-                return Ok(respond(req, StatusCode::OK, gone, &[]));
-            }
+        match store_delete(state, &kv, current).await {
+            Ok(gone) => return Ok(respond(req, StatusCode::OK, gone, &[])),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(ApiError::from_store(e, res, &name)),
         }

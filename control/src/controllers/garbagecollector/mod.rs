@@ -575,19 +575,7 @@ async fn remove_owner_refs(
         {"op": "test", "path": "/metadata/ownerReferences", "value": node.owners},
         {"op": "replace", "path": "/metadata/ownerReferences", "value": kept},
     ]);
-    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
-    match api
-        .patch(
-            &node.name,
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
+    apply_guarded_patch(api, &node.name, patch).await
 }
 
 /// Removes `finalizer` from an owner being deleted; the API server deletes
@@ -605,14 +593,21 @@ async fn remove_finalizer(
         {"op": "test", "path": "/metadata/finalizers", "value": node.finalizers},
         {"op": "replace", "path": "/metadata/finalizers", "value": kept},
     ]);
-    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
     tracing::info!(kind = node.res.kind, name = %node.name, finalizer, "dependents handled; removing the finalizer");
+    apply_guarded_patch(&api, &node.name, patch).await
+}
+
+/// Applies a JSON patch whose `test` operations guard it (the object is
+/// still the one seen, with the list seen); an object already gone is no
+/// error.
+async fn apply_guarded_patch(
+    api: &Api<DynamicObject>,
+    name: &str,
+    patch: serde_json::Value,
+) -> kube::Result<()> {
+    let patch: json_patch::Patch = serde_json::from_value(patch).expect("a valid JSON patch");
     match api
-        .patch(
-            &node.name,
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
     {
         Ok(_) => Ok(()),

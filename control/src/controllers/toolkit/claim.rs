@@ -10,13 +10,11 @@
 //! only after a fresh read (not the cache) shows it is still there and not
 //! being deleted, and at most one such read is made per claim.
 
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -24,6 +22,7 @@ use bosun::owners::{controller_of, controller_ref};
 use bosun::selector::LabelSelector;
 
 use super::api_errors::{code_of, message_of};
+use super::Cached;
 
 /// A patch to claim or release an object failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,28 +36,11 @@ pub struct ClaimError {
     pub message: String,
 }
 
-/// The bounds an owner or an owned object needs here.
-pub trait Namespaced:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
+/// The bounds an owner or an owned object needs here: cached, and
+/// namespaced.
+pub trait Namespaced: Cached + Resource<Scope = NamespaceResourceScope> {}
 
-impl<K> Namespaced for K where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
+impl<K: Cached + Resource<Scope = NamespaceResourceScope>> Namespaced for K {}
 
 /// Claims objects for one owner during one sync.
 pub struct ClaimManager<'a, O> {
