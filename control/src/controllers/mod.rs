@@ -12,6 +12,7 @@ pub mod deployment;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod replicaset;
+pub mod statefulset;
 pub mod toolkit;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub const ALL: &[&str] = &[
     "scheduler",
     "replicaset",
     "deployment",
+    "statefulset",
     "garbagecollector",
     "eventttl",
 ];
@@ -106,6 +108,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "garbagecollector" => garbagecollector::start(shared),
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
+            "statefulset" => statefulset::start(shared),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");

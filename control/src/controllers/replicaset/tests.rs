@@ -119,20 +119,6 @@ async fn events(api: &TestApi, object: &str, reason: &str) -> Vec<String> {
         .collect()
 }
 
-/// Marks a pod Running and Ready since `since` (as its node would).
-async fn make_ready(api: &TestApi, name: &str, since: chrono::DateTime<chrono::Utc>) {
-    let since = since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    api.api::<Pod>(Some("default"))
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": since}]}})),
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn creates_exactly_the_replicas_from_the_template() {
     let api = TestApi::start().await;
@@ -214,8 +200,8 @@ async fn scale_down_deletes_not_ready_pods_first() {
     let owned = wait_owned(&api, &rs, 3).await;
     let now = api.clock.now();
     let (ready_a, ready_b) = (owned[0].name_any(), owned[2].name_any());
-    make_ready(&api, &ready_a, now).await;
-    make_ready(&api, &ready_b, now).await;
+    api.make_ready(&ready_a, now).await;
+    api.make_ready(&ready_b, now).await;
     eventually("2 ready replicas", WAIT, || async {
         (get_rs(&api, "web").await.status?.ready_replicas == Some(2)).then_some(())
     })
@@ -437,7 +423,7 @@ async fn status_counts_ready_and_available_after_min_ready_seconds() {
 
     let now = api.clock.now();
     for p in &owned {
-        make_ready(&api, &p.name_any(), now).await;
+        api.make_ready(&p.name_any(), now).await;
     }
     let s = eventually("2 ready replicas", WAIT, || async {
         let s = get_rs(&api, "web").await.status?;

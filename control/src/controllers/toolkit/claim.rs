@@ -82,6 +82,16 @@ impl<'a, O: Namespaced> ClaimManager<'a, O> {
         &self,
         candidates: impl IntoIterator<Item = Arc<K>>,
     ) -> Result<Vec<Arc<K>>, ClaimError> {
+        self.claim_members(candidates, |_| true).await
+    }
+
+    /// [`claim`](Self::claim) where an object must also pass `member` to
+    /// match (a StatefulSet's pods must carry its name and an ordinal).
+    pub async fn claim_members<K: Namespaced>(
+        &self,
+        candidates: impl IntoIterator<Item = Arc<K>>,
+        member: impl Fn(&K) -> bool,
+    ) -> Result<Vec<Arc<K>>, ClaimError> {
         let uid = self.owner_uid();
         let deleting = self.owner_deleting();
         let mut owned = Vec::new();
@@ -89,14 +99,15 @@ impl<'a, O: Namespaced> ClaimManager<'a, O> {
             if obj.namespace() != self.owner.namespace() {
                 continue;
             }
+            let matches = self.matches(obj.as_ref()) && member(&obj);
             match controller_of(obj.meta()) {
                 Some(r) if r.uid != uid => {}
-                Some(_) if self.matches(obj.as_ref()) => owned.push(obj),
+                Some(_) if matches => owned.push(obj),
                 // An owner on its way out leaves its objects as they are
                 // (the garbage collector deals with them).
                 Some(_) if deleting => {}
                 Some(_) => self.release(obj.as_ref()).await?,
-                None if deleting || !self.matches(obj.as_ref()) => {}
+                None if deleting || !matches => {}
                 None if obj.meta().deletion_timestamp.is_some() => {}
                 None => {
                     if !self.can_adopt().await {

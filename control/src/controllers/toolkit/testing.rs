@@ -71,6 +71,23 @@ impl TestApi {
             .expect("create")
     }
 
+    /// Marks a pod in `default` Running and Ready since `since`, as its
+    /// node would.
+    pub async fn make_ready(&self, name: &str, since: chrono::DateTime<Utc>) {
+        let since = since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        self.api::<k8s_openapi::api::core::v1::Pod>(Some("default"))
+            .patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    serde_json::json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": since}]}}),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+
     pub fn api<K>(&self, namespace: Option<&str>) -> Api<K>
     where
         K: Resource<DynamicType = ()>,
