@@ -475,9 +475,18 @@ fn since(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// kubectl's age format: 5s, 4m15s, 3h20m, 2d3h, 45d (Kubernetes' duration.HumanDuration).
+/// kubectl's age format: 5s, 4m15s, 3h20m, 2d3h, 45d: [`human_duration`] of the time since
+/// `created`.
 pub fn human_age(created: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let d = now.signed_duration_since(created);
+    human_duration(now.signed_duration_since(created))
+}
+
+/// Kubernetes' `duration.HumanDuration`, which kubectl prints ages and durations with in both
+/// `get` and `describe`: about two significant figures (`119s`, `9m59s`, `179m`, `7h59m`,
+/// `47h`, `7d23h`, `729d`, `2y`, `7y364d`, `8y`); `0s` for clock skew under two seconds,
+/// `<invalid>` for more.
+pub fn human_duration(d: chrono::Duration) -> String {
+    // Whole seconds, truncated toward zero like Go's int(d.Seconds()).
     let seconds = d.num_seconds();
     if seconds < -1 {
         return "<invalid>".to_string();
@@ -488,39 +497,36 @@ pub fn human_age(created: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let s = seconds % 60;
-        if s == 0 {
-            return format!("{minutes}m");
-        }
-        return format!("{minutes}m{s}s");
+        return with_remainder(minutes, "m", seconds % 60, "s");
     } else if minutes < 60 * 3 {
         return format!("{minutes}m");
     }
-    let hours = seconds / 3600;
+    let hours = minutes / 60;
     if hours < 8 {
-        let m = minutes % 60;
-        if m == 0 {
-            return format!("{hours}h");
-        }
-        return format!("{hours}h{m}m");
+        return with_remainder(hours, "h", minutes % 60, "m");
     } else if hours < 48 {
         return format!("{hours}h");
-    } else if hours < 24 * 8 {
-        let h = hours % 24;
-        if h == 0 {
-            return format!("{}d", hours / 24);
-        }
-        return format!("{}d{}h", hours / 24, h);
-    } else if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    } else if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        if dy == 0 {
-            return format!("{}y", hours / 24 / 365);
-        }
-        return format!("{}y{}d", hours / 24 / 365, dy);
     }
-    format!("{}y", hours / 24 / 365)
+    let days = hours / 24;
+    if days < 8 {
+        return with_remainder(days, "d", hours % 24, "h");
+    } else if days < 365 * 2 {
+        return format!("{days}d");
+    }
+    let years = days / 365;
+    if years < 8 {
+        return with_remainder(years, "y", days % 365, "d");
+    }
+    format!("{years}y")
+}
+
+/// `2m`, `2m1s`: a count and unit, then the remainder in the next unit unless it is zero.
+fn with_remainder(count: i64, unit: &str, remainder: i64, remainder_unit: &str) -> String {
+    if remainder == 0 {
+        format!("{count}{unit}")
+    } else {
+        format!("{count}{unit}{remainder}{remainder_unit}")
+    }
 }
 
 /// labels.FormatLabels: `a=1,b=2` sorted by key, `<none>` when empty.
@@ -1411,6 +1417,75 @@ mod tests {
         assert_eq!(age(2 * 365 * 86400), "2y");
         assert_eq!(age(2 * 365 * 86400 + 10 * 86400), "2y10d");
         assert_eq!(age(9 * 365 * 86400), "9y");
+    }
+
+    /// Kubernetes' own cases for duration.HumanDuration (apimachinery's duration_test.go),
+    /// and the ones `describe` relied on.
+    #[test]
+    fn human_duration_like_kubernetes() {
+        let ms = Duration::milliseconds;
+        let (second, minute, hour, day) = (1000, 60_000, 3_600_000, 86_400_000);
+        let year = 365 * day;
+        let cases: &[(i64, &str)] = &[
+            (second, "1s"),
+            (70 * second, "70s"),
+            (190 * second, "3m10s"),
+            (70 * minute, "70m"),
+            (47 * hour, "47h"),
+            (49 * hour, "2d1h"),
+            ((8 * 24 + 2) * hour, "8d"),
+            (367 * day, "367d"),
+            (2 * year + 25 * hour, "2y1d"),
+            (8 * year + 2 * hour, "8y"),
+            // Boundaries.
+            (-2 * second, "<invalid>"),
+            (-2 * second + 1, "0s"),
+            (0, "0s"),
+            (second - 1, "0s"),
+            (2 * minute - 1, "119s"),
+            (2 * minute, "2m"),
+            (2 * minute + second, "2m1s"),
+            (10 * minute - 1, "9m59s"),
+            (10 * minute, "10m"),
+            (10 * minute + second, "10m"),
+            (3 * hour - 1, "179m"),
+            (3 * hour, "3h"),
+            (3 * hour + minute, "3h1m"),
+            (8 * hour - 1, "7h59m"),
+            (8 * hour, "8h"),
+            (8 * hour + 59 * minute, "8h"),
+            (2 * day - 1, "47h"),
+            (2 * day, "2d"),
+            (2 * day + hour, "2d1h"),
+            (8 * day - 1, "7d23h"),
+            (8 * day, "8d"),
+            (8 * day + 23 * hour, "8d"),
+            (2 * year - 1, "729d"),
+            (2 * year, "2y"),
+            (2 * year + 23 * hour, "2y"),
+            (2 * year + 23 * hour + 59 * minute, "2y"),
+            (2 * year + day - 1, "2y"),
+            (2 * year + day, "2y1d"),
+            (3 * year, "3y"),
+            (4 * year, "4y"),
+            (5 * year, "5y"),
+            (6 * year, "6y"),
+            (7 * year, "7y"),
+            (8 * year - 1, "7y364d"),
+            (8 * year, "8y"),
+            (8 * year + 364 * day, "8y"),
+            (9 * year, "9y"),
+            // What describe's events showed before sharing this function.
+            (45 * second, "45s"),
+            (150 * second, "2m30s"),
+            (180 * second, "3m"),
+            (25 * minute, "25m"),
+            (5 * hour + 10 * minute, "5h10m"),
+            (3 * day, "3d"),
+        ];
+        for &(millis, want) in cases {
+            assert_eq!(human_duration(ms(millis)), want, "{millis}ms");
+        }
     }
 
     fn pod(phase: &str, containers: Value, statuses: Value) -> Value {

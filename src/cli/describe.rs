@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use serde_json::Value;
 
+use bosun::printers::human_duration;
 use bosun::resources::{by_name, ResourceInfo};
 
 use super::apply::LAST_APPLIED;
@@ -77,60 +78,6 @@ pub fn tabwrite(text: &str, minwidth: usize, padding: usize) -> String {
         out.push('\n');
     }
     out
-}
-
-/// kubectl's short durations: `45s`, `2m30s`, `12m`, `5h10m`, `3d`.
-pub fn human_duration(d: chrono::Duration) -> String {
-    let secs = d.num_seconds();
-    if secs < -1 {
-        return "<invalid>".to_string();
-    }
-    if secs < 0 {
-        return "0s".to_string();
-    }
-    if secs < 120 {
-        return format!("{secs}s");
-    }
-    let minutes = secs / 60;
-    if minutes < 10 {
-        let s = secs % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 180 {
-        return format!("{minutes}m");
-    }
-    let hours = minutes / 60;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    let years = hours / 24 / 365;
-    if years < 8 {
-        return format!("{years}y{}d", (hours / 24) % 365);
-    }
-    format!("{years}y")
 }
 
 fn parse_time(v: &Value) -> Option<DateTime<Utc>> {
@@ -1003,17 +950,6 @@ mod tests {
             tabwrite(text, 0, 2),
             "Name:       nginx\nNamespace:  default\nIPs:\n  IP:           10.0.0.1\nControlled By:  ReplicaSet/x\n"
         );
-    }
-
-    #[test]
-    fn durations_like_kubectl() {
-        let d = chrono::Duration::seconds;
-        assert_eq!(human_duration(d(45)), "45s");
-        assert_eq!(human_duration(d(150)), "2m30s");
-        assert_eq!(human_duration(d(180)), "3m");
-        assert_eq!(human_duration(d(25 * 60)), "25m");
-        assert_eq!(human_duration(d(5 * 3600 + 600)), "5h10m");
-        assert_eq!(human_duration(d(3 * 86400)), "3d");
     }
 
     fn deployment() -> Value {
