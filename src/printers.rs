@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::resources::ResourceInfo;
+use crate::selector::{format_label_selector_json, label_selector_string_json};
 
 /// One column of a Table (`meta.k8s.io/v1` TableColumnDefinition).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,7 +281,7 @@ pub fn row_cells(res: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Val
                 age,
                 names,
                 images,
-                selector_string(obj.pointer("/spec/selector")).into(),
+                label_selector_string_json(obj.pointer("/spec/selector")).into(),
             ]
         }
         ("apps", "ReplicaSet") => {
@@ -293,7 +294,7 @@ pub fn row_cells(res: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Val
                 age,
                 names,
                 images,
-                selector_string(obj.pointer("/spec/selector")).into(),
+                label_selector_string_json(obj.pointer("/spec/selector")).into(),
             ]
         }
         ("apps", "StatefulSet") => {
@@ -324,7 +325,7 @@ pub fn row_cells(res: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Val
                 age,
                 names,
                 images,
-                selector_string(obj.pointer("/spec/selector")).into(),
+                label_selector_string_json(obj.pointer("/spec/selector")).into(),
             ]
         }
         ("apps", "ControllerRevision") => vec![
@@ -341,10 +342,8 @@ pub fn row_cells(res: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Val
                 Some(t) => human_age(t, now),
                 None => "<none>".to_string(),
             };
-            let selector = match obj.pointer("/spec/jobTemplate/spec/selector") {
-                Some(sel) if !sel.is_null() => selector_string(Some(sel)),
-                _ => "<none>".to_string(),
-            };
+            let selector =
+                format_label_selector_json(obj.pointer("/spec/jobTemplate/spec/selector"));
             vec![
                 name,
                 s(obj, "/spec/schedule").into(),
@@ -543,42 +542,6 @@ fn format_labels(map: Option<&Value>) -> String {
         .collect();
     pairs.sort();
     pairs.join(",")
-}
-
-/// A LabelSelector as kubectl prints it (`app=nginx,tier in (a,b),!legacy`), "" when it
-/// selects everything or is missing.
-fn selector_string(sel: Option<&Value>) -> String {
-    let Some(sel) = sel.filter(|v| v.is_object()) else {
-        return String::new();
-    };
-    // (key, text) pairs, sorted by key like labels.Selector.String().
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in m {
-            reqs.push((k.clone(), format!("{k}={}", value_string(v))));
-        }
-    }
-    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
-        for e in exprs {
-            let key = s(e, "/key");
-            let mut values: Vec<String> = arr(e, "/values").iter().map(value_string).collect();
-            values.sort();
-            values.dedup();
-            let text = match s(e, "/operator") {
-                "In" => format!("{key} in ({})", values.join(",")),
-                "NotIn" => format!("{key} notin ({})", values.join(",")),
-                "Exists" => key.to_string(),
-                "DoesNotExist" => format!("!{key}"),
-                _ => return "<invalid>".to_string(),
-            };
-            reqs.push((key.to_string(), text));
-        }
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    reqs.into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// The CONTAINERS and IMAGES cells: names and images joined by commas.
@@ -1177,7 +1140,7 @@ fn job_cells(job: &Value, name: Value, age: Value, now: DateTime<Utc>) -> Vec<Va
         age,
         names,
         images,
-        selector_string(job.pointer("/spec/selector")).into(),
+        format_label_selector_json(job.pointer("/spec/selector")).into(),
     ]
 }
 
@@ -1921,7 +1884,10 @@ mod tests {
 
         let sel = json!({"matchLabels":{"app":"web"},"matchExpressions":[
             {"key":"tier","operator":"In","values":["b","a"]},{"key":"legacy","operator":"DoesNotExist"}]});
-        assert_eq!(selector_string(Some(&sel)), "app=web,!legacy,tier in (a,b)");
+        assert_eq!(
+            label_selector_string_json(Some(&sel)),
+            "app=web,!legacy,tier in (a,b)"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use bosun::printers::human_duration;
 use bosun::resources::{by_name, ResourceInfo};
+use bosun::selector::{format_label_selector_json, label_selector_string_json};
 
 use super::apply::LAST_APPLIED;
 use super::client::{with_query, Ctx};
@@ -142,33 +143,6 @@ impl Out {
     fn finish(self) -> String {
         tabwrite(&self.0, 0, 2)
     }
-}
-
-fn selector_string(sel: &Value) -> String {
-    let mut parts: Vec<String> = sel["matchLabels"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", s(v))).collect())
-        .unwrap_or_default();
-    parts.sort();
-    for e in sel["matchExpressions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let key = s(&e["key"]);
-        parts.push(match s(&e["operator"]) {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            op => format!("{key} {op}"),
-        });
-    }
-    parts.join(",")
 }
 
 fn ports_string(c: &Value) -> (String, String) {
@@ -669,7 +643,11 @@ fn describe_deployment(obj: &Value, owned: &[Value]) -> Out {
         ": ",
         &[LAST_APPLIED],
     );
-    out.kv(0, "Selector", &selector_string(&spec["selector"]));
+    out.kv(
+        0,
+        "Selector",
+        &label_selector_string_json(Some(&spec["selector"])),
+    );
     let n = |v: &Value| v.as_i64().unwrap_or(0);
     out.kv(
         0,
@@ -761,7 +739,11 @@ fn describe_replicaset(obj: &Value, pods: &[Value]) -> Out {
     let spec = &obj["spec"];
     out.kv(0, "Name", s(&meta["name"]));
     out.kv(0, "Namespace", s(&meta["namespace"]));
-    out.kv(0, "Selector", &selector_string(&spec["selector"]));
+    out.kv(
+        0,
+        "Selector",
+        &format_label_selector_json(Some(&spec["selector"])),
+    );
     out.map(0, "Labels", &meta["labels"], "=", &[]);
     out.map(
         0,
