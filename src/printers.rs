@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use crate::owners::controller_of_json;
 use crate::resources::ResourceInfo;
 use crate::selector::{format_label_selector_json, label_selector_string_json};
 
@@ -1075,10 +1076,7 @@ fn pvc_cells(pvc: &Value, name: Value, age: Value) -> Vec<Value> {
 
 /// The controlling owner as `kind.group/name` (`daemonset.apps/fluentd`), `<none>` without one.
 fn controller_name(obj: &Value) -> String {
-    let Some(owner) = arr(obj, "/metadata/ownerReferences")
-        .iter()
-        .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
-    else {
+    let Some(owner) = obj.get("metadata").and_then(controller_of_json) else {
         return "<none>".to_string();
     };
     let kind = s(owner, "/kind");

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 use serde_json::Value;
 
+use bosun::owners::controller_of_json;
 use bosun::printers::human_duration;
 use bosun::resources::{by_name, ResourceInfo};
 use bosun::selector::{format_label_selector_json, label_selector_string_json};
@@ -484,7 +485,7 @@ fn describe_pod(obj: &Value) -> Out {
             out.kv(2, "IP", s(&ip["ip"]));
         }
     }
-    if let Some(owner) = controller_ref(meta) {
+    if let Some(owner) = controller_of_json(meta) {
         out.kv(
             0,
             "Controlled By",
@@ -597,14 +598,6 @@ pub fn pod_template_text(template: &Value) -> String {
     let mut out = Out::default();
     pod_template(&mut out, template);
     out.0
-}
-
-/// The owner reference with `controller: true` in an object's metadata.
-pub fn controller_ref(meta: &Value) -> Option<&Value> {
-    meta["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"].as_bool() == Some(true))
 }
 
 /// Whether two pod templates are the same but for the `pod-template-hash`
@@ -752,7 +745,7 @@ fn describe_replicaset(obj: &Value, pods: &[Value]) -> Out {
         ": ",
         &[LAST_APPLIED],
     );
-    if let Some(owner) = controller_ref(meta) {
+    if let Some(owner) = controller_of_json(meta) {
         out.kv(
             0,
             "Controlled By",

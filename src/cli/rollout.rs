@@ -9,6 +9,7 @@ use clap::{ArgAction, Args, Subcommand};
 use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
+use bosun::owners::controller_of_json;
 use bosun::resources::{by_name, ResourceInfo};
 
 use super::client::{with_query, Ctx};
@@ -291,7 +292,7 @@ async fn owned_replicasets(ctx: &Ctx, d: &Value) -> Result<Vec<Value>> {
 
 /// Whether `uid` is the object's controller.
 pub fn controlled_by(obj: &Value, uid: &str) -> bool {
-    super::describe::controller_ref(&obj["metadata"]).is_some_and(|r| r["uid"] == uid)
+    controller_of_json(&obj["metadata"]).is_some_and(|r| r["uid"] == uid)
 }
 
 /// `REVISION  CHANGE-CAUSE` rows, sorted by revision.
