@@ -387,29 +387,59 @@ pub fn row_cells(res: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Val
     }
 }
 
-/// A whole `meta.k8s.io/v1` Table for `items`: column definitions and one row per object,
-/// each row carrying the object's metadata as a PartialObjectMetadata (what `includeObject`
-/// defaults to), so a client can print a NAMESPACE column. The caller sets
-/// `metadata.resourceVersion`.
-pub fn table(res: &ResourceInfo, items: &[Value], now: DateTime<Utc>) -> Value {
+/// What each Table row carries besides its cells (`?includeObject=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    /// The object's metadata as a PartialObjectMetadata, the default: enough for a client
+    /// to print a NAMESPACE column or labels.
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    /// The `includeObject` query parameter; anything but `None` or `Object` is `Metadata`.
+    pub fn parse(s: Option<&str>) -> Self {
+        match s {
+            Some("None") => IncludeObject::None,
+            Some("Object") => IncludeObject::Object,
+            _ => IncludeObject::Metadata,
+        }
+    }
+}
+
+/// A whole `meta.k8s.io/v1` Table for `items`: the kind's column definitions and one row per
+/// object, with its cells as of `now` and the object as `include` asks.
+pub fn table(
+    res: &ResourceInfo,
+    items: &[Value],
+    resource_version: &str,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Value {
     let columns: Vec<Value> = columns(res).iter().map(Column::to_json).collect();
     let rows: Vec<Value> = items
         .iter()
         .map(|obj| {
-            json!({
-                "cells": row_cells(res, obj, now),
-                "object": {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                },
-            })
+            let mut row = json!({"cells": row_cells(res, obj, now)});
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => {
+                    row["object"] = json!({
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                    })
+                }
+                IncludeObject::Object => row["object"] = obj.clone(),
+            }
+            row
         })
         .collect();
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
-        "metadata": {},
+        "metadata": {"resourceVersion": resource_version},
         "columnDefinitions": columns,
         "rows": rows,
     })
@@ -1347,12 +1377,15 @@ mod tests {
         let t = table(
             by_name("po").unwrap(),
             &[json!({"metadata":{"name":"a","namespace":"ns"}})],
+            "7",
+            IncludeObject::parse(None),
             now(),
         );
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["columnDefinitions"][0]["name"], "Name");
         assert_eq!(t["rows"][0]["cells"][0], "a");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "ns");
+        assert_eq!(t["metadata"]["resourceVersion"], "7");
     }
 
     #[test]
