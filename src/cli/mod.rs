@@ -11,6 +11,7 @@ mod manifest;
 mod modify;
 mod output;
 mod record;
+mod replica_sets;
 mod rollout;
 mod scale;
 mod set;
