@@ -120,12 +120,8 @@ pub async fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<bool> {
             RolloutCommand::Resume(_) => pause(ctx, name, false).await,
             RolloutCommand::Restart(_) => restart(ctx, name).await,
         };
-        match result {
-            Ok(text) => print!("{text}"),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        if let Some(text) = errors::report(result, &mut ok) {
+            print!("{text}");
         }
     }
     Ok(ok)

@@ -164,14 +164,9 @@ async fn image(ctx: &Ctx, args: &ImageArgs) -> Result<bool> {
             Ok(true)
         }
         .await;
-        match result {
-            Ok(true) => println!("{}/{name} image updated", info.kind_group()),
-            // kubectl says nothing when nothing changes.
-            Ok(false) => {}
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        // kubectl says nothing when nothing changes.
+        if let Some(true) = errors::report(result, &mut ok) {
+            println!("{}/{name} image updated", info.kind_group());
         }
     }
     Ok(ok)
