@@ -200,3 +200,12 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// What the CLI's unit tests share.
+#[cfg(test)]
+mod test_args {
+    /// Command-line arguments from string literals.
+    pub fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+}

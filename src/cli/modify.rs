@@ -222,11 +222,8 @@ pub async fn patch(ctx: &Ctx, args: &PatchArgs) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::test_args::strings as s;
     use serde_json::json;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
 
     #[test]
     fn changes_follow_resources() {

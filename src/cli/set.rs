@@ -175,10 +175,7 @@ async fn image(ctx: &Ctx, args: &ImageArgs) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
+    use crate::cli::test_args::strings as s;
 
     #[test]
     fn images_follow_resources() {

@@ -354,8 +354,7 @@ async fn session(
     ctx: &Ctx,
     pod: &str,
     container: Option<&str>,
-    stdin: bool,
-    tty: bool,
+    &TerminalArgs { stdin, tty }: &TerminalArgs,
 ) -> Result<(Api<Pod>, AttachParams)> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let container = default_container(&api, pod, container).await?;
@@ -372,14 +371,7 @@ async fn session(
 
 pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
     let pod = pod_name(&args.pod)?;
-    let (api, params) = session(
-        ctx,
-        pod,
-        args.container.as_deref(),
-        args.terminal.stdin,
-        args.terminal.tty,
-    )
-    .await?;
+    let (api, params) = session(ctx, pod, args.container.as_deref(), &args.terminal).await?;
     let process = api.exec(pod, args.command.clone(), &params).await?;
     let Ended::Exited(code) =
         run_session(process, args.terminal.stdin, args.terminal.tty, false).await?
@@ -395,14 +387,7 @@ pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
 
 pub async fn attach(ctx: &Ctx, args: &AttachArgs) -> Result<bool> {
     let pod = pod_name(&args.pod)?;
-    let (api, params) = session(
-        ctx,
-        pod,
-        args.container.as_deref(),
-        args.terminal.stdin,
-        args.terminal.tty,
-    )
-    .await?;
+    let (api, params) = session(ctx, pod, args.container.as_deref(), &args.terminal).await?;
     let process = api.attach(pod, &params).await?;
     let interactive = args.terminal.tty && args.terminal.stdin;
     if interactive {

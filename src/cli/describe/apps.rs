@@ -3,12 +3,12 @@
 
 use serde_json::Value;
 
-use bosun::owners::controller_of_json;
 use bosun::selector::{format_label_selector_json, label_selector_string_json};
 
-use super::sections::{conditions, pod_template};
+use super::sections::{
+    conditions, controlled_by, labels_and_annotations, name_and_namespace, pod_template,
+};
 use super::writer::{rfc1123z, str_of, Out};
-use crate::cli::apply::LAST_APPLIED;
 use crate::cli::replica_sets::without_hash;
 
 /// Whether two pod templates are the same but for the `pod-template-hash`
@@ -29,24 +29,14 @@ fn replicaset_summary(rs: &Value) -> String {
 /// The deployment's layout, given the replica sets it owns.
 pub(super) fn describe_deployment(obj: &Value, owned: &[Value]) -> Out {
     let mut out = Out::default();
-    let meta = &obj["metadata"];
-    let spec = &obj["spec"];
-    let status = &obj["status"];
-    out.kv(0, "Name", str_of(&meta["name"]));
-    out.kv(0, "Namespace", str_of(&meta["namespace"]));
+    let (meta, spec, status) = (&obj["metadata"], &obj["spec"], &obj["status"]);
+    name_and_namespace(&mut out, meta);
     out.kv(
         0,
         "CreationTimestamp",
         &rfc1123z(&meta["creationTimestamp"]),
     );
-    out.map(0, "Labels", &meta["labels"], "=", &[]);
-    out.map(
-        0,
-        "Annotations",
-        &meta["annotations"],
-        ": ",
-        &[LAST_APPLIED],
-    );
+    labels_and_annotations(&mut out, meta);
     out.kv(
         0,
         "Selector",
@@ -141,28 +131,14 @@ pub(super) fn describe_replicaset(obj: &Value, pods: &[Value]) -> Out {
     let mut out = Out::default();
     let meta = &obj["metadata"];
     let spec = &obj["spec"];
-    out.kv(0, "Name", str_of(&meta["name"]));
-    out.kv(0, "Namespace", str_of(&meta["namespace"]));
+    name_and_namespace(&mut out, meta);
     out.kv(
         0,
         "Selector",
         &format_label_selector_json(Some(&spec["selector"])),
     );
-    out.map(0, "Labels", &meta["labels"], "=", &[]);
-    out.map(
-        0,
-        "Annotations",
-        &meta["annotations"],
-        ": ",
-        &[LAST_APPLIED],
-    );
-    if let Some(owner) = controller_of_json(meta) {
-        out.kv(
-            0,
-            "Controlled By",
-            &format!("{}/{}", str_of(&owner["kind"]), str_of(&owner["name"])),
-        );
-    }
+    labels_and_annotations(&mut out, meta);
+    controlled_by(&mut out, meta);
     out.kv(
         0,
         "Replicas",

@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use bosun::resources::ResourceInfo;
 
+use super::sections::labels_and_annotations;
 use super::writer::{str_of, title_case, Out};
-use crate::cli::apply::LAST_APPLIED;
 
 fn common_header(out: &mut Out, obj: &Value, info: &ResourceInfo) {
     let meta = &obj["metadata"];
@@ -58,14 +58,7 @@ pub(super) fn describe_generic(obj: &Value, info: &ResourceInfo) -> Out {
     let mut out = Out::default();
     common_header(&mut out, obj, info);
     let meta = &obj["metadata"];
-    out.map(0, "Labels", &meta["labels"], "=", &[]);
-    out.map(
-        0,
-        "Annotations",
-        &meta["annotations"],
-        ": ",
-        &[LAST_APPLIED],
-    );
+    labels_and_annotations(&mut out, meta);
     out.kv(0, "API Version", str_of(&obj["apiVersion"]));
     out.kv(0, "Kind", str_of(&obj["kind"]));
     if let Some(m) = obj.as_object() {

@@ -2,19 +2,15 @@
 
 use serde_json::Value;
 
-use bosun::owners::controller_of_json;
-
-use super::sections::{conditions, container_spec, volumes};
+use super::sections::{
+    conditions, container_spec, controlled_by, labels_and_annotations, name_and_namespace, volumes,
+};
 use super::writer::{or_none, rfc1123z, str_of, Out};
-use crate::cli::apply::LAST_APPLIED;
 
 pub(super) fn describe_pod(obj: &Value) -> Out {
     let mut out = Out::default();
-    let meta = &obj["metadata"];
-    let spec = &obj["spec"];
-    let status = &obj["status"];
-    out.kv(0, "Name", str_of(&meta["name"]));
-    out.kv(0, "Namespace", str_of(&meta["namespace"]));
+    let (meta, spec, status) = (&obj["metadata"], &obj["spec"], &obj["status"]);
+    name_and_namespace(&mut out, meta);
     out.kv(
         0,
         "Priority",
@@ -35,14 +31,7 @@ pub(super) fn describe_pod(obj: &Value) -> Out {
     if status.get("startTime").is_some() {
         out.kv(0, "Start Time", &rfc1123z(&status["startTime"]));
     }
-    out.map(0, "Labels", &meta["labels"], "=", &[]);
-    out.map(
-        0,
-        "Annotations",
-        &meta["annotations"],
-        ": ",
-        &[LAST_APPLIED],
-    );
+    labels_and_annotations(&mut out, meta);
     let mut phase = status["phase"].as_str().unwrap_or("Pending").to_string();
     if meta.get("deletionTimestamp").is_some() {
         phase = "Terminating".to_string();
@@ -61,13 +50,7 @@ pub(super) fn describe_pod(obj: &Value) -> Out {
             out.kv(2, "IP", str_of(&ip["ip"]));
         }
     }
-    if let Some(owner) = controller_of_json(meta) {
-        out.kv(
-            0,
-            "Controlled By",
-            &format!("{}/{}", str_of(&owner["kind"]), str_of(&owner["name"])),
-        );
-    }
+    controlled_by(&mut out, meta);
     let statuses = |key: &str| status[key].as_array().cloned().unwrap_or_default();
     let status_of = |list: &[Value], name: &str| list.iter().find(|c| c["name"] == name).cloned();
     let init = spec["initContainers"]

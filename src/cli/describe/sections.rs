@@ -3,7 +3,39 @@
 
 use serde_json::Value;
 
+use bosun::owners::controller_of_json;
+
 use super::writer::{rfc1123z, str_of, title_case, Out};
+use crate::cli::apply::LAST_APPLIED;
+
+/// `Name:` and `Namespace:`.
+pub(super) fn name_and_namespace(out: &mut Out, meta: &Value) {
+    out.kv(0, "Name", str_of(&meta["name"]));
+    out.kv(0, "Namespace", str_of(&meta["namespace"]));
+}
+
+/// `Labels:` and `Annotations:` (without the last-applied configuration, as kubectl).
+pub(super) fn labels_and_annotations(out: &mut Out, meta: &Value) {
+    out.map(0, "Labels", &meta["labels"], "=", &[]);
+    out.map(
+        0,
+        "Annotations",
+        &meta["annotations"],
+        ": ",
+        &[LAST_APPLIED],
+    );
+}
+
+/// `Controlled By:  Kind/name` when the object has a controller.
+pub(super) fn controlled_by(out: &mut Out, meta: &Value) {
+    if let Some(owner) = controller_of_json(meta) {
+        out.kv(
+            0,
+            "Controlled By",
+            &format!("{}/{}", str_of(&owner["kind"]), str_of(&owner["name"])),
+        );
+    }
+}
 
 fn ports_string(c: &Value) -> (String, String) {
     let ports = c["ports"].as_array().cloned().unwrap_or_default();
