@@ -27,20 +27,32 @@ pub(super) const DEPLOYMENT: KindPrinter = KindPrinter {
 };
 
 fn deployment_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let (name, age) = (name_cell(obj), age_cell(obj, now));
-
-    let (names, images) = container_cells(obj, "/spec/template/spec/containers");
-    vec![
-        name,
-        format!(
-            "{}/{}",
-            int_at(obj, "/status/readyReplicas"),
-            replicas_at(obj, "/spec/replicas")
-        )
-        .into(),
+    let mut cells = vec![
+        name_cell(obj),
+        ready_of_desired(obj),
         int_at(obj, "/status/updatedReplicas").into(),
         int_at(obj, "/status/availableReplicas").into(),
-        age,
+    ];
+    cells.extend(workload_tail_cells(obj, now));
+    cells
+}
+
+/// The READY cell of deployments and stateful sets: ready of desired replicas.
+fn ready_of_desired(obj: &Value) -> Value {
+    format!(
+        "{}/{}",
+        int_at(obj, "/status/readyReplicas"),
+        replicas_at(obj, "/spec/replicas")
+    )
+    .into()
+}
+
+/// The AGE, CONTAINERS, IMAGES and SELECTOR cells deployments, replica sets and daemon sets
+/// end with.
+fn workload_tail_cells(obj: &Value, now: DateTime<Utc>) -> [Value; 4] {
+    let (names, images) = container_cells(obj, "/spec/template/spec/containers");
+    [
+        age_cell(obj, now),
         names,
         images,
         label_selector_string_json(obj.pointer("/spec/selector")).into(),
@@ -70,19 +82,14 @@ pub(super) const REPLICA_SET: KindPrinter = KindPrinter {
 };
 
 fn replica_set_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let (name, age) = (name_cell(obj), age_cell(obj, now));
-
-    let (names, images) = container_cells(obj, "/spec/template/spec/containers");
-    vec![
-        name,
+    let mut cells = vec![
+        name_cell(obj),
         replicas_at(obj, "/spec/replicas").into(),
         int_at(obj, "/status/replicas").into(),
         int_at(obj, "/status/readyReplicas").into(),
-        age,
-        names,
-        images,
-        label_selector_string_json(obj.pointer("/spec/selector")).into(),
-    ]
+    ];
+    cells.extend(workload_tail_cells(obj, now));
+    cells
 }
 
 pub(super) const STATEFUL_SET: KindPrinter = KindPrinter {
@@ -99,18 +106,11 @@ pub(super) const STATEFUL_SET: KindPrinter = KindPrinter {
 };
 
 fn stateful_set_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let (name, age) = (name_cell(obj), age_cell(obj, now));
-
     let (names, images) = container_cells(obj, "/spec/template/spec/containers");
     vec![
-        name,
-        format!(
-            "{}/{}",
-            int_at(obj, "/status/readyReplicas"),
-            replicas_at(obj, "/spec/replicas")
-        )
-        .into(),
-        age,
+        name_cell(obj),
+        ready_of_desired(obj),
+        age_cell(obj, now),
         names,
         images,
     ]
@@ -136,22 +136,17 @@ pub(super) const DAEMON_SET: KindPrinter = KindPrinter {
 };
 
 fn daemon_set_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let (name, age) = (name_cell(obj), age_cell(obj, now));
-
-    let (names, images) = container_cells(obj, "/spec/template/spec/containers");
-    vec![
-        name,
+    let mut cells = vec![
+        name_cell(obj),
         int_at(obj, "/status/desiredNumberScheduled").into(),
         int_at(obj, "/status/currentNumberScheduled").into(),
         int_at(obj, "/status/numberReady").into(),
         int_at(obj, "/status/updatedNumberScheduled").into(),
         int_at(obj, "/status/numberAvailable").into(),
         format_labels(obj.pointer("/spec/template/spec/nodeSelector")).into(),
-        age,
-        names,
-        images,
-        label_selector_string_json(obj.pointer("/spec/selector")).into(),
-    ]
+    ];
+    cells.extend(workload_tail_cells(obj, now));
+    cells
 }
 
 pub(super) const CONTROLLER_REVISION: KindPrinter = KindPrinter {

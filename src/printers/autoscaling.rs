@@ -25,7 +25,6 @@ pub(super) const HORIZONTAL_POD_AUTOSCALER: KindPrinter = KindPrinter {
 
 fn hpa_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let (name, age) = (name_cell(obj), age_cell(obj, now));
-
     let min = match obj.pointer("/spec/minReplicas") {
         Some(v) if !v.is_null() => value_string(v),
         _ => "<unset>".to_string(),
@@ -78,12 +77,8 @@ fn hpa_targets(hpa: &Value) -> String {
                 } else {
                     "object"
                 };
-                let target = spec.pointer(&format!("/{field}/target"));
-                let current = status.pointer(&format!("/{field}/current"));
-                match target
-                    .and_then(|t| t.get("averageValue"))
-                    .filter(|v| !v.is_null())
-                {
+                let (target, current) = target_and_current(spec, status, field);
+                match target_average_value(target) {
                     Some(avg) => format!(
                         "{}/{} (avg)",
                         quantity_or_unknown(current.and_then(|c| c.get("averageValue"))),
@@ -113,12 +108,8 @@ fn hpa_targets(hpa: &Value) -> String {
                     "containerResource"
                 };
                 let name = str_at(spec, &format!("/{field}/name"));
-                let target = spec.pointer(&format!("/{field}/target"));
-                let current = status.pointer(&format!("/{field}/current"));
-                match target
-                    .and_then(|t| t.get("averageValue"))
-                    .filter(|v| !v.is_null())
-                {
+                let (target, current) = target_and_current(spec, status, field);
+                match target_average_value(target) {
                     Some(avg) => format!(
                         "{name}: {}/{}",
                         quantity_or_unknown(current.and_then(|c| c.get("averageValue"))),
@@ -154,4 +145,24 @@ fn hpa_targets(hpa: &Value) -> String {
         return format!("{} + {} more...", list.join(", "), count - MAX);
     }
     list.join(", ")
+}
+
+/// A metric's `target` in the HPA's spec and `current` in its status, under `field`
+/// (`resource`, `object`, ...).
+fn target_and_current<'a>(
+    spec: &'a Value,
+    status: &'a Value,
+    field: &str,
+) -> (Option<&'a Value>, Option<&'a Value>) {
+    (
+        spec.pointer(&format!("/{field}/target")),
+        status.pointer(&format!("/{field}/current")),
+    )
+}
+
+/// The `averageValue` a metric target sets, if it sets one.
+fn target_average_value(target: Option<&Value>) -> Option<&Value> {
+    target
+        .and_then(|t| t.get("averageValue"))
+        .filter(|v| !v.is_null())
 }

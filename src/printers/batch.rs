@@ -107,7 +107,6 @@ pub(super) const CRON_JOB: KindPrinter = KindPrinter {
 
 fn cron_job_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let (name, age) = (name_cell(obj), age_cell(obj, now));
-
     let (names, images) = container_cells(obj, "/spec/jobTemplate/spec/template/spec/containers");
     let last = match time_at(obj, "/status/lastScheduleTime") {
         Some(t) => human_age(t, now),

@@ -32,6 +32,14 @@ pub(crate) fn template_labels(tpl: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The template's labels as an error reports them: `{}` when it has none.
+pub(crate) fn template_labels_value(tpl: &Value) -> Value {
+    match sub(sub(tpl, "metadata"), "labels") {
+        Value::Null => Value::Object(Default::default()),
+        labels => labels.clone(),
+    }
+}
+
 pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let volumes = validate_volumes(arr_of(spec, "volumes"), &child(path, "volumes"), errs);
     let host_network = spec
