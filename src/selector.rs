@@ -459,6 +459,17 @@ impl LabelSelector {
         Self::from_label_selector(&sel)
     }
 
+    /// Converts an optional API selector read as JSON (a stored object's `spec.selector`);
+    /// missing or `null` matches nothing, like a nil selector.
+    pub fn from_optional_json(
+        value: Option<&serde_json::Value>,
+    ) -> Result<LabelSelector, SelectorError> {
+        match value {
+            None | Some(serde_json::Value::Null) => Ok(Self::nothing()),
+            Some(v) => Self::from_json(v),
+        }
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
     }
@@ -478,6 +489,35 @@ impl fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self.requirements.iter().map(|r| r.to_string()).collect();
         f.write_str(&parts.join(","))
+    }
+}
+
+/// An API label selector as kubectl prints it (`metav1.FormatLabelSelector`): its
+/// requirements sorted by key, as `key=value`, `key in (a,b)`, `key notin (a,b)`, `key`
+/// (Exists) and `!key` (DoesNotExist), joined by commas; `<none>` when it selects everything
+/// or is missing, `<error>` when it is not a valid selector.
+pub fn format_label_selector(sel: Option<&metav1::LabelSelector>) -> String {
+    render(LabelSelector::from_optional(sel), "<none>")
+}
+
+/// [`format_label_selector`] for a selector read as JSON, such as a stored object's
+/// `spec.selector`.
+pub fn format_label_selector_json(sel: Option<&serde_json::Value>) -> String {
+    render(LabelSelector::from_optional_json(sel), "<none>")
+}
+
+/// What kubectl prints where it shows the converted `labels.Selector` itself (the SELECTOR
+/// column of deployments, replica sets and daemon sets, `describe deployment`, a Scale's
+/// `status.selector`): [`format_label_selector_json`] but "" when it selects everything.
+pub fn label_selector_string_json(sel: Option<&serde_json::Value>) -> String {
+    render(LabelSelector::from_optional_json(sel), "")
+}
+
+fn render(sel: Result<LabelSelector, SelectorError>, everything: &str) -> String {
+    match sel {
+        Err(_) => "<error>".to_string(),
+        Ok(sel) if sel.requirements.is_empty() => everything.to_string(),
+        Ok(sel) => sel.to_string(),
     }
 }
 
@@ -617,162 +657,4 @@ impl FieldSelector {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn sel(s: &str) -> LabelSelector {
-        LabelSelector::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
-    }
-
-    #[test]
-    fn equality_selectors() {
-        let web = labels(&[("app", "web"), ("tier", "fe")]);
-        assert!(sel("app=web").matches(&web));
-        assert!(sel("app==web").matches(&web));
-        assert!(!sel("app=db").matches(&web));
-        assert!(sel("app!=db").matches(&web));
-        assert!(!sel("app!=web").matches(&web));
-        assert!(
-            sel("missing!=x").matches(&web),
-            "!= matches an absent label"
-        );
-        assert!(sel("app=web,tier=fe").matches(&web));
-        assert!(!sel("app=web,tier=be").matches(&web));
-        assert!(sel(" app = web , tier = fe ").matches(&web));
-        assert!(sel("role=").matches(&labels(&[("role", "")])));
-    }
-
-    #[test]
-    fn set_selectors() {
-        let prod = labels(&[("env", "prod"), ("tier", "be")]);
-        assert!(sel("env in (prod,qa)").matches(&prod));
-        assert!(!sel("env in (dev)").matches(&prod));
-        assert!(sel("tier notin (fe)").matches(&prod));
-        assert!(!sel("tier notin (be, fe)").matches(&prod));
-        assert!(sel("env").matches(&prod));
-        assert!(!sel("!env").matches(&prod));
-        assert!(sel("!canary").matches(&prod));
-        assert!(sel("env in (prod),!canary,tier").matches(&prod));
-        assert!(sel("example.com/role notin (x)").matches(&prod));
-        assert!(sel("n>3").matches(&labels(&[("n", "5")])));
-        assert!(!sel("n<3").matches(&labels(&[("n", "5")])));
-    }
-
-    #[test]
-    fn empty_matches_everything() {
-        let s = sel("");
-        assert!(s.is_empty());
-        assert!(s.matches(&labels(&[])));
-        assert!(s.matches(&labels(&[("a", "b")])));
-        assert!(!sel("a=b").is_empty());
-        assert!(!LabelSelector::nothing().matches(&labels(&[])));
-        assert!(!LabelSelector::nothing().is_empty());
-    }
-
-    #[test]
-    fn parse_errors_name_the_bad_part() {
-        let e = LabelSelector::parse("app=web,bad key=x").unwrap_err();
-        assert!(e.0.contains("key"), "{e}");
-        let e = LabelSelector::parse("-app=web").unwrap_err();
-        assert!(e.0.contains("\"-app\""), "{e}");
-        let e = LabelSelector::parse("env in ()").unwrap_err();
-        assert!(e.0.contains("can't be empty"), "{e}");
-        let e = LabelSelector::parse("env in prod").unwrap_err();
-        assert!(e.0.contains("'('"), "{e}");
-        let e = LabelSelector::parse("app=web,").unwrap_err();
-        assert!(e.0.contains("identifier"), "{e}");
-        let e = LabelSelector::parse("app=we b").unwrap_err();
-        assert!(e.0.contains("'b'"), "{e}");
-        let e = LabelSelector::parse("app=-web-").unwrap_err();
-        assert!(e.0.contains("\"-web-\""), "{e}");
-        assert!(LabelSelector::parse("env in (a,b").is_err());
-        assert!(LabelSelector::parse("!a=b").is_err());
-        assert!(LabelSelector::parse("n>x").is_err());
-    }
-
-    #[test]
-    fn display_is_the_query_form() {
-        assert_eq!(sel("tier=fe,app=web").to_string(), "app=web,tier=fe");
-        assert_eq!(sel("env in (qa,prod)").to_string(), "env in (prod,qa)");
-        assert_eq!(sel("!a,b notin (x)").to_string(), "!a,b notin (x)");
-    }
-
-    #[test]
-    fn from_api_selector() {
-        let api: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchLabels": {"app": "nginx"},
-            "matchExpressions": [
-                {"key": "env", "operator": "In", "values": ["prod", "qa"]},
-                {"key": "canary", "operator": "DoesNotExist"}
-            ]
-        }))
-        .unwrap();
-        let s = LabelSelector::from_label_selector(&api).unwrap();
-        assert!(s.matches(&labels(&[("app", "nginx"), ("env", "qa")])));
-        assert!(!s.matches(&labels(&[("app", "nginx"), ("env", "qa"), ("canary", "1")])));
-        assert!(!s.matches(&labels(&[("app", "nginx")])));
-        assert_eq!(s.to_string(), "app=nginx,!canary,env in (prod,qa)");
-
-        let empty = LabelSelector::from_label_selector(&metav1::LabelSelector::default()).unwrap();
-        assert!(empty.is_empty());
-
-        let bad_op: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]
-        }))
-        .unwrap();
-        assert!(LabelSelector::from_label_selector(&bad_op)
-            .unwrap_err()
-            .0
-            .contains("Near"));
-        let in_without_values: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchExpressions": [{"key": "a", "operator": "In"}]
-        }))
-        .unwrap();
-        assert!(LabelSelector::from_label_selector(&in_without_values).is_err());
-        let exists_with_values: metav1::LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]
-        }))
-        .unwrap();
-        assert!(LabelSelector::from_label_selector(&exists_with_values).is_err());
-        assert!(!LabelSelector::from_optional(None)
-            .unwrap()
-            .matches(&labels(&[])));
-    }
-
-    #[test]
-    fn field_selectors() {
-        let get = |f: &str| match f {
-            "metadata.name" => Some("web-1".to_string()),
-            "status.phase" => Some("Running".to_string()),
-            "spec.nodeName" => Some(String::new()),
-            _ => None,
-        };
-        let fs = FieldSelector::parse("metadata.name=web-1,status.phase!=Pending").unwrap();
-        assert!(fs.matches(get));
-        assert_eq!(fs.fields(), vec!["metadata.name", "status.phase"]);
-        assert!(!FieldSelector::parse("status.phase==Pending")
-            .unwrap()
-            .matches(get));
-        assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(get));
-        assert!(!FieldSelector::parse("spec.nodeName!=")
-            .unwrap()
-            .matches(get));
-        assert!(FieldSelector::parse("").unwrap().matches(get));
-        assert!(FieldSelector::parse("").unwrap().is_empty());
-        let escaped = FieldSelector::parse(r"metadata.name=a\,b").unwrap();
-        assert_eq!(escaped.terms()[0].value, "a,b");
-        assert!(FieldSelector::parse("metadata.name")
-            .unwrap_err()
-            .0
-            .contains("metadata.name"));
-        assert!(FieldSelector::parse("=x").is_err());
-        assert!(FieldSelector::parse("a=b,,c=d").is_err());
-    }
-}
+mod tests;

@@ -194,12 +194,8 @@ pub async fn apply(ctx: &Ctx, args: &ApplyArgs, explicit_ns: bool) -> Result<boo
             anyhow::Ok((name, result))
         }
         .await;
-        match result {
-            Ok((name, result)) => println!("{name} {}", result.word()),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        if let Some((name, result)) = errors::report(result, &mut ok) {
+            println!("{name} {}", result.word());
         }
     }
     Ok(ok)
@@ -232,12 +228,8 @@ pub async fn create(ctx: &Ctx, args: &CreateArgs, explicit_ns: bool) -> Result<b
             anyhow::Ok(format!("{}/{}", info.kind_group(), m.name()))
         }
         .await;
-        match result {
-            Ok(name) => println!("{name} created"),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        if let Some(name) = errors::report(result, &mut ok) {
+            println!("{name} created");
         }
     }
     Ok(ok)

@@ -222,10 +222,7 @@ pub async fn delete(ctx: &Ctx, args: &DeleteArgs) -> Result<bool> {
     if args.wait {
         let deadline = tokio::time::Instant::now() + timeout;
         for v in deleted {
-            if let Err(e) = wait_gone(ctx, v, deadline).await {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+            errors::report(wait_gone(ctx, v, deadline).await, &mut ok);
         }
     }
     Ok(ok)

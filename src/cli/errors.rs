@@ -30,6 +30,20 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404 || s.reason == "NotFound")
 }
 
+/// One object's outcome in a command that works through several: the value of a success;
+/// for a failure, its message on stderr and `ok` cleared, so the command goes on with the
+/// rest and exits non-zero at the end, as kubectl does.
+pub fn report<T>(result: anyhow::Result<T>, ok: &mut bool) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(e) => {
+            eprintln!("{}", render(&e));
+            *ok = false;
+            None
+        }
+    }
+}
+
 /// The whole message for an error that ends a command.
 pub fn render(e: &anyhow::Error) -> String {
     if let Some(status) = api_status(e) {

@@ -11,6 +11,7 @@ mod manifest;
 mod modify;
 mod output;
 mod record;
+mod replica_sets;
 mod rollout;
 mod scale;
 mod set;
@@ -197,5 +198,14 @@ pub fn main() -> ExitCode {
             eprintln!("{}", errors::render(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What the CLI's unit tests share.
+#[cfg(test)]
+mod test_args {
+    /// Command-line arguments from string literals.
+    pub fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
     }
 }

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::client::Ctx;
 use super::errors;
-use super::targets::{parse_targets, Target};
+use super::targets::parse_targets;
 
 #[derive(Debug, Args)]
 pub struct LabelArgs {
@@ -123,24 +123,36 @@ pub fn plan(
     Ok((!patch.is_empty()).then_some(patch))
 }
 
-fn single_objects(targets: &[Target]) -> Vec<(&Target, &String)> {
-    targets
+/// One object named on the command line: its API path and `kind.group/name` as messages
+/// show it.
+struct NamedObject {
+    path: String,
+    shown: String,
+}
+
+/// The objects `resources` names (TYPE NAME... or TYPE/NAME...); at least one.
+fn named_objects(ctx: &Ctx, resources: &[String]) -> Result<Vec<NamedObject>> {
+    let targets = parse_targets(resources).map_err(|e| anyhow!(e))?;
+    let objects: Vec<NamedObject> = targets
         .iter()
-        .flat_map(|t| t.names.iter().map(move |n| (t, n)))
-        .collect()
+        .flat_map(|t| {
+            t.names.iter().map(move |name| NamedObject {
+                path: Ctx::object_path(t.info, ctx.ns_for(t.info, None), name),
+                shown: format!("{}/{name}", t.info.kind_group()),
+            })
+        })
+        .collect();
+    if objects.is_empty() {
+        bail!("resource(s) were provided, but no name was specified");
+    }
+    Ok(objects)
 }
 
 pub async fn label(ctx: &Ctx, args: &LabelArgs, field: Field) -> Result<bool> {
     let (resources, changes) = split_changes(&args.args)?;
-    let targets = parse_targets(&resources).map_err(|e| anyhow!(e))?;
-    let objects = single_objects(&targets);
-    if objects.is_empty() {
-        bail!("resource(s) were provided, but no name was specified");
-    }
+    let objects = named_objects(ctx, &resources)?;
     let mut ok = true;
-    for (t, name) in objects {
-        let path = Ctx::object_path(t.info, ctx.ns_for(t.info, None), name);
-        let shown = format!("{}/{name}", t.info.kind_group());
+    for NamedObject { path, shown } in objects {
         let result = async {
             let current = ctx.get_json(&path).await?;
             let map = current["metadata"][field.key()]
@@ -155,13 +167,10 @@ pub async fn label(ctx: &Ctx, args: &LabelArgs, field: Field) -> Result<bool> {
             Ok(true)
         }
         .await;
-        match result {
-            Ok(true) => println!("{shown} {}", field.past()),
-            Ok(false) => println!("{shown} not {}", field.past()),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        match errors::report(result, &mut ok) {
+            Some(true) => println!("{shown} {}", field.past()),
+            Some(false) => println!("{shown} not {}", field.past()),
+            None => {}
         }
     }
     Ok(ok)
@@ -182,15 +191,9 @@ pub async fn patch(ctx: &Ctx, args: &PatchArgs) -> Result<bool> {
     let body: Value = serde_yaml::from_str::<serde_yaml::Value>(&args.patch)
         .map_err(|e| anyhow!("unable to parse \"{}\": {e}", args.patch))
         .and_then(|y| Ok(serde_json::to_value(y)?))?;
-    let targets = parse_targets(&args.resources).map_err(|e| anyhow!(e))?;
-    let objects = single_objects(&targets);
-    if objects.is_empty() {
-        bail!("resource(s) were provided, but no name was specified");
-    }
+    let objects = named_objects(ctx, &args.resources)?;
     let mut ok = true;
-    for (t, name) in objects {
-        let path = Ctx::object_path(t.info, ctx.ns_for(t.info, None), name);
-        let shown = format!("{}/{name}", t.info.kind_group());
+    for NamedObject { path, shown } in objects {
         let result = async {
             let before = ctx.get_json(&path).await?;
             let after = ctx
@@ -207,13 +210,10 @@ pub async fn patch(ctx: &Ctx, args: &PatchArgs) -> Result<bool> {
             )
         }
         .await;
-        match result {
-            Ok(true) => println!("{shown} patched"),
-            Ok(false) => println!("{shown} patched (no change)"),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        match errors::report(result, &mut ok) {
+            Some(true) => println!("{shown} patched"),
+            Some(false) => println!("{shown} patched (no change)"),
+            None => {}
         }
     }
     Ok(ok)
@@ -222,11 +222,8 @@ pub async fn patch(ctx: &Ctx, args: &PatchArgs) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::test_args::strings as s;
     use serde_json::json;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
 
     #[test]
     fn changes_follow_resources() {

@@ -16,10 +16,10 @@ use super::delete::parse_duration;
 use super::describe::{pod_template_text, tabwrite};
 use super::errors;
 use super::record::CHANGE_CAUSE;
+use super::replica_sets::{controlled_by, without_hash};
 use super::targets::parse_targets;
 
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
-const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
 /// Deployment annotations an undo keeps from the deployment rather than
@@ -120,12 +120,8 @@ pub async fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<bool> {
             RolloutCommand::Resume(_) => pause(ctx, name, false).await,
             RolloutCommand::Restart(_) => restart(ctx, name).await,
         };
-        match result {
-            Ok(text) => print!("{text}"),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        if let Some(text) = errors::report(result, &mut ok) {
+            print!("{text}");
         }
     }
     Ok(ok)
@@ -289,11 +285,6 @@ async fn owned_replicasets(ctx: &Ctx, d: &Value) -> Result<Vec<Value>> {
         .collect())
 }
 
-/// Whether `uid` is the object's controller.
-pub fn controlled_by(obj: &Value, uid: &str) -> bool {
-    super::describe::controller_ref(&obj["metadata"]).is_some_and(|r| r["uid"] == uid)
-}
-
 /// `REVISION  CHANGE-CAUSE` rows, sorted by revision.
 pub fn history_table(replicasets: &[Value]) -> String {
     let mut rows: Vec<(i64, String)> = replicasets
@@ -348,19 +339,6 @@ async fn history(ctx: &Ctx, name: &str, revision: i64) -> Result<String> {
         ));
     }
     Ok(format!("{} \n{}\n", shown(name), history_table(&sets)))
-}
-
-/// A template without the `pod-template-hash` label (and without an
-/// emptied label map), for comparing and for writing back.
-pub fn without_hash(template: &Value) -> Value {
-    let mut t = template.clone();
-    if let Some(labels) = t["metadata"]["labels"].as_object_mut() {
-        labels.remove(POD_TEMPLATE_HASH);
-        if labels.is_empty() {
-            t["metadata"].as_object_mut().map(|m| m.remove("labels"));
-        }
-    }
-    t
 }
 
 /// What an undo does: the ReplicaSet to go back to (kubectl's
@@ -482,6 +460,7 @@ async fn restart(ctx: &Ctx, name: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::replica_sets::POD_TEMPLATE_HASH;
 
     fn deployment(generation: i64, status: Value) -> Value {
         json!({"metadata": {"name": "web", "generation": generation,

@@ -99,12 +99,8 @@ pub async fn scale(ctx: &Ctx, args: &ScaleArgs) -> Result<bool> {
             anyhow::Ok(())
         }
         .await;
-        match result {
-            Ok(()) => println!("{}/{name} scaled", info.kind_group()),
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        if let Some(()) = errors::report(result, &mut ok) {
+            println!("{}/{name} scaled", info.kind_group());
         }
     }
     Ok(ok)

@@ -164,14 +164,9 @@ async fn image(ctx: &Ctx, args: &ImageArgs) -> Result<bool> {
             Ok(true)
         }
         .await;
-        match result {
-            Ok(true) => println!("{}/{name} image updated", info.kind_group()),
-            // kubectl says nothing when nothing changes.
-            Ok(false) => {}
-            Err(e) => {
-                eprintln!("{}", errors::render(&e));
-                ok = false;
-            }
+        // kubectl says nothing when nothing changes.
+        if let Some(true) = errors::report(result, &mut ok) {
+            println!("{}/{name} image updated", info.kind_group());
         }
     }
     Ok(ok)
@@ -180,10 +175,7 @@ async fn image(ctx: &Ctx, args: &ImageArgs) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
+    use crate::cli::test_args::strings as s;
 
     #[test]
     fn images_follow_resources() {

@@ -42,14 +42,21 @@ pub struct LogsArgs {
     limit_bytes: Option<i64>,
 }
 
+/// `-i` and `-t`, which exec and attach share.
 #[derive(Debug, Args)]
-pub struct ExecArgs {
-    /// Pass stdin to the command.
+pub struct TerminalArgs {
+    /// Pass stdin to the container.
     #[arg(short = 'i', long)]
     stdin: bool,
     /// Stdin is a terminal.
     #[arg(short = 't', long)]
     tty: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    terminal: TerminalArgs,
     /// The container to run in (default: the pod's only or default one).
     #[arg(short = 'c', long)]
     container: Option<String>,
@@ -62,12 +69,8 @@ pub struct ExecArgs {
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
-    /// Pass stdin to the container.
-    #[arg(short = 'i', long)]
-    stdin: bool,
-    /// Stdin is a terminal.
-    #[arg(short = 't', long)]
-    tty: bool,
+    #[command(flatten)]
+    terminal: TerminalArgs,
     /// The container to attach to (default: the pod's only or default one).
     #[arg(short = 'c', long)]
     container: Option<String>,
@@ -351,8 +354,7 @@ async fn session(
     ctx: &Ctx,
     pod: &str,
     container: Option<&str>,
-    stdin: bool,
-    tty: bool,
+    &TerminalArgs { stdin, tty }: &TerminalArgs,
 ) -> Result<(Api<Pod>, AttachParams)> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
     let container = default_container(&api, pod, container).await?;
@@ -369,9 +371,11 @@ async fn session(
 
 pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
     let pod = pod_name(&args.pod)?;
-    let (api, params) = session(ctx, pod, args.container.as_deref(), args.stdin, args.tty).await?;
+    let (api, params) = session(ctx, pod, args.container.as_deref(), &args.terminal).await?;
     let process = api.exec(pod, args.command.clone(), &params).await?;
-    let Ended::Exited(code) = run_session(process, args.stdin, args.tty, false).await? else {
+    let Ended::Exited(code) =
+        run_session(process, args.terminal.stdin, args.terminal.tty, false).await?
+    else {
         return Ok(true);
     };
     if code != 0 {
@@ -383,13 +387,13 @@ pub async fn exec(ctx: &Ctx, args: &ExecArgs) -> Result<bool> {
 
 pub async fn attach(ctx: &Ctx, args: &AttachArgs) -> Result<bool> {
     let pod = pod_name(&args.pod)?;
-    let (api, params) = session(ctx, pod, args.container.as_deref(), args.stdin, args.tty).await?;
+    let (api, params) = session(ctx, pod, args.container.as_deref(), &args.terminal).await?;
     let process = api.attach(pod, &params).await?;
-    let interactive = args.tty && args.stdin;
+    let interactive = args.terminal.tty && args.terminal.stdin;
     if interactive {
         eprintln!("If you don't see a command prompt, try pressing enter.");
     }
-    match run_session(process, args.stdin, args.tty, interactive).await? {
+    match run_session(process, args.terminal.stdin, args.terminal.tty, interactive).await? {
         Ended::Exited(0) => Ok(true),
         Ended::Exited(code) => Err(ExitStatus(code).into()),
         Ended::Detached => {

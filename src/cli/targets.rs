@@ -73,10 +73,7 @@ pub fn parse_targets(args: &[String]) -> Result<Vec<Target>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
-    }
+    use crate::cli::test_args::strings as s;
 
     #[test]
     fn forms() {

@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::core::validate_pvc_spec;
 use super::meta::{selector_is_empty, validate_label_selector};
 use super::names::{is_dns1035_label, is_dns1123_subdomain, is_valid_percent};
-use super::pod::{template_labels, validate_pod_template};
+use super::pod::{template_labels, template_labels_value, validate_pod_template};
 use super::{arr_of, child, get, index, int_of, nonnegative, str_of, sub, FieldError, IS_NEGATIVE};
 use crate::selector::LabelSelector;
 
@@ -41,12 +41,7 @@ fn validate_selector(
 fn check_template_labels(selector: &LabelSelector, spec: &Value, errs: &mut Vec<FieldError>) {
     let tpl = sub(spec, "template");
     if !selector.is_empty() && !selector.matches(&template_labels(tpl)) {
-        let labels = sub(sub(tpl, "metadata"), "labels").clone();
-        let labels = if labels.is_null() {
-            Value::Object(Default::default())
-        } else {
-            labels
-        };
+        let labels = template_labels_value(tpl);
         errs.push(FieldError::invalid(
             "spec.template.metadata.labels",
             labels,

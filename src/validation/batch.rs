@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::meta::{selector_is_empty, validate_label_selector};
-use super::pod::{template_labels, validate_pod_template};
+use super::pod::{template_labels, template_labels_value, validate_pod_template};
 use super::{child, get, nonnegative, str_of, sub, FieldError};
 use crate::selector::LabelSelector;
 
@@ -67,12 +67,7 @@ fn validate_job_spec(spec: &Value, path: &str, in_template: bool, errs: &mut Vec
                         errs.push(FieldError::required(child(path, "selector"), ""));
                     } else if let Ok(s) = LabelSelector::from_json(sel) {
                         if !s.matches(&template_labels(tpl)) {
-                            let labels = sub(sub(tpl, "metadata"), "labels").clone();
-                            let labels = if labels.is_null() {
-                                Value::Object(Default::default())
-                            } else {
-                                labels
-                            };
+                            let labels = template_labels_value(tpl);
                             errs.push(FieldError::invalid(
                                 child(path, "template.metadata.labels"),
                                 labels,

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::container::{validate_port_num_or_name, PROTOCOLS};
 use super::meta::{validate_label_selector, validate_labels};
 use super::names::*;
-use super::pod::{validate_port_num_or_name, PROTOCOLS};
 use super::{arr_of, child, get, index, int_of, key, obj_of, str_of, sub, FieldError};
 use crate::quantity::parse_quantity;
 

@@ -10,6 +10,7 @@
 mod apps;
 mod autoscaling;
 mod batch;
+mod container;
 mod core;
 mod meta;
 pub mod names;

@@ -5,25 +5,10 @@ use bosun::printers;
 use bosun::resources::ResourceInfo;
 use chrono::Utc;
 use http::HeaderMap;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// What each row carries besides its cells (`?includeObject=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludeObject {
-    None,
-    Metadata,
-    Object,
-}
-
-impl IncludeObject {
-    pub fn parse(s: Option<&str>) -> Self {
-        match s {
-            Some("None") => IncludeObject::None,
-            Some("Object") => IncludeObject::Object,
-            _ => IncludeObject::Metadata,
-        }
-    }
-}
+pub use bosun::printers::IncludeObject;
 
 /// Whether the client prefers a Table (`application/json;as=Table;g=meta.k8s.io;v=v1`).
 pub fn wants_table(headers: &HeaderMap) -> bool {
@@ -38,51 +23,14 @@ pub fn wants_table(headers: &HeaderMap) -> bool {
         })
 }
 
-/// A Table of `objects` with the kind's columns.
+/// A Table of `objects` with the kind's columns, their ages as of now.
 pub fn table(
     res: &ResourceInfo,
     objects: &[Value],
     resource_version: &str,
     include: IncludeObject,
 ) -> Value {
-    let now = Utc::now();
-    let columns: Vec<Value> = printers::columns(res)
-        .iter()
-        .map(|c| {
-            json!({
-                "name": c.name,
-                "type": c.type_,
-                "format": c.format,
-                "description": c.description,
-                "priority": c.priority,
-            })
-        })
-        .collect();
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|obj| {
-            let mut row = json!({"cells": printers::row_cells(res, obj, now)});
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row["object"] = json!({
-                        "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
-                    })
-                }
-                IncludeObject::Object => row["object"] = obj.clone(),
-            }
-            row
-        })
-        .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": resource_version},
-        "columnDefinitions": columns,
-        "rows": rows,
-    })
+    printers::table(res, objects, resource_version, include, Utc::now())
 }
 
 #[cfg(test)]

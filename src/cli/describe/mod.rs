@@ -1,0 +1,186 @@
+//! `bosun describe`: kubectl's layouts for pods and deployments, a generic
+//! `key: value` layout for other kinds, and the object's events.
+
+mod apps;
+mod generic;
+mod pod;
+mod sections;
+mod writer;
+
+use anyhow::{anyhow, bail, Result};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde_json::Value;
+
+use bosun::printers::human_duration;
+use bosun::resources::{by_name, ResourceInfo};
+
+use super::client::{with_query, Ctx};
+use super::errors;
+use super::replica_sets::controlled_by;
+use super::targets::parse_targets;
+use apps::{describe_deployment, describe_replicaset};
+use generic::describe_generic;
+use pod::describe_pod;
+use writer::{parse_time, str_of, Out};
+
+pub use sections::pod_template_text;
+pub use writer::tabwrite;
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// TYPE [NAME...] or TYPE/NAME.
+    #[arg(required = true, value_name = "TYPE [NAME...]")]
+    resources: Vec<String>,
+    /// Describe the objects matching this label selector.
+    #[arg(short = 'l', long)]
+    selector: Option<String>,
+}
+
+/// The Events section from `events` whose involvedObject is this object.
+async fn events(ctx: &Ctx, info: &ResourceInfo, obj: &Value, out: &mut Out) {
+    let Some(events_info) = by_name("events") else {
+        return;
+    };
+    let name = str_of(&obj["metadata"]["name"]);
+    let ns = obj["metadata"]["namespace"].as_str();
+    let uid = str_of(&obj["metadata"]["uid"]);
+    let path = with_query(
+        &events_info.collection_path(ns),
+        &[("fieldSelector", &format!("involvedObject.name={name}"))],
+    );
+    let list = ctx.get_json(&path).await.unwrap_or(Value::Null);
+    let mut items: Vec<Value> = list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| {
+            let io = &e["involvedObject"];
+            (io["kind"].as_str().is_none_or(|k| k == info.kind))
+                && (io["uid"].as_str().is_none_or(|u| u.is_empty() || u == uid))
+        })
+        .collect();
+    if items.is_empty() {
+        out.kv(0, "Events", "<none>");
+        return;
+    }
+    let last = |e: &Value| {
+        parse_time(&e["lastTimestamp"])
+            .or_else(|| parse_time(&e["eventTime"]))
+            .or_else(|| parse_time(&e["metadata"]["creationTimestamp"]))
+    };
+    items.sort_by_key(|e| last(e));
+    let now = Utc::now();
+    out.line(0, "Events:");
+    out.line(2, "Type\tReason\tAge\tFrom\tMessage");
+    out.line(2, "----\t------\t----\t----\t-------");
+    for e in &items {
+        let age_of = |t: Option<DateTime<Utc>>| {
+            t.map(|t| human_duration(now - t))
+                .unwrap_or_else(|| "<unknown>".to_string())
+        };
+        let count = e["count"].as_i64().unwrap_or(1);
+        let age = if count > 1 {
+            format!(
+                "{} (x{count} over {})",
+                age_of(last(e)),
+                age_of(parse_time(&e["firstTimestamp"]))
+            )
+        } else {
+            age_of(last(e))
+        };
+        let from = e["source"]["component"]
+            .as_str()
+            .or(e["reportingComponent"].as_str())
+            .unwrap_or("");
+        out.line(
+            2,
+            &format!(
+                "{}\t{}\t{age}\t{from}\t{}",
+                str_of(&e["type"]),
+                str_of(&e["reason"]),
+                str_of(&e["message"]).trim()
+            ),
+        );
+    }
+}
+
+/// The objects of `plural` in the object's namespace controlled by it.
+async fn controlled(ctx: &Ctx, obj: &Value, plural: &str) -> Result<Vec<Value>> {
+    let info = by_name(plural).ok_or_else(|| anyhow!("{plural} not served"))?;
+    let uid = str_of(&obj["metadata"]["uid"]);
+    let list = ctx
+        .get_json(&info.collection_path(obj["metadata"]["namespace"].as_str()))
+        .await
+        .unwrap_or(Value::Null);
+    Ok(list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| controlled_by(r, uid))
+        .collect())
+}
+
+async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Result<String> {
+    let obj = super::output::with_type(info, obj);
+    let mut out = match info.kind {
+        "Pod" => describe_pod(&obj),
+        "Deployment" => describe_deployment(&obj, &controlled(ctx, &obj, "replicasets").await?),
+        "ReplicaSet" => describe_replicaset(&obj, &controlled(ctx, &obj, "pods").await?),
+        _ => describe_generic(&obj, info),
+    };
+    events(ctx, info, &obj, &mut out).await;
+    Ok(out.finish())
+}
+
+pub async fn describe(ctx: &Ctx, args: &DescribeArgs) -> Result<bool> {
+    let targets = parse_targets(&args.resources).map_err(|e| anyhow!(e))?;
+    let mut ok = true;
+    let mut first = true;
+    for t in &targets {
+        let ns = ctx.ns_for(t.info, None);
+        let objects: Vec<Result<Value, kube::Error>> = if t.names.is_empty() {
+            let path = with_query(
+                &t.info.collection_path(ns),
+                &[("labelSelector", args.selector.as_deref().unwrap_or(""))],
+            );
+            let list = ctx.get_json(&path).await?;
+            list["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(Ok)
+                .collect()
+        } else {
+            let mut v = Vec::new();
+            for name in &t.names {
+                v.push(ctx.get_json(&Ctx::object_path(t.info, ns, name)).await);
+            }
+            v
+        };
+        for obj in objects {
+            match obj {
+                Ok(obj) => {
+                    if !first {
+                        println!();
+                        println!();
+                    }
+                    first = false;
+                    print!("{}", describe_one(ctx, t.info, obj).await?);
+                }
+                Err(e @ kube::Error::Api(_)) => {
+                    eprintln!("{}", errors::render(&e.into()));
+                    ok = false;
+                }
+                Err(e) => bail!(e),
+            }
+        }
+    }
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests;

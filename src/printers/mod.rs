@@ -1,0 +1,141 @@
+//! Server-side printing: the columns and cells of the `meta.k8s.io/v1` Table the API server
+//! returns for `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`, for every served kind.
+//!
+//! Columns and cell formats follow kubectl's printers
+//! (k8s.io/kubernetes/pkg/printers/internalversion/printers.go). Column names are sent as
+//! Kubernetes sends them ("Name", "Up-to-date", "Nominated Node"); kubectl, and the bosun CLI,
+//! print them upper-cased ([`header`]). Rows always carry every column, the `priority: 1` ones
+//! included; a client shows those only with `-o wide`.
+//!
+//! Everything works on the object's JSON; missing fields print as kubectl prints them
+//! (`<none>`, `<unknown>`, `0`) and never panic.
+//!
+//! Each kind has one [`KindPrinter`](column::KindPrinter) (its columns next to its cell
+//! function) in the file of its API group, registered in [`PRINTERS`].
+
+mod age;
+mod apps;
+mod autoscaling;
+mod batch;
+mod column;
+mod core_group;
+mod fields;
+mod pod;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::resources::ResourceInfo;
+use column::{KindPrinter, AGE, NAME};
+use fields::name_cell;
+
+pub use age::{human_age, human_duration};
+pub use column::{header, Column};
+pub use pod::pod_status;
+
+/// Every kind's printer; kinds not listed print NAME and AGE.
+const PRINTERS: &[&KindPrinter] = &[
+    &pod::POD,
+    &core_group::SERVICE,
+    &core_group::ENDPOINTS,
+    &core_group::NODE,
+    &core_group::NAMESPACE,
+    &core_group::EVENT,
+    &core_group::PERSISTENT_VOLUME,
+    &core_group::PERSISTENT_VOLUME_CLAIM,
+    &apps::DEPLOYMENT,
+    &apps::REPLICA_SET,
+    &apps::STATEFUL_SET,
+    &apps::DAEMON_SET,
+    &apps::CONTROLLER_REVISION,
+    &batch::JOB,
+    &batch::CRON_JOB,
+    &autoscaling::HORIZONTAL_POD_AUTOSCALER,
+];
+
+/// The printer of a kind without its own: NAME and AGE.
+const DEFAULT_PRINTER: KindPrinter = KindPrinter {
+    group: "",
+    kind: "",
+    columns: &[NAME, AGE],
+    cells: |obj, now| vec![name_cell(obj), age::age_cell(obj, now)],
+};
+
+fn printer_for(res: &ResourceInfo) -> &'static KindPrinter {
+    PRINTERS
+        .iter()
+        .find(|p| p.group == res.group && p.kind == res.kind)
+        .copied()
+        .unwrap_or(&DEFAULT_PRINTER)
+}
+
+/// The Table columns for a resource, in kubectl's order.
+pub fn columns(res: &ResourceInfo) -> Vec<Column> {
+    printer_for(res).columns.to_vec()
+}
+
+/// The cells of one row, one per column of [`columns`], computed as of `now`.
+pub fn row_cells(res: &ResourceInfo, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    (printer_for(res).cells)(obj, now)
+}
+
+/// What each Table row carries besides its cells (`?includeObject=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    None,
+    /// The object's metadata as a PartialObjectMetadata, the default: enough for a client
+    /// to print a NAMESPACE column or labels.
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    /// The `includeObject` query parameter; anything but `None` or `Object` is `Metadata`.
+    pub fn parse(s: Option<&str>) -> Self {
+        match s {
+            Some("None") => IncludeObject::None,
+            Some("Object") => IncludeObject::Object,
+            _ => IncludeObject::Metadata,
+        }
+    }
+}
+
+/// A whole `meta.k8s.io/v1` Table for `items`: the kind's column definitions and one row per
+/// object, with its cells as of `now` and the object as `include` asks.
+pub fn table(
+    res: &ResourceInfo,
+    items: &[Value],
+    resource_version: &str,
+    include: IncludeObject,
+    now: DateTime<Utc>,
+) -> Value {
+    let columns: Vec<Value> = columns(res).iter().map(Column::to_json).collect();
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|obj| {
+            let mut row = json!({"cells": row_cells(res, obj, now)});
+            match include {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => {
+                    row["object"] = json!({
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                    })
+                }
+                IncludeObject::Object => row["object"] = obj.clone(),
+            }
+            row
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests;
