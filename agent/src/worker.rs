@@ -19,23 +19,15 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use bosun::events::EventType;
+
 use crate::config::AgentConfig;
+use crate::events::PodEvent;
 use crate::probes::{self, Action, HookState, KillReason, ProbeRunner, Target};
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role, RuntimeError};
 use crate::spec;
 use crate::status::{self, Observed, Waiting};
 use crate::volumes;
-
-/// An event to record on the pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodEvent {
-    /// `Normal` or `Warning`.
-    pub type_: &'static str,
-    pub reason: &'static str,
-    pub message: String,
-    /// `spec.containers{name}`, as the kubelet sets it.
-    pub field_path: Option<String>,
-}
 
 /// The outcome of one sync.
 #[derive(Debug)]
@@ -128,7 +120,7 @@ impl PodWorker {
 
     fn event(
         &mut self,
-        type_: &'static str,
+        type_: EventType,
         reason: &'static str,
         message: String,
         path: Option<String>,
@@ -191,7 +183,7 @@ impl PodWorker {
             None => {
                 if !containers.is_empty() {
                     self.event(
-                        "Normal",
+                        EventType::Normal,
                         "SandboxChanged",
                         "Pod sandbox changed, it will be killed and re-created.".into(),
                         None,
@@ -244,7 +236,7 @@ impl PodWorker {
         let mut wake_after = self.cfg.sync_period;
         match volumes::setup(pod, &self.cfg) {
             Err(e) => {
-                self.event("Warning", "FailedMount", e.clone(), None);
+                self.event(EventType::Warning, "FailedMount", e.clone(), None);
                 for c in spec
                     .init_containers
                     .iter()
@@ -420,7 +412,7 @@ impl PodWorker {
                             if self.announced.get(&key) != Some(&b.until) {
                                 self.announced.insert(key.clone(), b.until);
                                 self.event(
-                                    "Warning",
+                                    EventType::Warning,
                                     "BackOff",
                                     "Back-off restarting failed container".into(),
                                     field_path(role, &c.name),
@@ -468,7 +460,7 @@ impl PodWorker {
                     self.fresh.insert(id.to_string());
                 }
                 self.event(
-                    "Normal",
+                    EventType::Normal,
                     "Started",
                     format!("Started container {name}"),
                     field_path(role, name),
@@ -477,7 +469,7 @@ impl PodWorker {
             }
             Err(e) => {
                 self.event(
-                    "Warning",
+                    EventType::Warning,
                     "Failed",
                     format!("Error: {e}"),
                     field_path(role, name),
@@ -512,14 +504,19 @@ impl PodWorker {
             "Never" if !present => {
                 let message =
                     format!("Container image \"{image}\" is not present with pull policy of Never");
-                self.event("Warning", "ErrImageNeverPull", message.clone(), path);
+                self.event(
+                    EventType::Warning,
+                    "ErrImageNeverPull",
+                    message.clone(),
+                    path,
+                );
                 self.waiting
                     .insert(c.name.clone(), wait("ErrImageNeverPull", message));
                 return Ok(false);
             }
             "IfNotPresent" | "Never" if present => {
                 self.event(
-                    "Normal",
+                    EventType::Normal,
                     "Pulled",
                     format!("Container image \"{image}\" already present on machine"),
                     path,
@@ -539,7 +536,7 @@ impl PodWorker {
             }
         }
         self.event(
-            "Normal",
+            EventType::Normal,
             "Pulling",
             format!("Pulling image \"{image}\""),
             path.clone(),
@@ -554,7 +551,7 @@ impl PodWorker {
             Ok(_) => {
                 self.backoff.remove(&key);
                 self.event(
-                    "Normal",
+                    EventType::Normal,
                     "Pulled",
                     format!(
                         "Successfully pulled image \"{image}\" in {:?}",
@@ -577,7 +574,7 @@ impl PodWorker {
                     },
                 );
                 let message = format!("Failed to pull image \"{image}\": {e}");
-                self.event("Warning", "Failed", message.clone(), path);
+                self.event(EventType::Warning, "Failed", message.clone(), path);
                 self.waiting
                     .insert(c.name.clone(), wait("ErrImagePull", message));
                 Ok(false)
@@ -601,7 +598,7 @@ impl PodWorker {
         let config = match spec::container_config(pod, c, pod_ip, restart_count, &self.cfg) {
             Ok(cfg) => cfg,
             Err(e) => {
-                self.event("Warning", "Failed", format!("Error: {e}"), path);
+                self.event(EventType::Warning, "Failed", format!("Error: {e}"), path);
                 self.waiting.insert(
                     c.name.clone(),
                     Waiting {
@@ -620,7 +617,7 @@ impl PodWorker {
         {
             Ok(id) => {
                 self.event(
-                    "Normal",
+                    EventType::Normal,
                     "Created",
                     format!("Created container {}", c.name),
                     path,
@@ -628,7 +625,7 @@ impl PodWorker {
                 self.start(role, &c.name, &id).await
             }
             Err(e) => {
-                self.event("Warning", "Failed", format!("Error: {e}"), path);
+                self.event(EventType::Warning, "Failed", format!("Error: {e}"), path);
                 self.waiting.insert(
                     c.name.clone(),
                     Waiting {
@@ -760,7 +757,7 @@ impl PodWorker {
                 ),
                 KillReason::PostStart(msg) => {
                     self.event(
-                        "Warning",
+                        EventType::Warning,
                         "FailedPostStartHook",
                         probes::hook_failure_message(pod, &name, msg),
                         path.clone(),
@@ -768,7 +765,7 @@ impl PodWorker {
                     ("FailedPostStartHook".to_string(), None)
                 }
             };
-            self.event("Normal", "Killing", message, path);
+            self.event(EventType::Normal, "Killing", message, path);
             let grace = Duration::from_secs(probe_grace.unwrap_or(pod_grace).max(0) as u64);
             let target = self.target(Some(c), &id, pod_ip);
             if let Some(e) = stop_container(&target, pod, c, grace).await? {
@@ -836,7 +833,7 @@ impl PodWorker {
             .collect();
         for c in &running {
             self.event(
-                "Normal",
+                EventType::Normal,
                 "Killing",
                 format!("Stopping container {}", c.name),
                 field_path(c.role, &c.name),
@@ -886,7 +883,7 @@ async fn stop_container(
     let (left, failure) = probes::run_pre_stop(target, hook, grace).await;
     target.rt.stop_container(&target.container_id, left).await?;
     Ok(failure.map(|msg| PodEvent {
-        type_: "Warning",
+        type_: EventType::Warning,
         reason: "FailedPreStopHook",
         message: probes::hook_failure_message(pod, &c.name, &msg),
         field_path: field_path(Role::App, &c.name),
