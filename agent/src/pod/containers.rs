@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::backoff::BackoffKey;
 use super::sandbox::Sandbox;
-use super::worker::{latest, PodWorker};
+use super::worker::{app_containers, init_containers, latest, PodWorker};
 use crate::events::PodEvent;
 use crate::runtime::{ContainerInfo, ContainerState, Role, RuntimeError};
 use crate::spec;
@@ -41,11 +41,7 @@ impl PodWorker {
         containers: &[ContainerInfo],
         sandbox: &Sandbox,
     ) -> Result<bool, RuntimeError> {
-        let inits = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.init_containers.clone())
-            .unwrap_or_default();
+        let inits = init_containers(pod);
         for c in &inits {
             let done = latest(containers, Role::Init, &c.name)
                 .is_some_and(|l| l.state == ContainerState::Exited && l.exit_code == Some(0));
@@ -68,11 +64,7 @@ impl PodWorker {
         containers: &[ContainerInfo],
         sandbox: &Sandbox,
     ) -> Result<(), RuntimeError> {
-        let apps = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.clone())
-            .unwrap_or_default();
+        let apps = app_containers(pod);
         for c in &apps {
             self.run_container(pod, Role::App, c, containers, sandbox)
                 .await?;

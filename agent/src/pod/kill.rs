@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::worker::{uid_of, PodWorker};
+use super::worker::{app_containers, uid_of, PodWorker};
 use crate::events::PodEvent;
 use crate::probes::{self, Target};
 use crate::runtime::{ContainerInfo, ContainerState, Role, RuntimeError};
@@ -32,11 +32,7 @@ impl PodWorker {
                 .filter(|c| c.role == Role::Sandbox)
                 .find_map(|c| c.ip.clone())
         });
-        let specs = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.clone())
-            .unwrap_or_default();
+        let specs = app_containers(pod);
         let running: Vec<&ContainerInfo> = containers
             .iter()
             .filter(|c| c.role != Role::Sandbox && c.state == ContainerState::Running)

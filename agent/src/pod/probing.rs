@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::kill::stop_container;
-use super::worker::{latest, PodWorker};
+use super::worker::{app_containers, latest, PodWorker};
 use crate::events::PodEvent;
 use crate::probes::{self, Action, KillReason, ProbeRunner, Target};
 use crate::runtime::{ContainerInfo, ContainerState, Role, RuntimeError};
@@ -34,11 +34,7 @@ impl PodWorker {
         containers: &[ContainerInfo],
         pod_ip: Option<&str>,
     ) {
-        let specs = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.clone())
-            .unwrap_or_default();
+        let specs = app_containers(pod);
         let mut live = HashSet::new();
         for c in specs.iter().filter(|c| ProbeRunner::needed(c)) {
             let Some(l) = latest(containers, Role::App, &c.name)
@@ -105,11 +101,7 @@ impl PodWorker {
                 kills.push((name.clone(), r.container_id().to_string(), k));
             }
         }
-        let specs = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.clone())
-            .unwrap_or_default();
+        let specs = app_containers(pod);
         let pod_grace = pod
             .spec
             .as_ref()

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::Client;
 use serde_json::{json, Value};
@@ -138,6 +138,22 @@ pub(super) fn host_network(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.host_network)
         .unwrap_or(false)
+}
+
+/// The pod's app containers, as its spec has them.
+pub(super) fn app_containers(pod: &Pod) -> Vec<Container> {
+    pod.spec
+        .as_ref()
+        .map(|s| s.containers.clone())
+        .unwrap_or_default()
+}
+
+/// The pod's init containers, in order.
+pub(super) fn init_containers(pod: &Pod) -> Vec<Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.init_containers.clone())
+        .unwrap_or_default()
 }
 
 /// The newest instance of container `name` in `role`.

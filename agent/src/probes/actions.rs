@@ -133,12 +133,15 @@ fn host_port(host: &str, port: u16) -> String {
 }
 
 impl Target {
-    fn host(&self, explicit: Option<&String>) -> Result<String, String> {
-        explicit
+    /// `host:port` of an httpGet or tcpSocket: its host, else the pod's IP;
+    /// its port by number or by the name of one of the container's ports.
+    fn address(&self, host: Option<&String>, port: &IntOrString) -> Result<String, String> {
+        let host = host
             .filter(|h| !h.is_empty())
             .cloned()
             .or_else(|| self.pod_ip.clone())
-            .ok_or_else(|| "the pod has no IP yet".to_string())
+            .ok_or_else(|| "the pod has no IP yet".to_string())?;
+        Ok(host_port(&host, resolve_port(port, &self.ports)?))
     }
 
     /// Runs `action` once, bounded by `timeout`.
@@ -189,14 +192,10 @@ impl Target {
     }
 
     async fn tcp_socket(&self, t: &TCPSocketAction, timeout: Duration) -> Outcome {
-        let (host, port) = match (
-            self.host(t.host.as_ref()),
-            resolve_port(&t.port, &self.ports),
-        ) {
-            (Ok(h), Ok(p)) => (h, p),
-            (Err(e), _) | (_, Err(e)) => return Outcome::Failure(e),
+        let addr = match self.address(t.host.as_ref(), &t.port) {
+            Ok(a) => a,
+            Err(e) => return Outcome::Failure(e),
         };
-        let addr = host_port(&host, port);
         match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
             Ok(Ok(_)) => Outcome::Success,
             Ok(Err(e)) => Outcome::Failure(dial_error(&addr, &e)),
@@ -211,14 +210,10 @@ impl Target {
                 "{scheme} probes are not supported by bosun (only HTTP)"
             ));
         }
-        let (host, port) = match (
-            self.host(h.host.as_ref()),
-            resolve_port(&h.port, &self.ports),
-        ) {
-            (Ok(h), Ok(p)) => (h, p),
-            (Err(e), _) | (_, Err(e)) => return Outcome::Failure(e),
+        let addr = match self.address(h.host.as_ref(), &h.port) {
+            Ok(a) => a,
+            Err(e) => return Outcome::Failure(e),
         };
-        let addr = host_port(&host, port);
         let mut path = h.path.clone().unwrap_or_default();
         if !path.starts_with('/') {
             path.insert(0, '/');

@@ -82,100 +82,6 @@ impl DockerRuntime {
         )))
     }
 
-    pub(super) async fn create_joined(
-        &self,
-        node: &str,
-        pod: &PodRef,
-        role: Role,
-        sandbox_id: &str,
-        config: &ContainerConfig,
-    ) -> Result<String> {
-        let name = format!(
-            "bosun_{}_{}_{}_{}_{}",
-            pod.namespace,
-            pod.name,
-            uid8(&pod.uid),
-            config.name,
-            config.restart_count
-        );
-        let mut label_map: HashMap<String, String> = config
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        label_map.extend(identity_labels(node, pod, &config.name, role));
-        label_map.insert(
-            labels::RESTART_COUNT.to_string(),
-            config.restart_count.to_string(),
-        );
-        label_map.insert(labels::SPEC_HASH.to_string(), config.spec_hash.clone());
-        label_map.insert(SANDBOX_ID_LABEL.to_string(), sandbox_id.to_string());
-
-        let joined = format!("container:{sandbox_id}");
-        let host_config = HostConfig {
-            network_mode: Some(if config.host_network {
-                "host".to_string()
-            } else {
-                joined.clone()
-            }),
-            ipc_mode: Some(if config.host_ipc {
-                "host".to_string()
-            } else {
-                joined.clone()
-            }),
-            pid_mode: if config.host_pid {
-                Some("host".to_string())
-            } else if config.share_pid {
-                Some(joined)
-            } else {
-                None
-            },
-            binds: (!config.mounts.is_empty()).then(|| {
-                config
-                    .mounts
-                    .iter()
-                    .map(|m| {
-                        let mut b = format!("{}:{}", m.host_path, m.container_path);
-                        if m.read_only {
-                            b.push_str(":ro");
-                        }
-                        b
-                    })
-                    .collect()
-            }),
-            memory: config.memory_limit,
-            // No swap beyond the limit, as the kubelet does.
-            memory_swap: config.memory_limit,
-            nano_cpus: config.cpu_limit_millis.map(|m| m * 1_000_000),
-            cpu_shares: config.cpu_request_millis.map(cpu_shares),
-            privileged: config.privileged.then_some(true),
-            readonly_rootfs: config.read_only_root_fs.then_some(true),
-            cap_add: (!config.cap_add.is_empty()).then(|| config.cap_add.clone()),
-            cap_drop: (!config.cap_drop.is_empty()).then(|| config.cap_drop.clone()),
-            ..Default::default()
-        };
-        let body = ContainerCreateBody {
-            image: Some(config.image.clone()),
-            entrypoint: (!config.entrypoint.is_empty()).then(|| config.entrypoint.clone()),
-            cmd: (!config.args.is_empty()).then(|| config.args.clone()),
-            env: (!config.env.is_empty())
-                .then(|| config.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-            working_dir: config.working_dir.clone().filter(|w| !w.is_empty()),
-            user: config.run_as_user.map(|uid| match config.run_as_group {
-                Some(gid) => format!("{uid}:{gid}"),
-                None => uid.to_string(),
-            }),
-            open_stdin: Some(config.stdin),
-            stdin_once: Some(config.stdin_once),
-            attach_stdin: Some(config.stdin),
-            tty: Some(config.tty),
-            labels: Some(label_map),
-            host_config: Some(host_config),
-            ..Default::default()
-        };
-        self.create_named(&name, body).await
-    }
-
     pub(super) async fn start(&self, id: &str) -> Result<()> {
         match self.client().await?.start_container(id, None).await {
             Ok(()) => Ok(()),
@@ -263,6 +169,103 @@ impl DockerRuntime {
             .collect();
         infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(infos)
+    }
+}
+
+/// `bosun_<ns>_<pod>_<uid8>_<container>`: how bosun names the containers
+/// of a pod (app and init containers add `_<restartCount>`).
+pub(super) fn container_name(pod: &PodRef, container: &str) -> String {
+    format!(
+        "bosun_{}_{}_{}_{}",
+        pod.namespace,
+        pod.name,
+        uid8(&pod.uid),
+        container
+    )
+}
+
+/// What an app or init container is made with: `config`, joined to the
+/// namespaces of sandbox `sandbox_id` (or the host's), labelled with its
+/// `identity` (see [`identity_labels`]) and bosun's other labels.
+pub(super) fn joined_container_body(
+    identity: HashMap<String, String>,
+    sandbox_id: &str,
+    config: &ContainerConfig,
+) -> ContainerCreateBody {
+    let mut label_map: HashMap<String, String> = config
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    label_map.extend(identity);
+    label_map.insert(
+        labels::RESTART_COUNT.to_string(),
+        config.restart_count.to_string(),
+    );
+    label_map.insert(labels::SPEC_HASH.to_string(), config.spec_hash.clone());
+    label_map.insert(SANDBOX_ID_LABEL.to_string(), sandbox_id.to_string());
+
+    let joined = format!("container:{sandbox_id}");
+    let host_config = HostConfig {
+        network_mode: Some(if config.host_network {
+            "host".to_string()
+        } else {
+            joined.clone()
+        }),
+        ipc_mode: Some(if config.host_ipc {
+            "host".to_string()
+        } else {
+            joined.clone()
+        }),
+        pid_mode: if config.host_pid {
+            Some("host".to_string())
+        } else if config.share_pid {
+            Some(joined)
+        } else {
+            None
+        },
+        binds: (!config.mounts.is_empty()).then(|| {
+            config
+                .mounts
+                .iter()
+                .map(|m| {
+                    let mut b = format!("{}:{}", m.host_path, m.container_path);
+                    if m.read_only {
+                        b.push_str(":ro");
+                    }
+                    b
+                })
+                .collect()
+        }),
+        memory: config.memory_limit,
+        // No swap beyond the limit, as the kubelet does.
+        memory_swap: config.memory_limit,
+        nano_cpus: config.cpu_limit_millis.map(|m| m * 1_000_000),
+        cpu_shares: config.cpu_request_millis.map(cpu_shares),
+        privileged: config.privileged.then_some(true),
+        readonly_rootfs: config.read_only_root_fs.then_some(true),
+        cap_add: (!config.cap_add.is_empty()).then(|| config.cap_add.clone()),
+        cap_drop: (!config.cap_drop.is_empty()).then(|| config.cap_drop.clone()),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(config.image.clone()),
+        entrypoint: (!config.entrypoint.is_empty()).then(|| config.entrypoint.clone()),
+        cmd: (!config.args.is_empty()).then(|| config.args.clone()),
+        env: (!config.env.is_empty())
+            .then(|| config.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        working_dir: config.working_dir.clone().filter(|w| !w.is_empty()),
+        user: config.run_as_user.map(|uid| match config.run_as_group {
+            Some(gid) => format!("{uid}:{gid}"),
+            None => uid.to_string(),
+        }),
+        open_stdin: Some(config.stdin),
+        stdin_once: Some(config.stdin_once),
+        attach_stdin: Some(config.stdin),
+        tty: Some(config.tty),
+        labels: Some(label_map),
+        host_config: Some(host_config),
+        ..Default::default()
     }
 }
 

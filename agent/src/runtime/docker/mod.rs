@@ -160,8 +160,14 @@ impl ContainerRuntime for DockerRuntime {
         sandbox_id: &str,
         config: &ContainerConfig,
     ) -> Result<String> {
-        self.create_joined(node, pod, role, sandbox_id, config)
-            .await
+        let name = format!(
+            "{}_{}",
+            containers::container_name(pod, &config.name),
+            config.restart_count
+        );
+        let identity = containers::identity_labels(node, pod, &config.name, role);
+        let body = containers::joined_container_body(identity, sandbox_id, config);
+        self.create_named(&name, body).await
     }
 
     async fn start_container(&self, id: &str) -> Result<()> {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 
-use super::containers::{identity_labels, uid8};
+use super::containers::{container_name, identity_labels};
 use super::DockerRuntime;
 use crate::runtime::{labels, ContainerRuntime, Result, Role, SandboxConfig, SANDBOX_CONTAINER};
 
@@ -18,13 +18,7 @@ impl DockerRuntime {
     ) -> Result<String> {
         let image = self.ensure_pause_image().await?;
         let pod = &config.pod;
-        let name = format!(
-            "bosun_{}_{}_{}_{}",
-            pod.namespace,
-            pod.name,
-            uid8(&pod.uid),
-            SANDBOX_CONTAINER
-        );
+        let name = container_name(pod, SANDBOX_CONTAINER);
         let mut label_map = identity_labels(node, pod, SANDBOX_CONTAINER, Role::Sandbox);
         label_map.insert(labels::RESTART_COUNT.to_string(), "0".to_string());
 

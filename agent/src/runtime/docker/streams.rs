@@ -8,6 +8,7 @@ use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use bollard::query_parameters::{AttachContainerOptions, LogsOptions, ResizeContainerTTYOptions};
+use bollard::Docker;
 use futures::{StreamExt, TryStreamExt};
 
 use super::errors::{docker_err, not_found_or, status};
@@ -25,27 +26,22 @@ impl DockerRuntime {
         timeout: Duration,
     ) -> Result<ExecOutput> {
         let docker = self.client().await?;
-        let created = docker
-            .create_exec(
-                id,
-                CreateExecOptions {
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    cmd: Some(cmd.to_vec()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| match status(&e) {
-                Some(404) => RuntimeError::NotFound(id.to_string()),
-                Some(409) => RuntimeError::Docker(format!("container {id} is not running")),
-                _ => docker_err(e),
-            })?;
+        let exec_id = create_exec(
+            docker,
+            id,
+            CreateExecOptions {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(cmd.to_vec()),
+                ..Default::default()
+            },
+        )
+        .await?;
         let run = async {
             let mut stdout = Vec::new();
             let mut stderr = Vec::new();
             match docker
-                .start_exec(&created.id, None::<StartExecOptions>)
+                .start_exec(&exec_id, None::<StartExecOptions>)
                 .await
                 .map_err(docker_err)?
             {
@@ -65,7 +61,7 @@ impl DockerRuntime {
             // The output ends when the process does; its exit code shows up
             // in the exec's inspect a moment later at most.
             loop {
-                let inspect = docker.inspect_exec(&created.id).await.map_err(docker_err)?;
+                let inspect = docker.inspect_exec(&exec_id).await.map_err(docker_err)?;
                 if inspect.running != Some(true) {
                     if let Some(code) = inspect.exit_code {
                         return Ok(ExecOutput {
@@ -134,27 +130,22 @@ impl DockerRuntime {
         flags: StreamFlags,
     ) -> Result<Session> {
         let docker = self.client().await?;
-        let created = docker
-            .create_exec(
-                id,
-                CreateExecOptions {
-                    attach_stdin: Some(flags.stdin),
-                    attach_stdout: Some(flags.stdout),
-                    attach_stderr: Some(flags.stderr),
-                    tty: Some(flags.tty),
-                    cmd: Some(cmd.to_vec()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| match status(&e) {
-                Some(404) => RuntimeError::NotFound(id.to_string()),
-                Some(409) => RuntimeError::Docker(format!("container {id} is not running")),
-                _ => docker_err(e),
-            })?;
+        let exec_id = create_exec(
+            docker,
+            id,
+            CreateExecOptions {
+                attach_stdin: Some(flags.stdin),
+                attach_stdout: Some(flags.stdout),
+                attach_stderr: Some(flags.stderr),
+                tty: Some(flags.tty),
+                cmd: Some(cmd.to_vec()),
+                ..Default::default()
+            },
+        )
+        .await?;
         let started = docker
             .start_exec(
-                &created.id,
+                &exec_id,
                 Some(StartExecOptions {
                     detach: false,
                     tty: flags.tty,
@@ -165,7 +156,7 @@ impl DockerRuntime {
             .map_err(docker_err)?;
         match started {
             StartExecResults::Attached { output, input } => Ok(Session {
-                id: SessionId::Exec(created.id),
+                id: SessionId::Exec(exec_id),
                 output: Box::pin(output.filter_map(|c| async move { session_output(c) })),
                 input,
             }),
@@ -254,4 +245,22 @@ fn session_output(chunk: std::result::Result<LogOutput, BollardError>) -> Option
         Ok(LogOutput::StdIn { .. }) => None,
         Err(e) => Some(Err(docker_err(e))),
     }
+}
+
+/// Creates an exec instance in container `id`; returns its id. A missing
+/// container is `NotFound`, a stopped one says so.
+async fn create_exec(
+    docker: &Docker,
+    id: &str,
+    options: CreateExecOptions<String>,
+) -> Result<String> {
+    docker
+        .create_exec(id, options)
+        .await
+        .map(|created| created.id)
+        .map_err(|e| match status(&e) {
+            Some(404) => RuntimeError::NotFound(id.to_string()),
+            Some(409) => RuntimeError::Docker(format!("container {id} is not running")),
+            _ => docker_err(e),
+        })
 }
