@@ -1,8 +1,9 @@
 //! One pod's life on this node, as the kubelet's pod workers and
 //! kuberuntime run it.
 //!
-//! - [`worker`]: [`PodWorkers`], one task per pod running
-//!   [`pod_worker_loop`], and [`PodWorker`], what one pod's syncs remember;
+//! - [`workers`]: [`PodWorkers`], one task per pod running
+//!   [`pod_worker_loop`] (the kubelet's `podWorkerLoop`);
+//! - [`worker`]: [`PodWorker`], what one pod's syncs remember;
 //! - [`sync`]: one sync of a pod ([`PodWorker::sync_pod`]), a sequence of
 //!   named steps;
 //! - `sandbox`, `containers`, `images`, `probing`: those steps (the
@@ -19,10 +20,12 @@ mod probing;
 mod sandbox;
 pub mod sync;
 pub mod worker;
+pub mod workers;
 
 pub use sandbox::{ensure_pod_network, Sandbox};
 pub use sync::Synced;
-pub use worker::{pod_worker_loop, PodWorker, PodWorkers};
+pub use worker::PodWorker;
+pub use workers::{pod_worker_loop, PodWorkers};
 
 #[cfg(test)]
 mod tests;
