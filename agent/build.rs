@@ -1,6 +1,7 @@
 //! Compiles the pause container's program (`pause/pause.c`) into a static
-//! executable in OUT_DIR; `runtime/docker.rs` embeds it and imports it into
-//! Docker as `bosun.local/pause:<version>`, so no registry is needed.
+//! executable in OUT_DIR; `runtime/docker/images.rs` embeds it and imports
+//! it into Docker as `bosun.local/pause:<version>`, so no registry is
+//! needed.
 
 use std::path::PathBuf;
 

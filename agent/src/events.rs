@@ -1,12 +1,62 @@
-//! Events the agent records on pods and its node, as the kubelet does
-//! (`source.component: kubelet`). Repeats (a failing probe, a back-off)
-//! are aggregated by the shared recorder into one Event with a count.
+//! Events the agent records on pods, as the kubelet does
+//! (`source.component: kubelet`): [`PodEvent`], what a pod worker or a
+//! probe runner reports, and the [`Recorder`] that posts them. Repeats (a
+//! failing probe, a back-off) are aggregated by the shared recorder into
+//! one Event with a count.
 
 use bosun::events::{EventRecorder, EventSource, EventType};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Client;
 
-use crate::worker::PodEvent;
+use crate::runtime::Role;
+
+/// An event to record on the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEvent {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub message: String,
+    /// `spec.containers{name}`, as the kubelet sets it.
+    pub field_path: Option<String>,
+}
+
+impl PodEvent {
+    /// A `Normal` event about the pod as a whole.
+    pub fn normal(reason: &'static str, message: impl Into<String>) -> PodEvent {
+        PodEvent {
+            type_: EventType::Normal,
+            reason,
+            message: message.into(),
+            field_path: None,
+        }
+    }
+
+    /// A `Warning` event about the pod as a whole.
+    pub fn warning(reason: &'static str, message: impl Into<String>) -> PodEvent {
+        PodEvent {
+            type_: EventType::Warning,
+            ..PodEvent::normal(reason, message)
+        }
+    }
+
+    /// The same event, about container `name` of the pod.
+    pub fn about(self, role: Role, name: &str) -> PodEvent {
+        PodEvent {
+            field_path: field_path(role, name),
+            ..self
+        }
+    }
+}
+
+/// How an event names a container of the pod (`spec.containers{web}`);
+/// the sandbox has no field path.
+pub fn field_path(role: Role, name: &str) -> Option<String> {
+    match role {
+        Role::Init => Some(format!("spec.initContainers{{{name}}}")),
+        Role::App => Some(format!("spec.containers{{{name}}}")),
+        Role::Sandbox => None,
+    }
+}
 
 #[derive(Clone)]
 pub struct Recorder {
@@ -43,12 +93,7 @@ impl Recorder {
                 field_path: e.field_path.clone(),
                 ..Default::default()
             };
-            let type_ = if e.type_ == "Warning" {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            self.inner.record(&object, type_, e.reason, e.message);
+            self.inner.record(&object, e.type_, e.reason, e.message);
         }
     }
 }

@@ -3,12 +3,12 @@
 
 pub mod config;
 pub mod events;
-pub mod manager;
 pub mod node;
+pub mod pod;
 pub mod probes;
 pub mod runtime;
 pub mod spec;
 pub mod status;
 pub mod streams;
+pub mod sync_loop;
 pub mod volumes;
-pub mod worker;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bosun_agent::config::AgentConfig;
-use bosun_agent::manager::Agent;
 use bosun_agent::runtime::docker::DockerRuntime;
 use bosun_agent::streams::{self, StreamServer};
+use bosun_agent::sync_loop::Agent;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing_subscriber::EnvFilter;

@@ -58,61 +58,38 @@ fn is_mounted(path: &Path) -> bool {
 fn check_host_path(path: &str, kind: &str) -> Result<(), String> {
     let p = Path::new(path);
     let meta = std::fs::metadata(p);
-    let fail = |what: &str| Err(format!("hostPath type check failed: {path} is not {what}"));
+    let must_be = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("hostPath type check failed: {path} is not {what}"))
+        }
+    };
+    let is =
+        |test: fn(&std::fs::FileType) -> bool| meta.as_ref().is_ok_and(|m| test(&m.file_type()));
     match kind {
         "" => Ok(()),
-        "DirectoryOrCreate" => {
-            if !p.exists() {
+        "DirectoryOrCreate" | "Directory" => {
+            if kind == "DirectoryOrCreate" && !p.exists() {
                 std::fs::create_dir_all(p).map_err(|e| format!("creating {path}: {e}"))?;
                 use std::os::unix::fs::PermissionsExt;
                 let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
             }
-            if p.is_dir() {
-                Ok(())
-            } else {
-                fail("a directory")
-            }
+            must_be(p.is_dir(), "a directory")
         }
-        "Directory" => {
-            if p.is_dir() {
-                Ok(())
-            } else {
-                fail("a directory")
-            }
-        }
-        "FileOrCreate" => {
-            if !p.exists() {
+        "FileOrCreate" | "File" => {
+            if kind == "FileOrCreate" && !p.exists() {
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(p)
                     .map_err(|e| format!("creating {path}: {e}"))?;
             }
-            if p.is_file() {
-                Ok(())
-            } else {
-                fail("a file")
-            }
+            must_be(p.is_file(), "a file")
         }
-        "File" => {
-            if p.is_file() {
-                Ok(())
-            } else {
-                fail("a file")
-            }
-        }
-        "Socket" => match meta {
-            Ok(m) if m.file_type().is_socket() => Ok(()),
-            _ => fail("a socket"),
-        },
-        "CharDevice" => match meta {
-            Ok(m) if m.file_type().is_char_device() => Ok(()),
-            _ => fail("a character device"),
-        },
-        "BlockDevice" => match meta {
-            Ok(m) if m.file_type().is_block_device() => Ok(()),
-            _ => fail("a block device"),
-        },
+        "Socket" => must_be(is(FileTypeExt::is_socket), "a socket"),
+        "CharDevice" => must_be(is(FileTypeExt::is_char_device), "a character device"),
+        "BlockDevice" => must_be(is(FileTypeExt::is_block_device), "a block device"),
         other => Err(format!("unknown hostPath type {other:?}")),
     }
 }

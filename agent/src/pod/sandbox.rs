@@ -1,0 +1,119 @@
+//! The pod's sandbox (its pause container, which owns the pod's network
+//! namespace): found running, or made afresh after killing whatever the
+//! pod had, as kuberuntime's `SyncPod` does when the sandbox changed.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::worker::{host_network, PodWorker};
+use crate::config::AgentConfig;
+use crate::events::PodEvent;
+use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role, RuntimeError};
+use crate::spec;
+
+/// The pod's running sandbox: what its containers join.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub id: String,
+    /// The pod's IP (the node's with hostNetwork).
+    pub pod_ip: Option<String>,
+}
+
+/// Makes sure the node's pod network exists (with the node's pod CIDR).
+pub async fn ensure_pod_network(
+    rt: &dyn ContainerRuntime,
+    cfg: &AgentConfig,
+) -> Result<(), RuntimeError> {
+    rt.ensure_network(&cfg.network_name(), &cfg.pod_cidr, &cfg.node_name)
+        .await
+}
+
+impl PodWorker {
+    /// The pod's sandbox: its newest one if that runs; else every
+    /// container of the pod is killed (a dead sandbox took their network
+    /// with it) and a new sandbox made. `containers` is listed again then.
+    pub(super) async fn ensure_sandbox(
+        &mut self,
+        pod: &Pod,
+        containers: &mut Vec<ContainerInfo>,
+    ) -> Result<Sandbox, RuntimeError> {
+        let newest = containers
+            .iter()
+            .filter(|c| c.role == Role::Sandbox)
+            .max_by_key(|c| c.created_at)
+            .cloned();
+        let sandbox = match newest.filter(|s| s.state == ContainerState::Running) {
+            Some(s) => s,
+            None => {
+                if !containers.is_empty() {
+                    self.kill_sandbox_and_containers(containers).await?;
+                }
+                self.create_sandbox(pod, containers).await?
+            }
+        };
+        Ok(Sandbox {
+            pod_ip: self.pod_ip(pod, || sandbox.ip.clone()),
+            id: sandbox.id,
+        })
+    }
+
+    /// Removes every container of the pod, remembering the restart counts
+    /// its containers reached so the new ones go on counting.
+    async fn kill_sandbox_and_containers(
+        &mut self,
+        containers: &[ContainerInfo],
+    ) -> Result<(), RuntimeError> {
+        self.record(PodEvent::normal(
+            "SandboxChanged",
+            "Pod sandbox changed, it will be killed and re-created.",
+        ));
+        for c in containers {
+            if c.role != Role::Sandbox {
+                let floor = self.restart_floor.entry(c.name.clone()).or_default();
+                *floor = (*floor).max(c.restart_count + 1);
+            }
+            self.rt
+                .stop_container(&c.id, Duration::from_secs(0))
+                .await?;
+            self.rt.remove_container(&c.id).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs a new sandbox for the pod and lists the pod's containers again
+    /// into `containers`.
+    async fn create_sandbox(
+        &mut self,
+        pod: &Pod,
+        containers: &mut Vec<ContainerInfo>,
+    ) -> Result<ContainerInfo, RuntimeError> {
+        if !host_network(pod) {
+            ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
+        }
+        self.rt.ensure_pause_image().await?;
+        let id = self
+            .rt
+            .run_sandbox(&self.cfg.node_name, &spec::sandbox_config(pod, &self.cfg))
+            .await?;
+        *containers = self.pod_containers(&super::worker::uid_of(pod)).await?;
+        containers
+            .iter()
+            .find(|c| c.id == id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotFound(id.clone()))
+    }
+
+    /// Stops the sandbox of a pod that has finished (its containers stay
+    /// for their logs and status).
+    pub(super) async fn stop_sandbox(&self, containers: &[ContainerInfo]) {
+        for c in containers
+            .iter()
+            .filter(|c| c.role == Role::Sandbox && c.state == ContainerState::Running)
+        {
+            if let Err(e) = self.rt.stop_container(&c.id, Duration::from_secs(2)).await {
+                tracing::warn!(container = %c.id, error = %e, "stopping a finished pod's sandbox");
+            }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The agent's main loop (the kubelet's `syncLoop`): register the node and
+//! keep its heartbeat, watch the pods bound to this node and hand each to
+//! its pod worker ([`PodWorkers`], whose per-pod loop syncs the pod and
+//! writes its status), and notice containers that change behind the
+//! agent's back with a periodic relist (like the kubelet's PLEG), which
+//! wakes the pods concerned and removes containers of pods that are gone.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::config::AgentConfig;
+use crate::events::Recorder;
+use crate::pod::{ensure_pod_network, PodWorkers};
+use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role};
+
+pub struct Agent {
+    pub client: Client,
+    pub rt: Arc<dyn ContainerRuntime>,
+    pub cfg: Arc<AgentConfig>,
+}
+
+fn uid_of(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+/// What the relist compares between rounds: each container's id and state.
+type Fingerprint = HashMap<String, Vec<(String, ContainerState)>>;
+
+fn fingerprint(containers: &[ContainerInfo]) -> Fingerprint {
+    let mut out: Fingerprint = HashMap::new();
+    for c in containers {
+        out.entry(c.pod.uid.clone())
+            .or_default()
+            .push((c.id.clone(), c.state));
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    out
+}
+
+impl Agent {
+    /// Runs until `shutdown` flips to true. Pods keep running when the
+    /// agent stops; a new agent adopts them.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let runtime_version = self.rt.version().await?;
+        ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
+        if !self.register_node(&runtime_version, &mut shutdown).await {
+            return Ok(());
+        }
+        tracing::info!(node = %self.cfg.node_name, "node registered");
+        let heartbeat = self.spawn_heartbeat(runtime_version);
+
+        let recorder = Recorder::new(self.client.clone(), &self.cfg.node_name);
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let selector = format!("spec.nodeName={}", self.cfg.node_name);
+        let mut stream = watcher::watcher(pods, watcher::Config::default().fields(&selector))
+            .default_backoff()
+            .boxed();
+        let mut workers = PodWorkers::new(
+            self.rt.clone(),
+            self.cfg.clone(),
+            self.client.clone(),
+            recorder,
+        );
+        let mut known: HashSet<String> = HashSet::new();
+        let mut init: Option<HashSet<String>> = None;
+        let mut synced_once = false;
+        let mut relist = tokio::time::interval(self.cfg.relist_period);
+        let mut last_seen: Fingerprint = HashMap::new();
+
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                event = stream.next() => match event {
+                    Some(Ok(Event::Apply(pod))) | Some(Ok(Event::InitApply(pod))) => {
+                        let uid = uid_of(&pod);
+                        known.insert(uid.clone());
+                        if let Some(i) = init.as_mut() { i.insert(uid.clone()); }
+                        workers.update_pod(pod);
+                    }
+                    Some(Ok(Event::Delete(pod))) => {
+                        let uid = uid_of(&pod);
+                        known.remove(&uid);
+                        workers.pod_gone(&uid);
+                    }
+                    Some(Ok(Event::Init)) => init = Some(HashSet::new()),
+                    Some(Ok(Event::InitDone)) => {
+                        // After a (re)list, the pods not listed are gone.
+                        if let Some(listed) = init.take() {
+                            known.retain(|u| listed.contains(u));
+                            workers.keep_only(&listed);
+                        }
+                        synced_once = true;
+                    }
+                    Some(Err(e)) => tracing::warn!(error = %e, "watching pods; retrying"),
+                    None => break,
+                },
+                _ = relist.tick() => {
+                    workers.forget_finished();
+                    let containers = match self.rt.list_containers(&self.cfg.node_name).await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "listing containers");
+                            continue;
+                        }
+                    };
+                    let seen = fingerprint(&containers);
+                    workers.poke(|uid| seen.get(uid) != last_seen.get(uid));
+                    if synced_once {
+                        self.remove_orphans(&containers, &known, &workers).await;
+                    }
+                    last_seen = seen;
+                }
+            }
+        }
+        heartbeat.abort();
+        Ok(())
+    }
+
+    /// Registers the node, retrying with back-off; false if `shutdown`
+    /// came first.
+    async fn register_node(
+        &self,
+        runtime_version: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match crate::node::register(&self.client, &self.cfg, runtime_version).await {
+                Ok(()) => return true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "registering the node; retrying in {delay:?}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = shutdown.changed() => return false,
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    }
+
+    /// Refreshes the node's status every heartbeat period.
+    fn spawn_heartbeat(&self, runtime_version: String) -> tokio::task::JoinHandle<()> {
+        let (client, cfg) = (self.client.clone(), self.cfg.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(cfg.heartbeat_period);
+            loop {
+                tick.tick().await;
+                if let Err(e) = crate::node::heartbeat(&client, &cfg, &runtime_version).await {
+                    tracing::warn!(error = %e, "node heartbeat");
+                }
+            }
+        })
+    }
+
+    /// Containers of pods this node no longer has (and no worker is
+    /// finishing) are removed.
+    async fn remove_orphans(
+        &self,
+        containers: &[ContainerInfo],
+        known: &HashSet<String>,
+        workers: &PodWorkers,
+    ) {
+        let orphans: Vec<&ContainerInfo> = containers
+            .iter()
+            .filter(|c| !known.contains(&c.pod.uid) && !workers.contains(&c.pod.uid))
+            .collect();
+        let mut uids = HashSet::new();
+        for c in orphans {
+            tracing::info!(pod = %c.pod.name, container = %c.name, "removing a container of a pod that is gone");
+            let grace = if c.role == Role::Sandbox { 0 } else { 2 };
+            let _ = self
+                .rt
+                .stop_container(&c.id, Duration::from_secs(grace))
+                .await;
+            let _ = self.rt.remove_container(&c.id).await;
+            uids.insert(c.pod.uid.clone());
+        }
+        for uid in uids {
+            crate::volumes::teardown(&self.cfg, &uid);
+        }
+    }
+}
