@@ -10,4 +10,5 @@ pub mod printers;
 pub mod quantity;
 pub mod resources;
 pub mod selector;
+pub mod serving;
 pub mod validation;

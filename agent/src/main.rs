@@ -10,7 +10,6 @@ use bosun_agent::streams::{self, StreamServer};
 use bosun_agent::sync_loop::Agent;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tracing_subscriber::EnvFilter;
 
 /// bosun's node agent: runs the pods bound to this node on Docker.
 #[derive(Parser, Debug)]
@@ -126,12 +125,7 @@ fn default_pod_cidr(node: &str) -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    bosun::serving::init_logging();
     let args = Args::parse();
     let node_name = match args.node_name {
         Some(n) => n,

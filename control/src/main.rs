@@ -7,7 +7,6 @@ use bosun_control::controllers::ControllerOptions;
 use bosun_control::server::{self, Config};
 use bosun_control::store::StoreOptions;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 /// bosun's control plane: the Kubernetes API on an embedded store.
 #[derive(Parser, Debug)]
@@ -60,12 +59,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    bosun::serving::init_logging();
     let args = Args::parse();
     let controllers = ControllerOptions {
         controllers: args.controllers,

@@ -29,7 +29,6 @@ use axum::Router;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, StatusCode};
-use serde_json::json;
 
 use crate::runtime::{
     ContainerInfo, ContainerRuntime, ContainerState, LogOptions, Role, RuntimeError, StreamFlags,
@@ -82,15 +81,7 @@ impl StatusError {
 
 impl IntoResponse for StatusError {
     fn into_response(self) -> Response {
-        let body = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code.as_u16(),
-        });
+        let body = bosun::serving::failure_status(self.code.as_u16(), self.reason, &self.message);
         (
             self.code,
             [(http::header::CONTENT_TYPE, "application/json")],
@@ -101,17 +92,6 @@ impl IntoResponse for StatusError {
 }
 
 type Result<T, E = StatusError> = std::result::Result<T, E>;
-
-/// The query, with repeated keys (`command`) kept in order.
-fn query_pairs(uri: &http::Uri) -> Vec<(String, String)> {
-    uri.query()
-        .map(|q| {
-            url::form_urlencoded::parse(q.as_bytes())
-                .into_owned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn flag(query: &HashMap<String, String>, name: &str) -> bool {
     matches!(query.get(name).map(String::as_str), Some("true" | "1"))
@@ -195,7 +175,7 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
         _ => return Err(StatusError::not_found(format!("no such path {path}"))),
     };
     let (ns, pod, container) = (ns.to_string(), pod.to_string(), container.to_string());
-    let pairs = query_pairs(req.uri());
+    let pairs = bosun::serving::query_pairs(req.uri());
     let query: HashMap<String, String> = pairs.iter().cloned().collect();
     match verb {
         "containerLogs" => logs(&server, &ns, &pod, &container, &query).await,
@@ -426,7 +406,7 @@ mod tests {
             "/exec/default/web/app?command=sh&command=-c&command=echo%20hi&stdout=true"
                 .parse()
                 .unwrap();
-        let command: Vec<String> = query_pairs(&uri)
+        let command: Vec<String> = bosun::serving::query_pairs(&uri)
             .into_iter()
             .filter(|(k, _)| k == "command")
             .map(|(_, v)| v)

@@ -182,15 +182,7 @@ impl ApiError {
 
     /// The `Status` object.
     pub fn status(&self) -> Value {
-        let mut s = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        });
+        let mut s = bosun::serving::failure_status(self.code, self.reason, &self.message);
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }

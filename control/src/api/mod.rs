@@ -153,16 +153,6 @@ fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {
     }
 }
 
-fn parse_query(uri: &http::Uri) -> HashMap<String, String> {
-    uri.query()
-        .map(|q| {
-            url::form_urlencoded::parse(q.as_bytes())
-                .into_owned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Everything a verb handler needs of the request.
 pub struct ApiRequest {
     pub method: Method,
@@ -249,20 +239,13 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let target =
         parse_target(group, version, rest).ok_or_else(|| ApiError::not_found_path(path))?;
     if proxy::is_proxied(&target) {
-        let pairs: Vec<(String, String)> = uri
-            .query()
-            .map(|q| {
-                url::form_urlencoded::parse(q.as_bytes())
-                    .into_owned()
-                    .collect()
-            })
-            .unwrap_or_default();
+        let pairs = bosun::serving::query_pairs(&uri);
         return proxy::serve(&state, &target, pairs, parts).await;
     }
     let body = read_body(body, state.options.body_limit).await?;
     let req = ApiRequest {
         method,
-        query: parse_query(&uri),
+        query: bosun::serving::query_pairs(&uri).into_iter().collect(),
         target,
         headers,
         body,

@@ -2,6 +2,7 @@
 //! replicas and selector) read from and written into the scalable kinds.
 
 use axum::response::Response;
+use bosun::selector::label_selector_string_json;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -12,35 +13,6 @@ use super::request::{decode_body, load, name_of, MAX_ATTEMPTS};
 use super::update::{commit_write, merge_write, Part, Written};
 use super::{json_response, ApiRequest, ApiState};
 use crate::store::StoreError;
-
-/// `spec.selector` as the string form a Scale carries (`app=nginx,tier in (fe)`).
-fn selector_string(selector: Option<&Value>) -> String {
-    let Some(sel) = selector else {
-        return String::new();
-    };
-    let mut parts = Vec::new();
-    if let Some(labels) = sel.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in labels {
-            parts.push(format!("{k}={}", v.as_str().unwrap_or("")));
-        }
-    }
-    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
-        for e in exprs {
-            let key = e["key"].as_str().unwrap_or("");
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            parts.push(match e["operator"].as_str().unwrap_or("") {
-                "In" => format!("{key} in ({})", values.join(",")),
-                "NotIn" => format!("{key} notin ({})", values.join(",")),
-                "Exists" => key.to_string(),
-                _ => format!("!{key}"),
-            });
-        }
-    }
-    parts.join(",")
-}
 
 fn scale_of(obj: &Value) -> Value {
     let md = object::metadata(obj).cloned().unwrap_or_default();
@@ -57,7 +29,8 @@ fn scale_of(obj: &Value) -> Value {
         "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
         "status": {
             "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
-            "selector": selector_string(obj.pointer("/spec/selector")),
+            // The converted selector, as kubectl prints it (`app=nginx,tier in (fe)`).
+            "selector": label_selector_string_json(obj.pointer("/spec/selector")),
         },
     })
 }
@@ -118,20 +91,4 @@ pub(super) async fn write_scale(state: &ApiState, req: &ApiRequest) -> ApiResult
         }
     }
     Err(ApiError::modified(res, &name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn selectors_print_like_kubectl() {
-        let sel = json!({"matchLabels": {"app": "nginx"},
-            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]},
-                                 {"key": "canary", "operator": "DoesNotExist"}]});
-        assert_eq!(
-            selector_string(Some(&sel)),
-            "app=nginx,tier in (fe,be),!canary"
-        );
-    }
 }
