@@ -3,11 +3,14 @@
 #
 #   bosun.local/busybox:1.35  Debian's busybox-static as /bin/busybox plus a
 #                             symlink per applet; CMD ["sh"]
-#   bosun.local/web:1, :2     busybox + /www/index.html ("web v1" / "web v2"),
-#                             serving it with `httpd -f -p 80 -h /www`
+#   bosun.local/web:1, :2     busybox serving /usr/share/nginx/html (as nginx
+#                             does; /www links there) with index.html saying
+#                             "web v1" / "web v2"; its `httpd` stops at once on
+#                             SIGTERM, as nginx does, also as a pod's PID 1
 #
-# Each is a `docker import` of a root filesystem made here. Images that exist
-# are kept unless --force is given. Honours DOCKER_HOST like docker itself.
+# Each is a `docker import` of a root filesystem made here, labelled with
+# IMAGE_VERSION. Images that exist with that label are kept unless --force is
+# given; older builds are replaced. Honours DOCKER_HOST like docker itself.
 # (The pause image is not built here: the agent carries it and imports it.)
 set -euo pipefail
 
@@ -21,6 +24,9 @@ for arg in "$@"; do
 done
 
 BUSYBOX_IMAGE=bosun.local/busybox:1.35
+# Bump when what an image holds changes, so machines with an older build
+# (CI reuses the engine) rebuild it.
+IMAGE_VERSION=2
 
 # Test binaries run side by side and may all find the images missing: one
 # builds, the others wait for it and then find the images there.
@@ -28,7 +34,11 @@ exec 9>"${TMPDIR:-/tmp}/bosun-build-images.lock"
 flock 9
 
 have_image() {
-  [ "$force" = 0 ] && docker image inspect "$1" >/dev/null 2>&1
+  [ "$force" = 0 ] || return 1
+  local version
+  version=$(docker image inspect -f '{{index .Config.Labels "io.bosun.image-version"}}' "$1" \
+    2>/dev/null) || return 1
+  [ "$version" = "$IMAGE_VERSION" ]
 }
 
 busybox_bin() {
@@ -82,7 +92,7 @@ make_rootfs() {
 import() {
   local root=$1 image=$2
   shift 2
-  local changes=()
+  local changes=(--change "LABEL io.bosun.image-version=$IMAGE_VERSION")
   for c in "$@"; do changes+=(--change "$c"); done
   tar -C "$root" --numeric-owner --owner=0 --group=0 -cf - . \
     | docker import "${changes[@]}" - "$image" >/dev/null
@@ -100,7 +110,23 @@ for v in 1 2; do
   [ -d "$tmp/busybox" ] || make_rootfs "$tmp/busybox"
   rm -rf "$tmp/web"
   cp -a "$tmp/busybox" "$tmp/web"
-  mkdir -p "$tmp/web/www"
-  echo "web v$v" >"$tmp/web/www/index.html"
-  import "$tmp/web" "$image" 'CMD ["httpd", "-f", "-p", "80", "-h", "/www"]' 'EXPOSE 80'
+  mkdir -p "$tmp/web/usr/share/nginx/html"
+  echo "web v$v" >"$tmp/web/usr/share/nginx/html/index.html"
+  ln -s /usr/share/nginx/html "$tmp/web/www"
+  # busybox httpd ignores SIGTERM as PID 1, so a pod would wait out its grace
+  # period; nginx stops at once. Every `httpd` on the PATH is this wrapper.
+  for applet in bin/httpd sbin/httpd usr/bin/httpd usr/sbin/httpd; do
+    [ -e "$tmp/web/$applet" ] || [ -L "$tmp/web/$applet" ] || continue
+    rm -f "$tmp/web/$applet"
+    cat >"$tmp/web/$applet" <<'WRAPPER'
+#!/bin/sh
+/bin/busybox httpd "$@" &
+child=$!
+trap 'kill -TERM $child 2>/dev/null; wait $child; exit 0' TERM INT
+wait $child
+WRAPPER
+    chmod 755 "$tmp/web/$applet"
+  done
+  import "$tmp/web" "$image" \
+    'CMD ["httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"]' 'EXPOSE 80'
 done

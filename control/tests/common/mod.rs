@@ -19,10 +19,10 @@ pub struct ControlPlane {
     pub addr: String,
 }
 
-/// Controllers that write objects of their own (pods, replica sets,
+/// Controllers that write objects of their own (pods, replica sets, revisions,
 /// bindings) and so would change what the API tests read back; the API
 /// tests run without them unless a test asks for them by its flags.
-pub const OFF_IN_API_TESTS: &[&str] = &["scheduler", "replicaset", "deployment"];
+pub const OFF_IN_API_TESTS: &[&str] = &["scheduler", "replicaset", "deployment", "statefulset"];
 
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bosun-control"))
