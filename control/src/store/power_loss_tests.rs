@@ -230,7 +230,7 @@ async fn workload(store: Arc<EmbeddedStore>, ledger: Arc<Mutex<Ledger>>) {
             let store = store.clone();
             let ledger = ledger.clone();
             tokio::spawn(async move {
-                let mut revs = vec![0; KEYS_PER_WRITER];
+                let mut revs = [0; KEYS_PER_WRITER];
                 for round in 0..ROUNDS {
                     for (k, rev) in revs.iter_mut().enumerate() {
                         let key = format!("/registry/pods/w{w}/k{k}");
