@@ -6,6 +6,52 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Leftovers of earlier test runs that were killed (by a timeout, ^C)
+# before their guards could clean up: containers and networks of the test
+# nodes (`e2e-<pid>-...` from agent/tests/cluster, `rt-test-<pid>-...` from
+# agent/tests/common), labelled io.bosun.node. Only those made before this
+# run by a test binary that is no longer running go; a real node's, or a
+# running test's, are never touched.
+sweep_stale_test_resources() {
+  local run_start
+  run_start=$(date +%s)
+  stale_node() { # node, created (RFC 3339)
+    local node=$1 created pid
+    created=$(date -d "$2" +%s 2>/dev/null) || return 1
+    [ "$created" -lt "$run_start" ] || return 1
+    if [[ $node =~ ^(e2e|rt-test)-([0-9]+)- ]]; then
+      pid=${BASH_REMATCH[2]}
+      ! kill -0 "$pid" 2>/dev/null
+    elif [[ $node =~ ^rt-test-[0-9a-f]{8}$ ]]; then
+      # Named before the pid was part of the name: stale after an hour.
+      [ $((run_start - created)) -gt 3600 ]
+    else
+      return 1
+    fi
+  }
+  local id node created swept=0
+  while read -r id node created; do
+    [ -n "$id" ] || continue
+    if stale_node "$node" "$created"; then
+      docker rm -f -v "$id" >/dev/null 2>&1 && swept=$((swept + 1))
+    fi
+  done < <(docker ps -aq --filter label=io.bosun.node |
+    xargs -r docker inspect -f '{{.Id}} {{index .Config.Labels "io.bosun.node"}} {{.Created}}')
+  while read -r id node created; do
+    [ -n "$id" ] || continue
+    if stale_node "$node" "$created"; then
+      docker network rm "$id" >/dev/null 2>&1 && swept=$((swept + 1))
+    fi
+  done < <(docker network ls -q --filter label=io.bosun.node |
+    xargs -r docker network inspect -f '{{.Id}} {{index .Labels "io.bosun.node"}} {{.Created}}')
+  echo "== swept $swept stale test containers and networks"
+}
+if [ "${1:-}" = "--sweep-only" ]; then
+  sweep_stale_test_resources
+  exit 0
+fi
+sweep_stale_test_resources
+
 need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then

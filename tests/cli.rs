@@ -397,6 +397,11 @@ fn up_and_down_with_a_private_home() {
 fn get_watch_prints_a_row_per_event() {
     use std::io::BufRead;
     let c = Cluster::start();
+    // The pod exists before the watch: its row comes from the list, and a
+    // change after it from the watch, which starts at the list's revision
+    // (so nothing is missed however late the watch connects).
+    let file = c.write("web.yaml", PODS.split("---").next().unwrap());
+    c.bosun(&["apply", "-f", &file]).ok();
     let mut watch = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .arg("--kubeconfig")
         .arg(c.kubeconfig())
@@ -416,20 +421,20 @@ fn get_watch_prints_a_row_per_event() {
             }
         }
     });
-    // Give the watch a moment to open, then make events.
-    std::thread::sleep(Duration::from_millis(500));
-    let file = c.write("web.yaml", PODS.split("---").next().unwrap());
-    c.bosun(&["apply", "-f", &file]).ok();
-    c.bosun(&["label", "pod", "web", "x=y"]).ok();
     let next = || {
         rx.recv_timeout(Duration::from_secs(10))
             .expect("a watch line")
     };
     let header = next();
     assert!(header.starts_with("NAME   READY   STATUS"), "{header}");
-    let first = next();
-    let second = next();
-    assert!(first.starts_with("web    0/1     "), "{first}");
-    assert!(second.starts_with("web    "), "{second}");
-    assert_eq!(column_starts(&header)[..3], column_starts(&first)[..3]);
+    let listed = next();
+    assert!(listed.starts_with("web    0/1     "), "{listed}");
+    assert_eq!(column_starts(&header)[..3], column_starts(&listed)[..3]);
+    // One row per change: a label, then the delete.
+    c.bosun(&["label", "pod", "web", "x=y"]).ok();
+    let labelled = next();
+    assert!(labelled.starts_with("web    0/1     "), "{labelled}");
+    c.bosun(&["delete", "pod", "web"]).ok();
+    let deleted = next();
+    assert!(deleted.starts_with("web    "), "{deleted}");
 }

@@ -33,6 +33,14 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
         .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
 }
 
+/// A TCP port of this machine that nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 fn running_and_ready(p: &Value) -> bool {
     p["status"]["phase"] == "Running"
         && p["status"]["conditions"].as_array().is_some_and(|cs| {
@@ -63,7 +71,13 @@ async fn share_process_namespace_example_shows_every_process() {
 async fn javaweb_init_container_fills_the_volume_the_server_serves_on_the_host_port() {
     let c = Cluster::start();
     let client = c.client().await;
-    c.create_pod(&client, example("javaweb-2.yaml")).await;
+    // The example's host port 8001 may be taken on this machine (or by a
+    // test running beside this one): the same pod on a free port.
+    let host_port = free_port();
+    let mut pod = example("javaweb-2.yaml");
+    assert_eq!(pod["spec"]["containers"][0]["ports"][0]["hostPort"], 8001);
+    pod["spec"]["containers"][0]["ports"][0]["hostPort"] = host_port.into();
+    c.create_pod(&client, pod).await;
     let p = c
         .wait_pod(&client, "javaweb-2", "Running", UP, running_and_ready)
         .await;
@@ -80,7 +94,7 @@ async fn javaweb_init_container_fills_the_volume_the_server_serves_on_the_host_p
     assert_eq!(served.trim(), "sample");
     // ...and through the host port published on the sandbox.
     let from_host = cluster::wait_for("the host port to answer", Duration::from_secs(20), || {
-        http_get("127.0.0.1:8001", "/sample.war")
+        http_get(&format!("127.0.0.1:{host_port}"), "/sample.war")
     });
     assert_eq!(from_host.trim(), "sample");
 }

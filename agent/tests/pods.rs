@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cluster::{Cluster, BUSYBOX};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{json, Value};
 
 const UP: Duration = Duration::from_secs(60);
@@ -280,6 +280,34 @@ fn container_ids(c: &Cluster) -> Vec<String> {
     ids
 }
 
+/// Each of the node's containers: its id, when it last started, and
+/// whether it runs (what `docker inspect` says).
+fn container_starts(c: &Cluster) -> Vec<(String, String, bool)> {
+    let ids = container_ids(c);
+    let out = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.Id}} {{.State.StartedAt}} {{.State.Running}}",
+        ])
+        .args(&ids)
+        .output()
+        .expect("docker inspect");
+    let mut starts: Vec<(String, String, bool)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0][..ids[0].len()].to_string(),
+                f[1].to_string(),
+                f[2] == "true",
+            )
+        })
+        .collect();
+    starts.sort();
+    starts
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_restart_adopts_running_pods_and_docker_kill_is_repaired() {
     let mut c = Cluster::start();
@@ -297,22 +325,53 @@ async fn agent_restart_adopts_running_pods_and_docker_kill_is_repaired() {
         })
         .await;
     }
-    let before = container_ids(&c);
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let ips = || async {
+        api.list(&ListParams::default().labels("test=pods"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|p| (p.metadata.name.unwrap(), p.status.unwrap().pod_ip))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let ips_before = ips().await;
+    assert!(ips_before.values().all(Option::is_some), "{ips_before:?}");
+    let before = container_starts(&c);
     assert_eq!(before.len(), 10);
+    assert!(before.iter().all(|(_, _, running)| *running), "{before:?}");
 
     c.stop_agent();
+    // While the agent is away, each pod's status says something only the
+    // agent's sync puts right: a wrong hostIP.
+    for i in 0..5 {
+        api.patch_status(
+            &format!("p{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"hostIP": "192.0.2.1"}})),
+        )
+        .await
+        .unwrap();
+    }
     c.start_agent();
-    cluster::wait_for("the agent to come back", Duration::from_secs(30), || {
-        (c.agent_log().matches("node registered").count() >= 2).then_some(())
-    });
-    // Give the new agent a few relist and sync rounds to do anything it would do.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The new agent has synced every pod once each hostIP is its own
+    // again: by then it has decided what to do with their containers.
+    for i in 0..5 {
+        c.wait_pod(
+            &client,
+            &format!("p{i}"),
+            "synced by the new agent",
+            UP,
+            |p| p["status"]["hostIP"] == "127.0.0.1",
+        )
+        .await;
+    }
+    let after = container_starts(&c);
     assert_eq!(
-        container_ids(&c),
-        before,
-        "no container was restarted or duplicated"
+        after, before,
+        "adopted containers are the same ones, never restarted (id, StartedAt, running)"
     );
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    assert_eq!(ips().await, ips_before, "pod IPs unchanged");
     for p in api
         .list(&ListParams::default().labels("test=pods"))
         .await
@@ -363,22 +422,23 @@ async fn pods_keep_running_while_the_control_plane_is_down() {
     .await;
     c.wait_pod(&client, "steady", "Running", UP, |p| phase(p) == "Running")
         .await;
-    let before = container_ids(&c);
+    let before = container_starts(&c);
+    assert!(before.iter().all(|(_, _, running)| *running), "{before:?}");
+    let failed_heartbeats = |c: &Cluster| c.agent_log().matches("node heartbeat").count();
+    let failed_before = failed_heartbeats(&c);
     c.stop_control();
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_eq!(
-        container_ids(&c),
-        before,
-        "nothing stopped while the control plane was away"
+    // The agent has noticed: three heartbeats in a row failed (6 s at
+    // --heartbeat-period 2), with a dozen relists (every 0.5 s) meanwhile.
+    cluster::wait_for(
+        "the agent to fail three heartbeats",
+        Duration::from_secs(30),
+        || (failed_heartbeats(&c) >= failed_before + 3).then_some(()),
     );
-    let running = Command::new("docker")
-        .args(["inspect", "-f", "{{.State.Running}}"])
-        .args(&before)
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&running.stdout)
-        .lines()
-        .all(|l| l == "true"));
+    assert_eq!(
+        container_starts(&c),
+        before,
+        "nothing stopped or restarted while the control plane was away"
+    );
     c.start_control();
     let client = c.client().await;
     let p = c

@@ -156,14 +156,14 @@ spec:
     );
 
     // kubectl scales it through the scale subresource: up to 5, down to 1.
-    let mut kubectl = c.kubectl().expect("kubectl at /usr/bin/kubectl");
+    let mut kubectl = c.kubectl();
     run(kubectl.args(["scale", "rs/web", "--replicas=5"]));
     let five = wait_ready_pods(&c, &client, &rs, 5).await;
     c.poll("status.readyReplicas 5", UP, || async {
         (ready_replicas(&client).await == Some(5)).then_some(())
     })
     .await;
-    let mut kubectl = c.kubectl().unwrap();
+    let mut kubectl = c.kubectl();
     run(kubectl.args(["scale", "rs/web", "--replicas=1"]));
     let one = wait_ready_pods(&c, &client, &rs, 1).await;
     let victims: Vec<&String> = five.iter().filter(|p| !one.contains(p)).collect();

@@ -132,62 +132,238 @@ async fn ready_pods_serving(c: &Cluster, client: &Client, app: &str, n: usize, v
     }
 }
 
-/// One entry of a pod timeline: (pod name, live (exists and not
-/// terminating), ready). `None` marks the end of the watch's initial list.
-type Change = Option<(String, bool, bool)>;
-
-/// Records every pod change of one app, in the order the watch saw them.
-fn record_pods(
-    client: &Client,
-    app: &str,
-) -> (Arc<Mutex<Vec<Change>>>, tokio::task::JoinHandle<()>) {
-    let timeline = Arc::new(Mutex::new(Vec::new()));
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let cfg = watcher::Config::default().labels(&format!("app={app}"));
-    let t = timeline.clone();
-    let task = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(watcher(api, cfg));
-        while let Some(Ok(event)) = stream.next().await {
-            let mut t = t.lock().unwrap();
-            match event {
-                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                    let live = p.metadata.deletion_timestamp.is_none();
-                    t.push(Some((p.metadata.name.clone().unwrap(), live, is_ready(&p))))
-                }
-                watcher::Event::Delete(p) => {
-                    t.push(Some((p.metadata.name.clone().unwrap(), false, false)))
-                }
-                watcher::Event::InitDone => t.push(None),
-                watcher::Event::Init => {}
-            }
-        }
-    });
-    (timeline, task)
+/// What the pod watch saw of one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PodSeen {
+    /// Its `pod-template-hash`: which ReplicaSet's template it runs.
+    hash: String,
+    /// It has a deletionTimestamp but still exists.
+    terminating: bool,
+    /// Ready, and not terminating.
+    ready: bool,
 }
 
-/// Replays a timeline: the fewest ready and the most live pods at any
-/// moment after the initial list.
-fn bounds(timeline: &[Change]) -> (usize, usize) {
-    let mut state: BTreeMap<&str, bool> = BTreeMap::new();
-    let mut listed = false;
-    let mut min_ready = usize::MAX;
-    let mut max_live = 0;
-    for change in timeline {
-        match change {
-            None => listed = true,
-            Some((name, true, ready)) => {
-                state.insert(name, *ready);
+fn seen(p: &Pod) -> PodSeen {
+    PodSeen {
+        hash: p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("pod-template-hash"))
+            .cloned()
+            .unwrap_or_default(),
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        ready: is_ready(p),
+    }
+}
+
+/// One entry of a pod timeline, in the order the watch delivered them.
+#[derive(Debug, Clone)]
+enum Seen {
+    /// A list begins (the first one, or a re-list): the pods it lists
+    /// replace what was known once it is done.
+    ListStart,
+    Listed(String, PodSeen),
+    ListDone,
+    Changed(String, PodSeen),
+    Gone(String),
+}
+
+/// The pods at one moment, by name.
+type PodState = BTreeMap<String, PodSeen>;
+
+/// Extremes over a stretch of a timeline.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    /// Fewest ready pods.
+    min_ready: usize,
+    /// Most pods that were not terminating.
+    max_live: usize,
+    /// Most pods, terminating ones included.
+    max_all: usize,
+}
+
+/// Replays a timeline: the pods at entry `from` and at the end, and the
+/// extremes from `from` on (moments inside a list do not count: the state
+/// is known again when the list is done).
+fn replay(timeline: &[Seen], from: usize) -> (PodState, PodState, Bounds) {
+    let mut state = PodState::new();
+    let mut listing: Option<PodState> = None;
+    let mut at_from = PodState::new();
+    let mut b = Bounds {
+        min_ready: usize::MAX,
+        max_live: 0,
+        max_all: 0,
+    };
+    for (i, entry) in timeline.iter().enumerate() {
+        if i == from {
+            at_from = state.clone();
+        }
+        match entry {
+            Seen::ListStart => listing = Some(PodState::new()),
+            Seen::Listed(name, pod) => {
+                listing
+                    .as_mut()
+                    .expect("a listed pod inside a list")
+                    .insert(name.clone(), pod.clone());
             }
-            Some((name, false, _)) => {
-                state.remove(name.as_str());
+            Seen::ListDone => state = listing.take().expect("the end of a list it began"),
+            Seen::Changed(name, pod) => {
+                state.insert(name.clone(), pod.clone());
+            }
+            Seen::Gone(name) => {
+                state.remove(name);
             }
         }
-        if listed {
-            max_live = max_live.max(state.len());
-            min_ready = min_ready.min(state.values().filter(|r| **r).count());
+        if i >= from && listing.is_none() {
+            b.min_ready = b.min_ready.min(state.values().filter(|p| p.ready).count());
+            b.max_live = b
+                .max_live
+                .max(state.values().filter(|p| !p.terminating).count());
+            b.max_all = b.max_all.max(state.len());
         }
     }
-    (min_ready, max_live)
+    if from >= timeline.len() {
+        at_from = state.clone();
+    }
+    (at_from, state, b)
+}
+
+/// Records every pod change of one app, from before a rollout to after
+/// the last, and fails the test if its watch ends or fails on the way (a
+/// gap in the timeline would hide what the bounds are about).
+struct Recorder {
+    timeline: Arc<Mutex<Vec<Seen>>>,
+    ended: Arc<Mutex<Option<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Recorder {
+    /// Starts watching the pods of `app` and waits for the first list.
+    async fn start(c: &Cluster, client: &Client, app: &str) -> Recorder {
+        let timeline = Arc::new(Mutex::new(Vec::new()));
+        let ended = Arc::new(Mutex::new(None));
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let cfg = watcher::Config::default().labels(&format!("app={app}"));
+        let (t, e) = (timeline.clone(), ended.clone());
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher(api, cfg));
+            let why = loop {
+                let event = match stream.next().await {
+                    None => break "the pod watch ended".to_string(),
+                    Some(Err(err)) => break format!("the pod watch failed: {err}"),
+                    Some(Ok(event)) => event,
+                };
+                let name = |p: &Pod| p.metadata.name.clone().unwrap();
+                t.lock().unwrap().push(match event {
+                    watcher::Event::Init => Seen::ListStart,
+                    watcher::Event::InitApply(p) => Seen::Listed(name(&p), seen(&p)),
+                    watcher::Event::InitDone => Seen::ListDone,
+                    watcher::Event::Apply(p) => Seen::Changed(name(&p), seen(&p)),
+                    watcher::Event::Delete(p) => Seen::Gone(name(&p)),
+                });
+            };
+            *e.lock().unwrap() = Some(why);
+        });
+        let r = Recorder {
+            timeline,
+            ended,
+            task,
+        };
+        c.poll("the pod watch to list the pods", LONG, || async {
+            r.alive();
+            r.timeline
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, Seen::ListDone))
+                .then_some(())
+        })
+        .await;
+        r
+    }
+
+    /// Fails the test if the watch has ended.
+    fn alive(&self) {
+        if let Some(why) = self.ended.lock().unwrap().as_ref() {
+            panic!("the pod timeline is incomplete: {why}");
+        }
+    }
+
+    /// Where the next rollout's stretch of the timeline begins.
+    fn mark(&self) -> usize {
+        self.alive();
+        self.timeline.lock().unwrap().len()
+    }
+
+    /// Checks the rollout recorded since `from`: it began from `replicas`
+    /// settled pods of one template; the replayed timeline ends in exactly
+    /// the pods the API lists once the rollout is over (`replicas` ready
+    /// pods of one other template, none terminating); and at no moment on
+    /// the way were fewer than `replicas - max_unavailable` pods ready or
+    /// more than `replicas + max_surge` pods not terminating. Returns the
+    /// new template's hash.
+    async fn check_rollout(
+        &self,
+        c: &Cluster,
+        client: &Client,
+        what: &str,
+        from: usize,
+        (replicas, max_surge, max_unavailable): (usize, usize, usize),
+    ) -> String {
+        let (start, _, _) = replay(&self.timeline.lock().unwrap(), from);
+        let start_hashes: BTreeSet<&str> = start.values().map(|p| p.hash.as_str()).collect();
+        assert!(
+            start.len() == replicas
+                && start_hashes.len() == 1
+                && start.values().all(|p| p.ready && !p.terminating),
+            "{what}: the recording did not start from {replicas} settled pods: {start:?}"
+        );
+        let listed = c
+            .poll(
+                &format!("{what}: the pod timeline to end in the pods the API lists"),
+                LONG,
+                || async {
+                    self.alive();
+                    let listed: PodState = pods_of(client, "web")
+                        .await
+                        .iter()
+                        .map(|p| (p.metadata.name.clone().unwrap(), seen(p)))
+                        .collect();
+                    let hashes: BTreeSet<&str> = listed.values().map(|p| p.hash.as_str()).collect();
+                    let settled = listed.len() == replicas
+                        && hashes.len() == 1
+                        && listed.values().all(|p| p.ready && !p.terminating);
+                    let (_, end, _) = replay(&self.timeline.lock().unwrap(), from);
+                    (settled && end == listed).then_some(listed)
+                },
+            )
+            .await;
+        let new_hash = listed.values().next().unwrap().hash.clone();
+        assert!(
+            !start_hashes.contains(new_hash.as_str()),
+            "{what}: the pods still run the template they started with ({new_hash})"
+        );
+        let (_, _, b) = replay(&self.timeline.lock().unwrap(), from);
+        eprintln!("{what}: {b:?}");
+        assert!(
+            b.min_ready >= replicas - max_unavailable,
+            "{what}: at some moment only {} pods were ready ({b:?})",
+            b.min_ready
+        );
+        assert!(
+            b.max_live <= replicas + max_surge,
+            "{what}: at some moment {} pods were not terminating ({b:?})",
+            b.max_live
+        );
+        new_hash
+    }
 }
 
 fn history(c: &Cluster, name: &str) -> Vec<(u32, String)> {
@@ -240,12 +416,18 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
     ok(&c, &["scale", "deployment/web", "--replicas=3"]);
     ready_pods_serving(&c, &client, "web", 3, "v1").await;
 
-    // Rolling update with a recorded change-cause, watched pod by pod.
-    let (timeline, recorder) = record_pods(&client, "web");
-    c.poll("the pod watch to list the 3 pods", LONG, || async {
-        timeline.lock().unwrap().contains(&None).then_some(())
+    // Every rollout from here on is watched pod by pod: the set image, both
+    // undos, the resume and the restart each keep within maxSurge 1 and
+    // maxUnavailable 1 of 3 replicas, and end in 3 ready pods of the new
+    // template.
+    c.poll("the scaled-down pods to go", LONG, || async {
+        let pods = pods_of(&client, "web").await;
+        (pods.len() == 3 && pods.iter().all(is_ready)).then_some(())
     })
     .await;
+    let recorder = Recorder::start(&c, &client, "web").await;
+    const BOUNDS: (usize, usize, usize) = (3, 1, 1);
+    let from = recorder.mark();
     ok(
         &c,
         &[
@@ -262,13 +444,9 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
     );
     assert!(status.contains("successfully rolled out"), "{status}");
     ready_pods_serving(&c, &client, "web", 3, "v2").await;
-    recorder.abort();
-    let (min_ready, max_live) = bounds(&timeline.lock().unwrap());
-    assert!(
-        min_ready >= 2,
-        "at some moment only {min_ready} pods were available"
-    );
-    assert!(max_live <= 4, "at some moment {max_live} pods existed");
+    let v2_hash = recorder
+        .check_rollout(&c, &client, "set image", from, BOUNDS)
+        .await;
 
     let h = history(&c, "web");
     assert_eq!(
@@ -282,18 +460,23 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
     );
 
     // Undo goes back to v1 as revision 3; --to-revision=2 back to v2 as 4.
+    let from = recorder.mark();
     ok(&c, &["rollout", "undo", "deployment/web"]);
     ok(
         &c,
         &["rollout", "status", "deployment/web", "--timeout=120s"],
     );
     ready_pods_serving(&c, &client, "web", 3, "v1").await;
+    recorder
+        .check_rollout(&c, &client, "undo", from, BOUNDS)
+        .await;
     let h = history(&c, "web");
     assert_eq!(
         h.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
         vec![2, 3],
         "{h:?}"
     );
+    let from = recorder.mark();
     ok(
         &c,
         &["rollout", "undo", "deployment/web", "--to-revision=2"],
@@ -303,6 +486,13 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
         &["rollout", "status", "deployment/web", "--timeout=120s"],
     );
     ready_pods_serving(&c, &client, "web", 3, "v2").await;
+    let hash = recorder
+        .check_rollout(&c, &client, "undo --to-revision=2", from, BOUNDS)
+        .await;
+    assert_eq!(
+        hash, v2_hash,
+        "undo to revision 2 brings back its pods' template"
+    );
     assert_eq!(
         sets_of(&client, "web").await.len(),
         2,
@@ -337,11 +527,15 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
         2,
         "no rollout while paused"
     );
+    let from = recorder.mark();
     ok(&c, &["rollout", "resume", "deployment/web"]);
     ok(
         &c,
         &["rollout", "status", "deployment/web", "--timeout=120s"],
     );
+    recorder
+        .check_rollout(&c, &client, "resume", from, BOUNDS)
+        .await;
     assert_eq!(
         sets_of(&client, "web").await.len(),
         3,
@@ -350,11 +544,15 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
     ready_pods_serving(&c, &client, "web", 3, "v1").await;
 
     // revisionHistoryLimit 2 keeps at most 2 old sets.
+    let from = recorder.mark();
     ok(&c, &["rollout", "restart", "deployment/web"]);
     ok(
         &c,
         &["rollout", "status", "deployment/web", "--timeout=120s"],
     );
+    recorder
+        .check_rollout(&c, &client, "restart", from, BOUNDS)
+        .await;
     ok(
         &c,
         &[
@@ -390,7 +588,8 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
     .await;
 
     // A template that never becomes ready stalls at the progress deadline,
-    // with the old pods still serving.
+    // with the old pods still serving, and within the same bounds.
+    let from = recorder.mark();
     ok(
         &c,
         &[
@@ -416,6 +615,13 @@ async fn the_seeds_deployment_flow_on_two_nodes() {
         .filter(|p| is_ready(p))
         .count();
     assert!(ready >= 2, "old pods keep serving: {ready} ready");
+    recorder.alive();
+    let (_, _, b) = replay(&recorder.timeline.lock().unwrap(), from);
+    assert!(
+        b.min_ready >= 2 && b.max_live <= 4,
+        "the stalled rollout left its bounds: {b:?}"
+    );
+    drop(recorder);
 
     // Deleting the deployment deletes its sets and pods.
     ok(&c, &["delete", "deployment", "web"]);

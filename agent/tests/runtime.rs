@@ -169,14 +169,33 @@ async fn containers_share_the_network_and_with_share_pid_the_processes() {
     t.sh(&shell, "sleep 1 </dev/null >/dev/null 2>&1 & exit 0")
         .await;
     let ps = t.sh(&shell, "ps -o pid,ppid,args").await;
-    assert!(
-        ps.lines().any(|l| {
+    let orphan = ps
+        .lines()
+        .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() >= 4 && f[1] == "1" && f[2] == "sleep" && f[3] == "1"
-        }),
-        "the orphan is not pause's child: {ps}"
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+            (f.len() >= 4 && f[1] == "1" && f[2] == "sleep" && f[3] == "1")
+                .then(|| f[0].to_string())
+        })
+        .unwrap_or_else(|| panic!("the orphan is not pause's child: {ps}"));
+    // It dies after a second; reaped, its /proc entry goes (a zombie's
+    // stays, in state Z).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stat = t
+            .sh(
+                &shell,
+                &format!("cat /proc/{orphan}/stat 2>/dev/null || true"),
+            )
+            .await;
+        if stat.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the orphan {orphan} was not reaped: {stat}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let stats = t.sh(&shell, "cat /proc/[0-9]*/stat").await;
     let zombies: Vec<&str> = stats
         .lines()

@@ -193,12 +193,8 @@ async fn logs_tail_timestamps_previous_and_follow() {
     expect_line(cmd, None, "tick", long);
 
     // kubectl reads the same through pods/log.
-    let Some(_) = c.kubectl() else {
-        eprintln!("kubectl is not installed: skipping its half");
-        return;
-    };
     let kubectl = |args: &[&str]| {
-        let mut cmd = c.kubectl().unwrap();
+        let mut cmd = c.kubectl();
         cmd.arg("logs").args(args);
         run(cmd, None, long)
     };
@@ -209,7 +205,7 @@ async fn logs_tail_timestamps_previous_and_follow() {
     assert!(text(&out.stdout).ends_with(" line 3\n"));
     let out = kubectl(&["printer", "-c", "crash", "--previous"]);
     assert_eq!(text(&out.stdout), "run\n", "{}", text(&out.stderr));
-    let mut cmd = c.kubectl().unwrap();
+    let mut cmd = c.kubectl();
     cmd.args(["logs", "-f", "printer", "-c", "ticker", "--tail", "0"]);
     expect_line(cmd, None, "tick", long);
 }
@@ -224,11 +220,7 @@ async fn exec_passes_output_exit_code_and_stdin() {
     let long = Duration::from_secs(20);
     let script = "echo out; echo err >&2; exit 3";
 
-    let mut clients = vec![("bosun", c.bosun())];
-    match c.kubectl() {
-        Some(k) => clients.push(("kubectl", k)),
-        None => eprintln!("kubectl is not installed: skipping its half"),
-    }
+    let clients = [("bosun", c.bosun()), ("kubectl", c.kubectl())];
     for (name, base) in clients {
         let fresh = || {
             let mut cmd = Command::new(base.get_program());
@@ -291,10 +283,9 @@ async fn attach_reaches_a_shell_waiting_on_stdin() {
     let mut cmd = c.bosun();
     cmd.args(["attach", "-i", "term", "-c", "shell"]);
     expect_line(cmd, Some("echo attached-$((40+2))\n"), "attached-42", long);
-    if let Some(mut cmd) = c.kubectl() {
-        cmd.args(["attach", "-i", "term", "-c", "shell"]);
-        expect_line(cmd, Some("echo kubectl-$((40+2))\n"), "kubectl-42", long);
-    }
+    let mut cmd = c.kubectl();
+    cmd.args(["attach", "-i", "term", "-c", "shell"]);
+    expect_line(cmd, Some("echo kubectl-$((40+2))\n"), "kubectl-42", long);
     // Detaching leaves the shell running.
     let p = c
         .wait_pod(&client, "term", "still running", UP, running)

@@ -60,12 +60,14 @@ pub fn bosun_binary() -> PathBuf {
     path
 }
 
-/// kubectl, where the machine has it.
-pub fn kubectl_binary() -> Option<PathBuf> {
+/// kubectl: the tests of kubectl against bosun need it, and fail without
+/// it (`scripts/test.sh` installs it).
+pub fn kubectl_binary() -> PathBuf {
     ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
         .iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
+        .expect("kubectl is not installed: these tests need it (scripts/test.sh installs it)")
 }
 
 /// Builds the test images if Docker lacks them.
@@ -96,6 +98,22 @@ pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Op
             "timed out after {deadline:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A command for `program` that dies with the test binary, also when the
+/// binary is killed (by a timeout) before the cluster's drop can stop it:
+/// an agent left running would keep recreating its containers against
+/// `scripts/test.sh`'s sweep of stale test resources. `setpriv
+/// --pdeathsig` (util-linux) sets that up and execs `program` in the same
+/// process.
+fn dies_with_test(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    if Path::new("/usr/bin/setpriv").exists() {
+        let mut cmd = Command::new("/usr/bin/setpriv");
+        cmd.args(["--pdeathsig", "KILL", "--"]).arg(program);
+        cmd
+    } else {
+        Command::new(program)
     }
 }
 
@@ -292,7 +310,7 @@ impl Cluster {
     pub fn start_control(&mut self) {
         let address = self.dir.path().join("control/address");
         let _ = std::fs::remove_file(&address);
-        let child = Command::new(control_binary())
+        let child = dies_with_test(control_binary())
             .arg("--data-dir")
             .arg(self.dir.path().join("control"))
             .args(["--port", &self.port.to_string()])
@@ -317,7 +335,7 @@ impl Cluster {
     /// (Re)starts the agent of node `i`.
     pub fn start_agent_at(&mut self, i: usize) {
         let a = &self.agents[i];
-        let child = Command::new(env!("CARGO_BIN_EXE_bosun-agent"))
+        let child = dies_with_test(env!("CARGO_BIN_EXE_bosun-agent"))
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .args([
@@ -400,11 +418,12 @@ impl Cluster {
         cmd
     }
 
-    /// `kubectl --kubeconfig <this cluster's admin kubeconfig>`, if kubectl is installed.
-    pub fn kubectl(&self) -> Option<Command> {
-        let mut cmd = Command::new(kubectl_binary()?);
+    /// `kubectl --kubeconfig <this cluster's admin kubeconfig>`; fails the
+    /// test if kubectl is not installed.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(kubectl_binary());
         cmd.arg("--kubeconfig").arg(self.kubeconfig());
-        Some(cmd)
+        cmd
     }
 
     /// The first node's agent log.

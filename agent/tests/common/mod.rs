@@ -1,6 +1,6 @@
 //! Shared helpers for the agent's tests on real Docker.
 //!
-//! Every test makes its own node (`rt-test-<random>`) with its own pod
+//! Every test makes its own node (`rt-test-<pid>-<random>`) with its own pod
 //! network; the [`TestNode`] guard removes every container labelled with
 //! that node and the network when it is dropped, also when the test panics.
 
@@ -69,7 +69,9 @@ impl TestNode {
     pub async fn new() -> TestNode {
         ensure_images();
         let rt = DockerRuntime::connect(None).expect("connecting to Docker");
-        let node = format!("rt-test-{}", random_hex(8));
+        // The test binary's pid in the name lets `scripts/test.sh` tell
+        // the leftovers of a killed run from a run still going.
+        let node = format!("rt-test-{}-{}", std::process::id(), random_hex(8));
         let network = format!("bosun-{node}");
         let mut guard = TestNode {
             rt,

@@ -8,6 +8,8 @@
 //! still inside a bounded history.
 
 mod embedded;
+#[cfg(test)]
+mod power_loss_tests;
 
 pub use embedded::{EmbeddedStore, StoreOptions};
 
