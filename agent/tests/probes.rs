@@ -287,3 +287,156 @@ async fn post_start_and_pre_stop_hooks() {
         started.elapsed()
     );
 }
+
+/// A tcpSocket liveness probe on a port nothing listens on fails, and the
+/// container is killed and restarted, with the kubelet's wording.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_tcp_socket_probe_restarts_the_container() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    c.create_pod(
+        &client,
+        pod(
+            "liveness-tcp",
+            json!([{
+                "name": "app",
+                "image": BUSYBOX,
+                "command": ["sleep", "600"],
+                "livenessProbe": {
+                    "tcpSocket": {"port": 8081},
+                    "periodSeconds": 1,
+                    "failureThreshold": 2
+                }
+            }]),
+        ),
+    )
+    .await;
+    let p = c
+        .wait_pod(&client, "liveness-tcp", "one restart", UP, |p| {
+            container(p)["restartCount"] == 1
+        })
+        .await;
+    assert_eq!(phase(&p), "Running");
+    assert_eq!(container(&p)["lastState"]["terminated"]["exitCode"], 137);
+    let events = events_until(&client, "liveness-tcp", "Unhealthy and Killing", |es| {
+        es.iter().any(|(r, _)| r == "Killing")
+    })
+    .await;
+    assert!(
+        events.iter().any(|(r, m)| r == "Unhealthy"
+            && m.starts_with("Liveness probe failed: dial tcp ")
+            && m.contains(":8081")
+            && m.contains("connection refused")),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().any(|(r, m)| r == "Killing"
+            && m == "Container app failed liveness probe, will be restarted"),
+        "{events:#?}"
+    );
+}
+
+fn time_of(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    v.as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|| panic!("a timestamp: {v}"))
+}
+
+/// A container that keeps crashing waits in CrashLoopBackOff, and the
+/// waits follow the kubelet's back-off: the first restart at once, then the
+/// base doubling up to the cap (here 1 s doubling to 4 s; the agent's
+/// defaults are Kubernetes' 10 s and 5 min, unit-tested in pod/backoff.rs).
+/// Every run is seen through a watch of the pod, by its container id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashing_container_backs_off_doubling_to_the_cap() {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    use std::collections::BTreeMap;
+
+    // The harness starts agents with --backoff-base 1.
+    let c = Cluster::start_with(&["--backoff-max", "4"]);
+    let client = c.client().await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut changes = watcher(
+        api.clone(),
+        watcher::Config::default().fields("metadata.name=crasher"),
+    )
+    .boxed();
+    c.create_pod(
+        &client,
+        pod(
+            "crasher",
+            json!([{"name": "app", "image": BUSYBOX, "command": ["sh", "-c", "exit 3"]}]),
+        ),
+    )
+    .await;
+    // Each run the status showed as terminated: id -> (started, finished, exit code).
+    type Run = (
+        chrono::DateTime<chrono::Utc>,
+        chrono::DateTime<chrono::Utc>,
+        i64,
+    );
+    let mut runs: BTreeMap<String, Run> = BTreeMap::new();
+    let mut back_off_message = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while runs.len() < 7 {
+        let event = tokio::time::timeout_at(deadline, changes.next())
+            .await
+            .unwrap_or_else(|_| panic!("runs seen in time: {runs:#?}"))
+            .expect("the pod watch went on")
+            .expect("no watch error");
+        let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event else {
+            continue;
+        };
+        let p = serde_json::to_value(p).unwrap();
+        let cs = container(&p);
+        if cs["state"]["waiting"]["reason"] == "CrashLoopBackOff" {
+            back_off_message = cs["state"]["waiting"]["message"].as_str().map(String::from);
+        }
+        for t in [&cs["state"]["terminated"], &cs["lastState"]["terminated"]] {
+            if let Some(id) = t["containerID"].as_str() {
+                runs.insert(
+                    id.to_string(),
+                    (
+                        time_of(&t["startedAt"]),
+                        time_of(&t["finishedAt"]),
+                        t["exitCode"].as_i64().unwrap_or(-1),
+                    ),
+                );
+            }
+        }
+    }
+    let message = back_off_message.expect("the container showed CrashLoopBackOff");
+    assert!(
+        message.starts_with("back-off ") && message.contains("restarting failed container=app"),
+        "{message}"
+    );
+    let mut runs: Vec<Run> = runs.into_values().collect();
+    runs.sort_by_key(|r| r.0);
+    assert!(
+        runs.iter().all(|r| r.2 == 3),
+        "every run exited 3: {runs:?}"
+    );
+    // Restart n waited: 0 for the first, then min(2^(n-2), 4) s.
+    // Timestamps have whole seconds, so within a second and a half.
+    let waits: Vec<f64> = runs
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].1).num_milliseconds() as f64 / 1000.0)
+        .collect();
+    for (i, wait) in waits.iter().enumerate() {
+        let n = i as i32 + 1;
+        let want = if n == 1 {
+            0.0
+        } else {
+            2f64.powi(n - 2).min(4.0)
+        };
+        assert!(
+            (wait - want).abs() <= 1.5,
+            "restart {n} waited {wait} s, want about {want} s: {waits:?}"
+        );
+    }
+    api.delete("crasher", &DeleteParams::default())
+        .await
+        .unwrap();
+}

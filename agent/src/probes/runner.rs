@@ -352,7 +352,7 @@ async fn probe_loop(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use tokio::time::Instant;
 
     use super::*;
     use crate::probes::testing::target;
@@ -399,6 +399,9 @@ mod tests {
         }
     }
 
+    /// Waits for `check`, on the test's paused clock: periods, sleeps and
+    /// deadlines are virtual time, so a loaded machine cannot change what
+    /// the runner does between two checks.
     async fn until(runner: &ProbeRunner, what: &str, check: impl Fn(&ProbeView) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !check(&runner.view()) {
@@ -411,7 +414,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn liveness_kills_after_failure_threshold_consecutive_failures() {
         let rt = Arc::new(FakeRuntime::new());
         rt.set_exec_result("c1", 1);
@@ -445,7 +448,7 @@ mod tests {
             .unwrap();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_success_between_failures_resets_the_count() {
         let rt = Arc::new(FakeRuntime::new());
         let r = ProbeRunner::start_with(
@@ -472,7 +475,7 @@ mod tests {
         assert_eq!(r.view().kill, None);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn readiness_starts_false_and_follows_thresholds_both_ways() {
         let rt = Arc::new(FakeRuntime::new());
         rt.set_exec_result("c1", 1);
@@ -495,7 +498,7 @@ mod tests {
         assert!(r.view().started);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn startup_gates_the_other_probes_then_stops() {
         let rt = Arc::new(FakeRuntime::new());
         rt.set_exec_result("c1", 1);
@@ -532,7 +535,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn failing_startup_kills() {
         let rt = Arc::new(FakeRuntime::new());
         rt.set_exec_result("c1", 1);
@@ -548,7 +551,7 @@ mod tests {
         assert_eq!(r.view().kill, Some(KillReason::Startup));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn post_start_runs_before_probes_and_its_failure_kills() {
         let rt = Arc::new(FakeRuntime::new());
         let r = ProbeRunner::start_with(
