@@ -20,8 +20,14 @@ pub struct Pki {
     pub server_config: Arc<rustls::ServerConfig>,
 }
 
+/// Writes a file of the PKI whole or not at all (`mode` its permissions).
+fn write_file(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
+    bosun::files::write_atomically(path, contents, mode)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
-    crate::server::write_atomically(path, contents, 0o600)
+    write_file(path, contents, 0o600)
 }
 
 /// Loads the CA and serving certificate from `dir`, making them on first
@@ -42,7 +48,7 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> anyhow::Result<Pki> {
         ca.not_after = rcgen::date_time_ymd(2126, 1, 1);
         let ca_cert = ca.self_signed(&ca_key)?;
         write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;
-        crate::server::write_atomically(&ca_crt, &ca_cert.pem(), 0o644)?;
+        write_file(&ca_crt, &ca_cert.pem(), 0o644)?;
         let _ = std::fs::remove_file(&server_crt);
     }
     if !server_crt.exists() || have_sans.trim() != wanted_sans {
@@ -61,8 +67,8 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> anyhow::Result<Pki> {
         params.not_after = rcgen::date_time_ymd(2126, 1, 1);
         let cert = params.signed_by(&key, &issuer)?;
         write_private(&server_key, &key.serialize_pem())?;
-        crate::server::write_atomically(&server_crt, &cert.pem(), 0o644)?;
-        crate::server::write_atomically(&sans_file, &wanted_sans, 0o644)?;
+        write_file(&server_crt, &cert.pem(), 0o644)?;
+        write_file(&sans_file, &wanted_sans, 0o644)?;
     }
     let ca_pem = std::fs::read_to_string(&ca_crt)?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&server_crt)

@@ -8,9 +8,10 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::decode::decode_body;
 use super::error::{ApiError, ApiResult};
 use super::object::{self, meta_str, metadata_mut, now_rfc3339};
-use super::request::{decode_body, MAX_ATTEMPTS};
+use super::request::MAX_ATTEMPTS;
 use super::{json_response, ApiRequest, ApiState};
 use crate::store::StoreError;
 

@@ -8,9 +8,10 @@ use bosun::{defaults, validation};
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::object::{self, meta_str, metadata_mut, now_rfc3339};
-use super::request::{decode_body, dry_run, namespace_of, prepare_input, respond};
+use super::request::{dry_run, namespace_of, respond};
 use super::{storage_resource, strategy, ApiRequest, ApiState};
 
 async fn check_namespace(state: &ApiState, res: &ResourceInfo, ns: Option<&str>) -> ApiResult<()> {

@@ -4,6 +4,7 @@
 mod allocate;
 mod binding;
 mod create;
+mod decode;
 mod delete;
 mod discovery;
 pub mod error;

@@ -6,9 +6,9 @@ use axum::response::Response;
 use bosun::patch;
 use serde_json::Value;
 
+use super::decode::{content_type, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::object::{from_storage_version, meta_str, requested_revision};
-use super::request::{content_type, prepare_input};
 use super::update::read_modify_write;
 use super::{ApiRequest, ApiState};
 

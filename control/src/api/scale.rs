@@ -6,10 +6,11 @@ use bosun::selector::label_selector_string_json;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::decode::decode_body;
 use super::error::{ApiError, ApiResult};
 use super::object::{self, requested_revision};
 use super::patch::{apply_patch, parse_patch};
-use super::request::{decode_body, load, name_of, MAX_ATTEMPTS};
+use super::request::{load, name_of, MAX_ATTEMPTS};
 use super::update::{commit_write, merge_write, Part, Written};
 use super::{json_response, ApiRequest, ApiState};
 use crate::store::StoreError;

@@ -10,11 +10,11 @@ use bosun::{defaults, validation};
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::object::{self, meta_str, metadata_mut, requested_revision};
 use super::request::{
-    decode_body, dry_run, load, name_of, namespace_of, prepare_input, respond, store_delete,
-    store_update, MAX_ATTEMPTS,
+    dry_run, load, name_of, namespace_of, respond, store_delete, store_update, MAX_ATTEMPTS,
 };
 use super::{storage_resource, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};

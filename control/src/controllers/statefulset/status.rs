@@ -12,9 +12,9 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::identity::revision_of;
-use super::sync::{running_and_ready, until_available};
 use super::{Ctx, Error};
 use crate::controllers::toolkit::api_errors::is_status;
+use crate::controllers::toolkit::pods::{running_and_ready, until_available};
 
 /// The status the set's pods add up to.
 pub fn compute(
@@ -66,8 +66,11 @@ pub fn compute(
         .and_then(|s| s.update_strategy.as_ref())
         .and_then(|s| s.type_.as_deref())
         .is_none_or(|t| t == "RollingUpdate");
-    // A finished rolling update makes the update revision current.
-    if rolling && updated == status.replicas && ready == status.replicas {
+    // A finished rolling update makes the update revision current: every
+    // replica the set wants is there, updated and ready (a pod deleted and
+    // not yet re-created must not count as finished).
+    let desired = set.spec.replicas.unwrap_or(1);
+    if rolling && status.replicas == desired && updated == desired && ready == desired {
         status.current_replicas = Some(updated);
         status.current_revision = Some(update_name);
     }

@@ -35,7 +35,7 @@ use super::identity::{self, claims_for, identity_matches, is_member_of, ordinal_
 use super::revision::{apply_revision, current_and_update, truncate_history};
 use super::{selector_of, status, Ctx, Error};
 use crate::controllers::toolkit::api_errors::{is_status, message_of};
-use crate::controllers::toolkit::pods::{is_ready, phase_of, ready_since};
+use crate::controllers::toolkit::pods::{phase_of, until_available};
 use crate::controllers::toolkit::ClaimManager;
 
 /// One sync of a set: claim its pods and revisions, run a pass, write its
@@ -79,31 +79,12 @@ pub async fn sync(set: &StatefulSet, ctx: &Ctx) -> Result<Option<Duration>, Erro
     outcome
 }
 
-/// Running, with its Ready condition True (`isRunningAndReady`).
-pub fn running_and_ready(pod: &Pod) -> bool {
-    phase_of(pod) == "Running" && is_ready(pod)
-}
-
 fn terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
 fn finished(pod: &Pod) -> bool {
     matches!(phase_of(pod), "Failed" | "Succeeded")
-}
-
-/// How long until a ready pod has been ready for `min_ready` (zero when
-/// it has; None when it is not running and ready).
-pub fn until_available(pod: &Pod, min_ready: i64, now: DateTime<Utc>) -> Option<Duration> {
-    if !running_and_ready(pod) {
-        return None;
-    }
-    if min_ready <= 0 {
-        return Some(Duration::ZERO);
-    }
-    let since = ready_since(pod).unwrap_or(now);
-    let due = since + chrono::Duration::seconds(min_ready);
-    Some((due - now).to_std().unwrap_or(Duration::ZERO))
 }
 
 /// Running, ready, available and not terminating (`isHealthy`).

@@ -3,6 +3,7 @@
 //! which pods still count as the owner's live replicas.
 
 use std::future::Future;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
@@ -75,6 +76,25 @@ pub fn ready_since(pod: &Pod) -> Option<DateTime<Utc>> {
         .last_transition_time
         .as_ref()
         .map(to_chrono)
+}
+
+/// Running, with its Ready condition True (`isRunningAndReady`).
+pub fn running_and_ready(pod: &Pod) -> bool {
+    phase_of(pod) == "Running" && is_ready(pod)
+}
+
+/// How long until a ready pod has been ready for `min_ready` (zero when
+/// it has; None when it is not running and ready).
+pub fn until_available(pod: &Pod, min_ready: i64, now: DateTime<Utc>) -> Option<Duration> {
+    if !running_and_ready(pod) {
+        return None;
+    }
+    if min_ready <= 0 {
+        return Some(Duration::ZERO);
+    }
+    let since = ready_since(pod).unwrap_or(now);
+    let due = since + chrono::Duration::seconds(min_ready);
+    Some((due - now).to_std().unwrap_or(Duration::ZERO))
 }
 
 /// Runs `count` calls of `attempt` in batches of 1, 2, 4, ... (each batch

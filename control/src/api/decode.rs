@@ -1,0 +1,89 @@
+//! Decoding what clients send: JSON or YAML by Content-Type, checked
+//! against the typed schema (unknown fields warned about or refused per
+//! `fieldValidation`), normalized by the kind's strategy, converted to the
+//! storage version.
+
+use bosun::validation;
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::object::{self, to_storage_version};
+use super::{strategy, ApiRequest};
+
+pub(super) fn content_type(req: &ApiRequest) -> &str {
+    req.headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim())
+        .unwrap_or("application/json")
+}
+
+pub(super) fn decode_body(req: &ApiRequest) -> ApiResult<Value> {
+    let ct = content_type(req);
+    let value: Value = match ct {
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            serde_yaml::from_slice(&req.body).map_err(|e| {
+                ApiError::bad_request(format!("error decoding YAML request body: {e}"))
+            })?
+        }
+        "application/json" | "" | "*/*" => serde_json::from_slice(&req.body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Checks apiVersion and kind, decodes against the typed schema (dropping
+/// or refusing unknown fields per `fieldValidation`), and converts to the
+/// storage version. Returns the object and any warnings for the client.
+pub(super) fn prepare_input(req: &ApiRequest, mut input: Value) -> ApiResult<(Value, Vec<String>)> {
+    let res = req.target.res;
+    let expected = res.api_version();
+    match input.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => input["apiVersion"] = json!(expected),
+        Some(v) if v == expected => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({expected})"
+            )))
+        }
+    }
+    match input.get("kind").and_then(Value::as_str) {
+        None | Some("") => input["kind"] = json!(res.kind),
+        Some(k) if k == res.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                res.kind
+            )))
+        }
+    }
+    let mut normalized =
+        validation::normalize(res, input.clone()).map_err(ApiError::bad_request)?;
+    bosun::quantity::canonicalize_quantities(&mut normalized);
+    strategy::for_kind(res.kind).normalize(&input, &mut normalized);
+    let unknown: Vec<String> = object::unknown_fields(&input, &normalized)
+        .into_iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    let mut warnings = Vec::new();
+    if !unknown.is_empty() {
+        match req.param("fieldValidation") {
+            Some("Strict") => {
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {}",
+                    unknown.join(", ")
+                )))
+            }
+            Some("Ignore") => {}
+            _ => warnings = unknown,
+        }
+    }
+    Ok((to_storage_version(res, normalized), warnings))
+}
