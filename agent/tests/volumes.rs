@@ -34,7 +34,7 @@ fn seed_volumes() -> Vec<Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pv.yaml");
     let text = std::fs::read_to_string(&path).expect("examples/pv.yaml");
     serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::with::singleton_map_recursive::deserialize::<Value, _>(doc))
+        .map(serde_yaml::with::singleton_map_recursive::deserialize::<Value, _>)
         .map(|v| v.expect("a YAML document"))
         .filter(|v| !v.is_null())
         .collect()
