@@ -222,20 +222,36 @@ async fn a_volume_whose_claim_goes_is_released_or_deleted_by_its_policy() {
     })
     .await;
     assert_eq!(bound_volume(&api, "b").await, "scratch");
-    // Bound, the volume's own deletion waits for its claim to go.
-    api.api::<PersistentVolume>(None)
-        .delete("scratch", &DeleteParams::default())
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let pv = get_volume(&api, "scratch").await.expect("kept while bound");
-    assert!(pv.finalizers().iter().any(|f| f == PV_PROTECTION));
     api.api::<PersistentVolumeClaim>(Some("default"))
         .delete("b", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the Delete volume gone", WAIT, || async {
+    eventually("the Delete volume deleted by the binder", WAIT, || async {
         get_volume(&api, "scratch").await.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_bound_volume_is_deleted_only_after_its_claim() {
+    let api = running().await;
+    volume(&api, "held", "1Gi", |_| {}).await;
+    claim(&api, "c", "1Gi", |_| {}).await;
+    assert_eq!(bound_volume(&api, "c").await, "held");
+    api.api::<PersistentVolume>(None)
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pv = get_volume(&api, "held").await.expect("kept while bound");
+    assert!(pv.metadata.deletion_timestamp.is_some());
+    assert_eq!(pv.finalizers(), &[PV_PROTECTION.to_string()]);
+    api.api::<PersistentVolumeClaim>(Some("default"))
+        .delete("c", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the volume gone after its claim", WAIT, || async {
+        get_volume(&api, "held").await.is_none().then_some(())
     })
     .await;
 }
