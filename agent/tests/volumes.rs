@@ -228,6 +228,40 @@ async fn the_seeds_static_volumes_bind_the_smallest_fit_and_mount_into_pods() {
 async fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_its_volume() {
     let c = Cluster::start();
     let client = c.client().await;
+    // The default class, as `get sc` prints it, with either client.
+    let mut clients = vec![c.bosun()];
+    clients.extend(c.kubectl());
+    for mut cli in clients {
+        let out = run(cli.args(["get", "sc"]));
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            [
+                "NAME",
+                "PROVISIONER",
+                "RECLAIMPOLICY",
+                "VOLUMEBINDINGMODE",
+                "ALLOWVOLUMEEXPANSION",
+                "AGE"
+            ],
+            "{out}"
+        );
+        assert_eq!(
+            rows[1][..6],
+            [
+                "local-path",
+                "(default)",
+                "bosun.io/local-path",
+                "Delete",
+                "WaitForFirstConsumer",
+                "false"
+            ],
+            "{out}"
+        );
+    }
     // No class: the default class, local-path (WaitForFirstConsumer).
     let claim = create_claim(&client, "www", None).await;
     assert_eq!(
