@@ -350,3 +350,72 @@ async fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_its_volume(
     .await;
     assert!(!dir.exists(), "{} removed", dir.display());
 }
+
+#[tokio::test]
+async fn the_seeds_statefulset_gets_a_local_path_volume_per_pod_that_outlives_the_pod() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/statefulset.yaml");
+    run(c.bosun().arg("apply").arg("-f").arg(&manifest));
+    let mut volume_of = Vec::new();
+    for ordinal in 0..2 {
+        let pod = format!("web-{ordinal}");
+        c.wait_pod(&client, &pod, "Running", UP, is_running).await;
+        volume_of.push(claim_bound_to(&c, &client, &format!("www-{pod}")).await);
+    }
+    let out = run(c.bosun().args(["get", "pv"]));
+    for (ordinal, volume) in volume_of.iter().enumerate() {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(volume.as_str()))
+            .unwrap_or_else(|| panic!("{out}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cols[1..7],
+            [
+                "1Gi",
+                "RWO",
+                "Delete",
+                "Bound",
+                &format!("default/www-web-{ordinal}"),
+                "local-path"
+            ],
+            "{out}"
+        );
+    }
+
+    // Write into web-0's volume, delete web-0: the new web-0 has the file.
+    let first = pods(&client).get("web-0").await.unwrap();
+    c.exec(
+        "web-0",
+        "nginx",
+        &[
+            "sh",
+            "-c",
+            "echo stateful > /usr/share/nginx/html/index.html",
+        ],
+    );
+    pods(&client)
+        .delete("web-0", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    c.poll("a new web-0, running", UP, || async {
+        let p = pods(&client).get_opt("web-0").await.ok()??;
+        let v = serde_json::to_value(&p).unwrap();
+        (p.metadata.uid != first.metadata.uid && is_running(&v)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        claim_bound_to(&c, &client, "www-web-0").await,
+        volume_of[0],
+        "the same claim, the same volume"
+    );
+    assert_eq!(
+        c.exec(
+            "web-0",
+            "nginx",
+            &["cat", "/usr/share/nginx/html/index.html"]
+        ),
+        "stateful\n"
+    );
+}
