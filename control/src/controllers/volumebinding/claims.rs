@@ -71,6 +71,19 @@ pub async fn sync(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Error>
     }
 }
 
+/// The node of a pod using `claim` that was placed without the scheduler
+/// (`spec.nodeName` set by its author), which therefore never selects a
+/// node for the claim: its node is the claim's.
+fn placed_consumer(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Option<String> {
+    let name = claim.metadata.name.as_deref()?;
+    ctx.pods
+        .state()
+        .iter()
+        .filter(|p| p.metadata.namespace == claim.metadata.namespace)
+        .filter(|p| super::claims_of(p).iter().any(|c| c.name == name))
+        .find_map(|p| p.spec.as_ref()?.node_name.clone().filter(|n| !n.is_empty()))
+}
+
 async fn sync_unbound(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Error> {
     let class_name = claim_class(claim);
     let class = (!class_name.is_empty())
@@ -79,7 +92,8 @@ async fn sync_unbound(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Er
     let wait_for_consumer = class
         .as_ref()
         .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
-    let node = selected_node(claim);
+    let placed_pod_node = placed_consumer(claim, ctx);
+    let node = selected_node(claim).or(placed_pod_node.as_deref());
     if wait_for_consumer && node.is_none() {
         if phase(claim) != "Pending" {
             set_claim_phase(claim, "Pending", ctx).await?;

@@ -8,8 +8,10 @@
 //!   Available one that fits: capacity, access modes, class, volume mode,
 //!   selector, and the selected node);
 //! - [`claims`]: one sync of a claim (`syncClaim`): bind an unbound claim
-//!   both ways, provision for it, or say why it waits; finish a half-done
-//!   binding; mark a claim whose volume went `Lost`;
+//!   both ways, provision for it, or say why it waits (a
+//!   WaitForFirstConsumer claim waits for the scheduler's node, or for a
+//!   pod placed by hand with `nodeName`); finish a half-done binding; mark
+//!   a claim whose volume went `Lost`;
 //! - [`volumes`]: one sync of a volume (`syncVolume`): Available, Bound,
 //!   or `Released` once its claim is gone, then deleted when its reclaim
 //!   policy is Delete;

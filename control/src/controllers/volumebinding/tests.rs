@@ -430,3 +430,35 @@ async fn a_claim_in_use_is_deleted_only_after_its_pods() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_pod_placed_by_hand_gives_its_local_path_claim_its_node() {
+    let api = running().await;
+    let _: Node = api
+        .create(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n2", "labels": {"kubernetes.io/hostname": "n2"},
+                         "annotations": {DATA_DIR_ANNOTATION: "/data"}}}))
+        .await;
+    claim(&api, "www", "1Gi", |c| {
+        c["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("storageClassName");
+    })
+    .await;
+    let _: Pod = api
+        .create(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "pinned", "namespace": "default"},
+            "spec": {"nodeName": "n2", "containers": [{"name": "c", "image": "i"}],
+                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "www"}}]}}))
+        .await;
+    let name = bound_volume(&api, "www").await;
+    let pv = get_volume(&api, &name).await.unwrap();
+    assert!(pv
+        .spec
+        .unwrap()
+        .host_path
+        .unwrap()
+        .path
+        .starts_with("/data/local-path/pvc-"));
+}
