@@ -177,6 +177,10 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         ("", "PersistentVolumeClaim") => {
             set_str(object_at(root, "spec"), "volumeMode", "Filesystem");
         }
+        ("storage.k8s.io", "StorageClass") => {
+            set_str(root, "reclaimPolicy", "Delete");
+            set_str(root, "volumeBindingMode", "Immediate");
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             let spec = object_at(root, "spec");
             set(spec, "minReplicas", json!(1));

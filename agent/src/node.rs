@@ -105,13 +105,21 @@ pub async fn register(
     // removes a stale one).
     let annotations = json!({
         crate::streams::tls::SERVING_CERT_ANNOTATION: cfg.serving_cert,
+        crate::claims::DATA_DIR_ANNOTATION: crate::claims::data_dir(cfg),
     });
     if nodes.get_opt(&cfg.node_name).await?.is_none() {
         let node: Node = serde_json::from_value(json!({
             "metadata": {
                 "name": cfg.node_name,
                 "labels": labels,
-                "annotations": if cfg.serving_cert.is_some() { annotations } else { json!({}) },
+                // A null annotation is no value on create: only what is set.
+                "annotations": annotations
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<serde_json::Map<_, _>>(),
             },
             "spec": spec,
         }))

@@ -59,6 +59,11 @@ impl Agent {
         }
         tracing::info!(node = %self.cfg.node_name, "node registered");
         let heartbeat = self.spawn_heartbeat(runtime_version);
+        // Directories of this node's deleted local-path volumes.
+        let volume_cleanup = tokio::spawn(crate::claims::run_cleanup(
+            self.client.clone(),
+            self.cfg.clone(),
+        ));
 
         let recorder = Recorder::new(self.client.clone(), &self.cfg.node_name);
         let pods: Api<Pod> = Api::all(self.client.clone());
@@ -124,6 +129,7 @@ impl Agent {
             }
         }
         heartbeat.abort();
+        volume_cleanup.abort();
         Ok(())
     }
 

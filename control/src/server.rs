@@ -49,7 +49,8 @@ pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
-/// Namespaces that exist from the start, as in every Kubernetes cluster.
+/// What exists from the start: the namespaces every Kubernetes cluster has,
+/// and the default StorageClass `local-path`.
 pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
     let namespaces = resources::by_name("namespaces").expect("served");
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -73,7 +74,42 @@ pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("creating the initial namespaces"),
         }
     }
+    let classes = resources::by_name("storageclasses").expect("served");
+    match store
+        .create(
+            &classes.storage_key(None, LOCAL_PATH_CLASS),
+            serde_json::to_vec(&local_path_class())?,
+        )
+        .await
+    {
+        Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+        Err(e) => return Err(e).context("creating the default StorageClass"),
+    }
     Ok(())
+}
+
+/// The default StorageClass every control plane starts with.
+pub const LOCAL_PATH_CLASS: &str = "local-path";
+
+/// `local-path`, the default class: volumes are directories under the data
+/// dir of the node the first pod using the claim is scheduled to
+/// (WaitForFirstConsumer), made by the volume binder's provisioner and
+/// removed with their claim (Delete), as rancher's local-path provisioner
+/// does for k3s.
+fn local_path_class() -> serde_json::Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": LOCAL_PATH_CLASS,
+            "uid": uuid::Uuid::new_v4().to_string(),
+            "creationTimestamp": api::object::now_rfc3339(),
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": crate::controllers::volumebinding::LOCAL_PATH_PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    })
 }
 
 /// Runs the control plane until SIGTERM or SIGINT.

@@ -51,6 +51,7 @@ fn sample(kind: &str, name: &str) -> Value {
             json!({"selector": selector, "template": template}),
         ),
         "ControllerRevision" => ("apps/v1", Value::Null),
+        "StorageClass" => ("storage.k8s.io/v1", Value::Null),
         "Job" => {
             let mut t = template.clone();
             t["spec"]["restartPolicy"] = json!("Never");
@@ -89,6 +90,7 @@ fn sample(kind: &str, name: &str) -> Value {
             obj["subsets"] =
                 json!([{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}]);
         }
+        "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
         "ControllerRevision" => {
             obj["revision"] = json!(1);
             obj["data"] = json!({"spec": {"template": template}});
@@ -236,7 +238,19 @@ async fn crud_for_every_resource() {
         api.delete(&name, &DeleteParams::default())
             .await
             .unwrap_or_else(|e| panic!("delete {what}: {e}"));
-        let (code, reason, message) = api_error(api.get(&name).await.unwrap_err());
+        // Claims and volumes carry the protection finalizers Kubernetes
+        // adds; the volume binder removes them from unused ones at once.
+        let start = std::time::Instant::now();
+        let gone = loop {
+            match api.get(&name).await {
+                Err(e) => break e,
+                Ok(o) if start.elapsed() > Duration::from_secs(10) => {
+                    panic!("{what} still there after delete: {o:?}")
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let (code, reason, message) = api_error(gone);
         assert_eq!((code, reason.as_str()), (404, "NotFound"), "{what}");
         assert_eq!(
             message,

@@ -21,6 +21,7 @@ mod column;
 mod core_group;
 mod fields;
 mod pod;
+mod storage;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -32,6 +33,7 @@ use fields::name_cell;
 pub use age::{human_age, human_duration};
 pub use column::{header, Column};
 pub use pod::pod_status;
+pub use storage::is_default_class;
 
 /// Every kind's printer; kinds not listed print NAME and AGE.
 const PRINTERS: &[&KindPrinter] = &[
@@ -51,6 +53,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &batch::JOB,
     &batch::CRON_JOB,
     &autoscaling::HORIZONTAL_POD_AUTOSCALER,
+    &storage::STORAGE_CLASS,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -397,6 +397,40 @@ fn pod_status_reasons_and_deletion() {
 }
 
 #[test]
+fn storage_class_columns_mark_the_default() {
+    assert_eq!(
+        headers("sc", false),
+        [
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE"
+        ]
+    );
+    let mut sc = json!({"metadata":{"name":"local-path","creationTimestamp":ago(29),
+        "annotations":{"storageclass.kubernetes.io/is-default-class":"true"}},
+        "provisioner":"bosun.io/local-path","reclaimPolicy":"Delete",
+        "volumeBindingMode":"WaitForFirstConsumer"});
+    assert_eq!(
+        cells("sc", &sc),
+        vec![
+            json!("local-path (default)"),
+            json!("bosun.io/local-path"),
+            json!("Delete"),
+            json!("WaitForFirstConsumer"),
+            json!("false"),
+            json!("29s")
+        ]
+    );
+    sc["metadata"]["annotations"] = json!({});
+    sc["allowVolumeExpansion"] = json!(true);
+    let row = cells("sc", &sc);
+    assert_eq!((&row[0], &row[4]), (&json!("local-path"), &json!("true")));
+}
+
+#[test]
 fn pv_and_pvc_columns() {
     assert_eq!(
         headers("pv", false),

@@ -15,6 +15,7 @@ mod core;
 mod meta;
 pub mod names;
 mod pod;
+mod storage;
 
 pub use batch::{parse_schedule, Schedule};
 
@@ -466,6 +467,9 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("apps", "v1", "ControllerRevision") => roundtrip::<apps::ControllerRevision>(v),
         ("batch", "v1", "Job") => roundtrip::<batchv1::Job>(v),
         ("batch", "v1", "CronJob") => roundtrip::<batchv1::CronJob>(v),
+        ("storage.k8s.io", "v1", "StorageClass") => {
+            roundtrip::<k8s_openapi::api::storage::v1::StorageClass>(v)
+        }
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v)
         }
@@ -511,6 +515,7 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("apps", "ControllerRevision") => apps::validate_controller_revision(obj, old, &mut errs),
         ("batch", "Job") => batch::validate_job(spec, old_spec, &mut errs),
         ("batch", "CronJob") => batch::validate_cronjob(spec, &mut errs),
+        ("storage.k8s.io", "StorageClass") => storage::validate_storage_class(obj, old, &mut errs),
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_hpa(res.version, spec, &mut errs)
         }

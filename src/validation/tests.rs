@@ -952,3 +952,50 @@ fn normalize_drops_unknown_fields_and_reports_type_errors() {
     assert_eq!(filled["apiVersion"], "apps/v1");
     assert_eq!(filled["kind"], "Deployment");
 }
+
+#[test]
+fn storage_classes() {
+    let sc = |extra: Value| {
+        let mut v = json!({"metadata": {"name": "fast"}, "provisioner": "bosun.io/local-path"});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    assert_eq!(create("sc", sc(json!({}))), vec![]);
+    find(
+        &create("sc", json!({"metadata": {"name": "fast"}})),
+        "provisioner",
+        "FieldValueRequired",
+    );
+    find(
+        &create("sc", sc(json!({"reclaimPolicy": "Recycle"}))),
+        "reclaimPolicy",
+        "FieldValueNotSupported",
+    );
+    find(
+        &create("sc", sc(json!({"volumeBindingMode": "Later"}))),
+        "volumeBindingMode",
+        "FieldValueNotSupported",
+    );
+    find(
+        &create("sc", sc(json!({"provisioner": "not a name!"}))),
+        "provisioner",
+        "FieldValueInvalid",
+    );
+    let errs = update(
+        "sc",
+        sc(json!({})),
+        sc(json!({"provisioner": "other.io/x", "volumeBindingMode": "WaitForFirstConsumer"})),
+    );
+    find(&errs, "provisioner", "FieldValueForbidden");
+    find(&errs, "volumeBindingMode", "FieldValueInvalid");
+    // What defaulting fills in.
+    let res = by_name("sc").unwrap();
+    let mut v = normalize(res, sc(json!({}))).unwrap();
+    apply_defaults(res, &mut v);
+    assert_eq!(
+        (&v["reclaimPolicy"], &v["volumeBindingMode"]),
+        (&json!("Delete"), &json!("Immediate"))
+    );
+}

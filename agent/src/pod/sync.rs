@@ -103,7 +103,24 @@ impl PodWorker {
     /// Sets up the pod's volumes; false (a `FailedMount` event, every
     /// container waiting in ContainerCreating) if they cannot be.
     pub(super) fn mount_volumes(&mut self, pod: &Pod) -> bool {
-        let Err(e) = volumes::setup(pod, &self.cfg) else {
+        let result = if self.unmountable_claims.is_empty() {
+            volumes::setup(pod, &self.cfg)
+        } else {
+            // As the kubelet's volume manager says it.
+            let names: Vec<&str> = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .filter(|v| v.persistent_volume_claim.is_some())
+                .map(|v| v.name.as_str())
+                .collect();
+            Err(format!(
+                "Unable to attach or mount volumes: unmounted volumes=[{}]: {}",
+                names.join(" "),
+                self.unmountable_claims.join("; ")
+            ))
+        };
+        let Err(e) = result else {
             return true;
         };
         self.record(PodEvent::warning("FailedMount", e.clone()));

@@ -34,6 +34,9 @@ pub struct PodWorker {
     pub(super) waiting: BTreeMap<String, Waiting>,
     /// This sync's events.
     pub(super) events: Vec<PodEvent>,
+    /// Why claim-backed volumes cannot be mounted yet (claims missing or
+    /// not bound), as [`crate::claims::resolve`] found before this sync.
+    pub unmountable_claims: Vec<String>,
 }
 
 impl PodWorker {
@@ -48,6 +51,7 @@ impl PodWorker {
             wake: Arc::new(Notify::new()),
             waiting: BTreeMap::new(),
             events: Vec::new(),
+            unmountable_claims: Vec::new(),
         }
     }
 

@@ -179,6 +179,10 @@ pub async fn pod_worker_loop(
         }
 
         let seen = with_own_status(&pod, last_status.as_ref());
+        // Claim-backed volumes as the hostPaths of their bound volumes.
+        let (seen, unmountable) = crate::claims::resolve(&client, &seen).await;
+        let waiting_for_claims = !unmountable.is_empty();
+        worker.unmountable_claims = unmountable;
         let wake_after = match worker.sync_pod(&seen).await {
             Ok(synced) => {
                 retry = Duration::from_millis(500);
@@ -204,6 +208,12 @@ pub async fn pod_worker_loop(
                 retry = (retry * 2).min(Duration::from_secs(10));
                 retry
             }
+        };
+        // A claim is bound moments after its pod is placed: look again soon.
+        let wake_after = if waiting_for_claims {
+            wake_after.min(Duration::from_secs(1))
+        } else {
+            wake_after
         };
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },

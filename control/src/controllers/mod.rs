@@ -14,6 +14,7 @@ pub mod garbagecollector;
 pub mod replicaset;
 pub mod statefulset;
 pub mod toolkit;
+pub mod volumebinding;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,7 @@ pub const ALL: &[&str] = &[
     "replicaset",
     "deployment",
     "statefulset",
+    "volumebinding",
     "garbagecollector",
     "eventttl",
 ];
@@ -109,6 +111,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
+            "volumebinding" => volumebinding::start(shared),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");

@@ -27,6 +27,8 @@ pub enum Reason {
     InsufficientCpu,
     InsufficientMemory,
     TooManyPods,
+    /// A volume of the pod's claims is pinned to other nodes.
+    VolumeNodeAffinityConflict,
 }
 
 impl fmt::Display for Reason {
@@ -45,6 +47,9 @@ impl fmt::Display for Reason {
             Reason::InsufficientCpu => f.write_str("Insufficient cpu"),
             Reason::InsufficientMemory => f.write_str("Insufficient memory"),
             Reason::TooManyPods => f.write_str("Too many pods"),
+            Reason::VolumeNodeAffinityConflict => {
+                f.write_str("node(s) had volume node affinity conflict")
+            }
         }
     }
 }

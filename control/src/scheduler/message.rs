@@ -32,3 +32,13 @@ pub fn fit_error(total_nodes: usize, per_node: &[Vec<Reason>]) -> String {
     }
     msg
 }
+
+/// The message for a pod its PreFilter step rejects before any node is
+/// looked at (a missing claim, unbound immediate claims), worded as
+/// kube-scheduler's.
+pub fn prefilter_error(total_nodes: usize, why: &str) -> String {
+    if total_nodes == 0 {
+        return NO_NODES.to_string();
+    }
+    format!("0/{total_nodes} nodes are available: {why}.")
+}

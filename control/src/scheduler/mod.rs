@@ -17,6 +17,7 @@ pub mod queue;
 pub mod scores;
 #[cfg(test)]
 mod tests;
+pub mod volumes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,7 +26,10 @@ use std::time::Duration;
 use bosun::events::{EventRecorder, EventType};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
@@ -112,6 +116,9 @@ pub struct Scheduler {
     client: Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
+    claims: Store<PersistentVolumeClaim>,
+    volumes: Store<PersistentVolume>,
+    classes: Store<StorageClass>,
     recorder: EventRecorder,
     queue: SchedulingQueue,
     assumed: HashMap<String, Assumed>,
@@ -125,6 +132,9 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let node_events = shared.informers.subscribe::<Node>();
     let pod_deletions = shared.informers.deleted::<Pod>();
     let node_deletions = shared.informers.deleted::<Node>();
+    // A claim bound or a volume made may let a waiting pod in.
+    let claim_events = shared.informers.subscribe::<PersistentVolumeClaim>();
+    let volume_events = shared.informers.subscribe::<PersistentVolume>();
     let scheduler = Scheduler::new(shared);
     async move {
         let mut scheduler = scheduler;
@@ -132,10 +142,20 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
         let mut node_events = std::pin::pin!(node_events);
         let mut pod_deletions = std::pin::pin!(pod_deletions);
         let mut node_deletions = std::pin::pin!(node_deletions);
+        let mut claim_events = std::pin::pin!(claim_events);
+        let mut volume_events = std::pin::pin!(volume_events);
         let (pods, nodes) = (scheduler.pods.clone(), scheduler.nodes.clone());
+        let (claims, volumes, classes) = (
+            scheduler.claims.clone(),
+            scheduler.volumes.clone(),
+            scheduler.classes.clone(),
+        );
         let mut ready = std::pin::pin!(async move {
             let _ = pods.wait_until_ready().await;
             let _ = nodes.wait_until_ready().await;
+            let _ = claims.wait_until_ready().await;
+            let _ = volumes.wait_until_ready().await;
+            let _ = classes.wait_until_ready().await;
         }
         .fuse());
         let mut is_ready = false;
@@ -153,6 +173,8 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
                 Some(Ok(node)) = node_deletions.next() => {
                     scheduler.node_fingerprints.remove(node.metadata.name.as_deref().unwrap_or(""));
                 }
+                Some(_) = claim_events.next() => scheduler.queue.move_all_to_active(),
+                Some(_) = volume_events.next() => scheduler.queue.move_all_to_active(),
                 _ = tick.tick() => if is_ready { scheduler.on_tick() },
             }
             if is_ready {
@@ -169,6 +191,9 @@ impl Scheduler {
             client: shared.client.clone(),
             pods: shared.informers.store::<Pod>(),
             nodes: shared.informers.store::<Node>(),
+            claims: shared.informers.store::<PersistentVolumeClaim>(),
+            volumes: shared.informers.store::<PersistentVolume>(),
+            classes: shared.informers.store::<StorageClass>(),
             recorder: shared.recorder(SCHEDULER_NAME),
             queue: SchedulingQueue::default(),
             assumed: HashMap::new(),
@@ -291,10 +316,26 @@ impl Scheduler {
 
     /// Filters, scores and binds one pod.
     pub async fn schedule_one(&mut self, pod: &Pod, infos: &mut [NodeInfo]) -> Outcome {
+        let storage = volumes::Storage {
+            claims: self.claims.state(),
+            volumes: self.volumes.state(),
+            classes: self.classes.state(),
+        };
+        let pod_volumes = match volumes::prefilter(pod, &storage) {
+            Ok(v) => v,
+            Err(why) => {
+                let msg = message::prefilter_error(infos.len(), &why);
+                self.unschedulable(pod, &msg).await;
+                return Outcome::Unschedulable(msg);
+            }
+        };
         let mut feasible = Vec::new();
         let mut failures = Vec::new();
         for (i, info) in infos.iter().enumerate() {
-            let reasons = filters::filter(pod, info);
+            let mut reasons = filters::filter(pod, info);
+            if reasons.is_empty() {
+                reasons.extend(volumes::filter(&pod_volumes, &info.node));
+            }
             if reasons.is_empty() {
                 feasible.push(i);
             } else {
@@ -310,6 +351,10 @@ impl Scheduler {
         let scores = scores::score(pod, &candidates);
         let chosen = feasible[scores::pick(&scores).expect("feasible is not empty")];
         let node = infos[chosen].name().to_string();
+        if let Err(e) = self.select_node(&pod_volumes, &node).await {
+            tracing::warn!(pod = %key_of(pod), %node, error = %e, "selecting the node for its claims");
+            return Outcome::Failed;
+        }
         match self.bind(pod, &node).await {
             Ok(()) => {
                 let mut placed = pod.clone();
@@ -348,6 +393,23 @@ impl Scheduler {
                 Outcome::Failed
             }
         }
+    }
+
+    /// Tells the pod's WaitForFirstConsumer claims their node
+    /// (`volume.kubernetes.io/selected-node`), so their volumes are
+    /// provisioned there, before the pod is bound.
+    async fn select_node(&self, volumes: &volumes::PodVolumes, node: &str) -> kube::Result<()> {
+        use crate::controllers::volumebinding::ANN_SELECTED_NODE;
+        for (ns, name) in &volumes.to_select {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
+            api.patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {ANN_SELECTED_NODE: node}}})),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<()> {

@@ -820,3 +820,222 @@ async fn binding_twice_is_a_conflict() {
     assert_eq!(node_of(&p).as_deref(), Some("n1"));
     assert_eq!(scheduled_condition(&p).unwrap().0, "True");
 }
+
+// ---------------------------------------------------------------------------
+// VolumeBinding
+
+mod volume_binding {
+    use super::*;
+    use crate::scheduler::volumes::{filter as volume_filter, prefilter, Storage};
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+
+    fn claim(
+        name: &str,
+        class: &str,
+        volume: Option<&str>,
+        edit: impl FnOnce(&mut Value),
+    ) -> Arc<PersistentVolumeClaim> {
+        let mut v = json!({"metadata": {"name": name, "namespace": "default"},
+            "spec": {"storageClassName": class, "volumeName": volume,
+                     "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        edit(&mut v);
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    fn pinned_volume(name: &str, node: &str) -> Arc<PersistentVolume> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name},
+                "spec": {"capacity": {"storage": "1Gi"}, "hostPath": {"path": "/d"}, "accessModes": ["ReadWriteOnce"],
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}}))
+            .unwrap(),
+        )
+    }
+
+    fn class(name: &str, mode: &str) -> Arc<StorageClass> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name}, "provisioner": "p",
+                "volumeBindingMode": mode}))
+            .unwrap(),
+        )
+    }
+
+    fn using(claims: &[&str]) -> Pod {
+        let volumes: Vec<Value> = claims
+            .iter()
+            .map(|c| json!({"name": c, "persistentVolumeClaim": {"claimName": c}}))
+            .collect();
+        pod(json!({"volumes": volumes}))
+    }
+
+    fn storage(
+        claims: Vec<Arc<PersistentVolumeClaim>>,
+        volumes: Vec<Arc<PersistentVolume>>,
+    ) -> Storage {
+        Storage {
+            claims,
+            volumes,
+            classes: vec![
+                class("local-path", "WaitForFirstConsumer"),
+                class("now", "Immediate"),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_missing_or_leaving_claim_keeps_the_pod_waiting() {
+        let s = storage(vec![], vec![]);
+        assert_eq!(
+            prefilter(&using(&["data"]), &s).unwrap_err(),
+            "persistentvolumeclaim \"data\" not found"
+        );
+        let s = storage(
+            vec![claim("data", "", None, |c| {
+                c["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+            })],
+            vec![],
+        );
+        assert_eq!(
+            prefilter(&using(&["data"]), &s).unwrap_err(),
+            "persistentvolumeclaim \"data\" is being deleted"
+        );
+        // A claim in another namespace is not the pod's.
+        let s = storage(
+            vec![claim("data", "", None, |c| {
+                c["metadata"]["namespace"] = json!("other")
+            })],
+            vec![],
+        );
+        assert!(prefilter(&using(&["data"]), &s).is_err());
+    }
+
+    #[test]
+    fn unbound_immediate_claims_keep_the_pod_waiting() {
+        for class in ["", "now", "no-such-class"] {
+            let s = storage(vec![claim("data", class, None, |_| {})], vec![]);
+            assert_eq!(
+                prefilter(&using(&["data"]), &s).unwrap_err(),
+                "pod has unbound immediate PersistentVolumeClaims",
+                "class {class:?}"
+            );
+        }
+        assert_eq!(
+            super::super::message::prefilter_error(
+                2,
+                "pod has unbound immediate PersistentVolumeClaims"
+            ),
+            "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        );
+    }
+
+    #[test]
+    fn unbound_wait_for_first_consumer_claims_are_to_learn_their_node() {
+        let s = storage(vec![claim("www", "local-path", None, |_| {})], vec![]);
+        let v = prefilter(&using(&["www"]), &s).unwrap();
+        assert_eq!(
+            v.to_select,
+            vec![("default".to_string(), "www".to_string())]
+        );
+        assert!(v.bound.is_empty());
+        assert_eq!(volume_filter(&v, &node("a").node), None);
+    }
+
+    #[test]
+    fn bound_volumes_pin_the_pod_to_their_nodes() {
+        let s = storage(
+            vec![claim("www", "local-path", Some("pv-a"), |_| {})],
+            vec![pinned_volume("pv-a", "a")],
+        );
+        let v = prefilter(&using(&["www"]), &s).unwrap();
+        assert!(v.to_select.is_empty());
+        assert_eq!(volume_filter(&v, &node("a").node), None);
+        assert_eq!(
+            volume_filter(&v, &node("b").node),
+            Some(Reason::VolumeNodeAffinityConflict)
+        );
+        assert_eq!(
+            fit_error(1, &[vec![Reason::VolumeNodeAffinityConflict]]),
+            "0/1 nodes are available: 1 node(s) had volume node affinity conflict."
+        );
+        // A bound claim whose volume is gone cannot be placed.
+        let s = storage(vec![claim("www", "", Some("gone"), |_| {})], vec![]);
+        assert_eq!(
+            prefilter(&using(&["www"]), &s).unwrap_err(),
+            "persistentvolume \"gone\" not found"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_scheduler_selects_the_node_for_delayed_claims_and_honours_pinned_volumes() {
+        let api = TestApi::start().await;
+        add_node(&api, "n1", "2", |_| {}).await;
+        start_scheduler(&api);
+        let claims = api.api::<PersistentVolumeClaim>(Some("default"));
+        // A local-path (WaitForFirstConsumer) claim: the pod goes, and the
+        // claim learns where.
+        let _: PersistentVolumeClaim = api
+            .create(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "www", "namespace": "default"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+            .await;
+        create_pod(
+            &api,
+            "web-0",
+            json!({"volumes": [
+            {"name": "www", "persistentVolumeClaim": {"claimName": "www"}}]}),
+            None,
+        )
+        .await;
+        let p = wait_bound(&api, "web-0").await;
+        assert_eq!(node_of(&p).as_deref(), Some("n1"));
+        let c = claims.get("www").await.unwrap();
+        assert_eq!(
+            c.metadata
+                .annotations
+                .unwrap()
+                .get("volume.kubernetes.io/selected-node")
+                .map(String::as_str),
+            Some("n1")
+        );
+
+        // A claim bound to a volume pinned to n2: unschedulable until n2 comes.
+        let _: PersistentVolume = api
+            .create({
+                let mut v = serde_json::to_value(pinned_volume("pv-n2", "n2").as_ref()).unwrap();
+                v["apiVersion"] = json!("v1");
+                v["kind"] = json!("PersistentVolume");
+                v
+            })
+            .await;
+        let _: PersistentVolumeClaim = api
+            .create(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "pinned", "namespace": "default"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                         "volumeName": "pv-n2", "resources": {"requests": {"storage": "1Gi"}}}}))
+            .await;
+        create_pod(
+            &api,
+            "stuck",
+            json!({"volumes": [
+            {"name": "d", "persistentVolumeClaim": {"claimName": "pinned"}}]}),
+            None,
+        )
+        .await;
+        let pods = api.api::<Pod>(Some("default"));
+        let msg = eventually("stuck unschedulable", Duration::from_secs(10), || async {
+            let p = pods.get("stuck").await.ok()?;
+            scheduled_condition(&p)
+                .filter(|c| c.0 == "False")
+                .map(|c| c.2)
+        })
+        .await;
+        assert_eq!(
+            msg,
+            "0/1 nodes are available: 1 node(s) had volume node affinity conflict."
+        );
+        add_node(&api, "n2", "2", |_| {}).await;
+        let p = wait_bound(&api, "stuck").await;
+        assert_eq!(node_of(&p).as_deref(), Some("n2"));
+    }
+}
