@@ -229,8 +229,7 @@ async fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_its_volume(
     let c = Cluster::start();
     let client = c.client().await;
     // The default class, as `get sc` prints it, with either client.
-    let mut clients = vec![c.bosun()];
-    clients.extend(c.kubectl());
+    let clients = vec![c.bosun(), c.kubectl()];
     for mut cli in clients {
         let out = run(cli.args(["get", "sc"]));
         let rows: Vec<Vec<&str>> = out
