@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks bosun-control's API: builds release, starts a fresh server in a
 # temp dir on a free port (and, when Debian's etcd is installed, a throwaway
-# etcd next to it for comparison), runs control/examples/api_bench.rs against
+# etcd next to it for comparison), runs control/examples/api_bench/ against
 # them, samples both servers' memory, stops them with SIGTERM and removes the
 # temp dir, also when something fails. Extra arguments go to api_bench
 # (e.g. --concurrency 16 --rate 1000 --duration 20). Results are printed and
