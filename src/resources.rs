@@ -195,6 +195,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: [], cat: ["all"], sub: ["status"]),
     res!("batch", "v1", "CronJob", "cronjobs", "cronjob", true,
          short: ["cj"], cat: ["all"], sub: ["status"]),
+    res!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", true,
+         short: [], cat: [], sub: []),
     res!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"]),

@@ -12,6 +12,7 @@ mod autoscaling;
 mod batch;
 mod container;
 mod core;
+mod discovery;
 mod meta;
 pub mod names;
 mod pod;
@@ -466,6 +467,9 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("apps", "v1", "ControllerRevision") => roundtrip::<apps::ControllerRevision>(v),
         ("batch", "v1", "Job") => roundtrip::<batchv1::Job>(v),
         ("batch", "v1", "CronJob") => roundtrip::<batchv1::CronJob>(v),
+        ("discovery.k8s.io", "v1", "EndpointSlice") => {
+            roundtrip::<k8s_openapi::api::discovery::v1::EndpointSlice>(v)
+        }
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v)
         }
@@ -511,6 +515,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("apps", "ControllerRevision") => apps::validate_controller_revision(obj, old, &mut errs),
         ("batch", "Job") => batch::validate_job(spec, old_spec, &mut errs),
         ("batch", "CronJob") => batch::validate_cronjob(spec, &mut errs),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            discovery::validate_endpoint_slice(obj, old, &mut errs)
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_hpa(res.version, spec, &mut errs)
         }
