@@ -9,6 +9,8 @@
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
 pub mod deployment;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod replicaset;
@@ -29,6 +31,8 @@ pub const ALL: &[&str] = &[
     "replicaset",
     "deployment",
     "statefulset",
+    "endpoints",
+    "endpointslice",
     "garbagecollector",
     "eventttl",
 ];
@@ -109,6 +113,8 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
+            "endpoints" => endpoints::start(shared),
+            "endpointslice" => endpointslice::start(shared),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");
