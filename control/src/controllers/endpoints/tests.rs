@@ -363,3 +363,25 @@ async fn edited_endpoints_are_put_back() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn managed_endpoints_left_without_a_service_are_swept() {
+    let api = TestApi::start().await;
+    // Left from a service deleted while the controller was not running;
+    // a hand-written one beside it has no managed-by label and stays.
+    let _: Endpoints = api
+        .create(json!({"apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "gone", "namespace": "default",
+                         "labels": {MANAGED_BY_LABEL: CONTROLLER_NAME}}}))
+        .await;
+    let _: Endpoints = api
+        .create(json!({"apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "mine", "namespace": "default"}}))
+        .await;
+    run(&api.shared());
+    eventually("the leftover swept", WAIT, || async {
+        endpoints(&api, "gone").await.is_none().then_some(())
+    })
+    .await;
+    assert!(endpoints(&api, "mine").await.is_some());
+}
