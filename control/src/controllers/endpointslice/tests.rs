@@ -84,8 +84,9 @@ async fn slices_carry_conditions_hostnames_labels_and_an_owner() {
         .await
         .unwrap();
 
-    let got = wait_slices(&api, "nginx", "three endpoints", |s| {
-        endpoints_of(s).len() == 3
+    let got = wait_slices(&api, "nginx", "three endpoints, web-2 terminating", |s| {
+        let eps = endpoints_of(s);
+        eps.len() == 3 && eps[2]["conditions"]["terminating"] == true
     })
     .await;
     assert_eq!(got.len(), 1, "{got:#?}");
