@@ -56,6 +56,11 @@ pub const MANAGED_BY_LABEL: &str = "endpoints.kubernetes.io/managed-by";
 pub const CONTROLLER_NAME: &str = "endpoint-controller";
 /// Set on the endpoints of headless services (`clusterIP: None`).
 pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
+/// Kubernetes' maxCapacity: more addresses than this are truncated, and
+/// the Endpoints annotated [`OVER_CAPACITY`]` = truncated` (the slices
+/// carry them all).
+pub const MAX_CAPACITY: usize = 1000;
+pub const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -70,6 +75,8 @@ pub struct Ctx {
     pub pods: Store<Pod>,
     pub endpoints: Store<Endpoints>,
     pub membership: Membership,
+    /// At most this many addresses per Endpoints (Kubernetes' maxCapacity).
+    pub max_capacity: usize,
 }
 
 impl Ctx {
@@ -81,6 +88,7 @@ impl Ctx {
             pods: shared.informers.store::<Pod>(),
             endpoints: shared.informers.store::<Endpoints>(),
             membership: Membership::default(),
+            max_capacity: MAX_CAPACITY,
         }
     }
 }
@@ -92,7 +100,12 @@ fn service_of(ep: &Endpoints) -> ObjectRef<Service> {
 
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    let ctx = Arc::new(Ctx::new(shared));
+    run(shared, Ctx::new(shared))
+}
+
+/// Runs the controller with `ctx` (tests shrink `max_capacity`).
+fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
+    let ctx = Arc::new(ctx);
     let informers = &shared.informers;
     let (on_pod, on_deleted_pod) = (ctx.clone(), ctx.clone());
     let controller =
@@ -226,6 +239,7 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
             .collect(),
     );
     let labels = labels_for(svc);
+    let (subsets, truncated) = subsets::truncate(subsets, ctx.max_capacity);
     let api: Api<Endpoints> = Api::namespaced(ctx.client.clone(), &ns);
     let subsets = (!subsets.is_empty()).then_some(subsets);
     match api.get_opt(&name).await? {
@@ -235,6 +249,8 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
                     name: Some(name.clone()),
                     namespace: Some(ns.clone()),
                     labels: Some(labels),
+                    annotations: truncated
+                        .then(|| BTreeMap::from([(OVER_CAPACITY.into(), "truncated".into())])),
                     ..Default::default()
                 },
                 subsets,
@@ -244,8 +260,17 @@ async fn sync(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
         Some(mut current) => {
             let same_subsets = current.subsets.as_deref().unwrap_or_default()
                 == subsets.as_deref().unwrap_or_default();
-            if same_subsets && current.labels() == &labels {
+            let marked =
+                current.annotations().get(OVER_CAPACITY).map(String::as_str) == Some("truncated");
+            if same_subsets && current.labels() == &labels && marked == truncated {
                 return Ok(());
+            }
+            if truncated {
+                current
+                    .annotations_mut()
+                    .insert(OVER_CAPACITY.into(), "truncated".into());
+            } else {
+                current.annotations_mut().remove(OVER_CAPACITY);
             }
             current.metadata.labels = Some(labels);
             current.subsets = subsets;

@@ -96,3 +96,37 @@ pub fn subsets_for(svc: &Service, pods: &[impl AsRef<Pod>]) -> Vec<EndpointSubse
         })
         .collect()
 }
+
+/// Keeps at most `max` addresses, ready ones first (subset by subset),
+/// then not-ready ones; says whether any were left out.
+pub fn truncate(mut subsets: Vec<EndpointSubset>, max: usize) -> (Vec<EndpointSubset>, bool) {
+    let total: usize = subsets
+        .iter()
+        .map(|s| {
+            s.addresses.as_ref().map_or(0, Vec::len)
+                + s.not_ready_addresses.as_ref().map_or(0, Vec::len)
+        })
+        .sum();
+    if total <= max {
+        return (subsets, false);
+    }
+    let mut room = max;
+    for s in subsets.iter_mut() {
+        if let Some(ready) = s.addresses.as_mut() {
+            ready.truncate(room);
+            room -= ready.len();
+        }
+    }
+    for s in subsets.iter_mut() {
+        if let Some(not_ready) = s.not_ready_addresses.as_mut() {
+            not_ready.truncate(room);
+            room -= not_ready.len();
+        }
+    }
+    for s in subsets.iter_mut() {
+        s.addresses = s.addresses.take().filter(|a| !a.is_empty());
+        s.not_ready_addresses = s.not_ready_addresses.take().filter(|a| !a.is_empty());
+    }
+    subsets.retain(|s| s.addresses.is_some() || s.not_ready_addresses.is_some());
+    (subsets, true)
+}

@@ -385,3 +385,46 @@ async fn managed_endpoints_left_without_a_service_are_swept() {
     .await;
     assert!(endpoints(&api, "mine").await.is_some());
 }
+
+#[tokio::test]
+async fn endpoints_over_capacity_keep_ready_addresses_and_say_so() {
+    let api = TestApi::start().await;
+    let shared = api.shared();
+    let ctx = Ctx {
+        max_capacity: 3,
+        ..Ctx::new(&shared)
+    };
+    tokio::spawn(super::run(&shared, ctx));
+    shared.informers.start();
+    service(&api, "web", json!({"app": "web"}), json!({})).await;
+    for (name, ip, ready) in [
+        ("a", "10.0.0.1", false),
+        ("b", "10.0.0.2", true),
+        ("c", "10.0.0.3", true),
+        ("d", "10.0.0.4", true),
+    ] {
+        pod(&api, name, "web", json!({})).await;
+        pod_status(&api, name, ip, ready).await;
+    }
+    let ep = wait_endpoints(&api, "web", "three ready addresses, truncated", |ep| {
+        ips(ep, 0, "addresses") == ["10.0.0.2", "10.0.0.3", "10.0.0.4"]
+            && ep["metadata"]["annotations"][OVER_CAPACITY] == "truncated"
+    })
+    .await;
+    assert!(
+        ep["subsets"][0].get("notReadyAddresses").is_none(),
+        "{ep:#}"
+    );
+    api.api::<Pod>(Some("default"))
+        .delete("d", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_endpoints(&api, "web", "all three, not truncated", |ep| {
+        ips(ep, 0, "addresses") == ["10.0.0.2", "10.0.0.3"]
+            && ips(ep, 0, "notReadyAddresses") == ["10.0.0.1"]
+            && ep["metadata"]
+                .get("annotations")
+                .is_none_or(|a| a.get(OVER_CAPACITY).is_none())
+    })
+    .await;
+}
