@@ -169,6 +169,13 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 set(spec, "allocateLoadBalancerNodePorts", json!(true));
             }
         }
+        ("discovery.k8s.io", "EndpointSlice") => {
+            // SetDefaults_EndpointPort: an unnamed port is named "", TCP by default.
+            for port in array_at(root, "ports") {
+                set(port, "name", json!(""));
+                set_str(port, "protocol", "TCP");
+            }
+        }
         ("", "PersistentVolume") => {
             let spec = object_at(root, "spec");
             set_str(spec, "persistentVolumeReclaimPolicy", "Retain");

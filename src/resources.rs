@@ -197,6 +197,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["cj"], cat: ["all"], sub: ["status"]),
     res!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false,
          short: ["sc"], cat: [], sub: []),
+    res!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", true,
+         short: [], cat: [], sub: []),
     res!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"]),

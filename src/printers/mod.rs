@@ -19,6 +19,7 @@ mod autoscaling;
 mod batch;
 mod column;
 mod core_group;
+mod discovery;
 mod fields;
 mod pod;
 mod storage;
@@ -45,6 +46,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::EVENT,
     &core_group::PERSISTENT_VOLUME,
     &core_group::PERSISTENT_VOLUME_CLAIM,
+    &discovery::ENDPOINT_SLICE,
     &apps::DEPLOYMENT,
     &apps::REPLICA_SET,
     &apps::STATEFUL_SET,

@@ -12,6 +12,7 @@ mod autoscaling;
 mod batch;
 mod container;
 mod core;
+mod discovery;
 mod meta;
 pub mod names;
 mod pod;
@@ -470,6 +471,9 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("storage.k8s.io", "v1", "StorageClass") => {
             roundtrip::<k8s_openapi::api::storage::v1::StorageClass>(v)
         }
+        ("discovery.k8s.io", "v1", "EndpointSlice") => {
+            roundtrip::<k8s_openapi::api::discovery::v1::EndpointSlice>(v)
+        }
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v)
         }
@@ -516,6 +520,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("batch", "Job") => batch::validate_job(spec, old_spec, &mut errs),
         ("batch", "CronJob") => batch::validate_cronjob(spec, &mut errs),
         ("storage.k8s.io", "StorageClass") => storage::validate_storage_class(obj, old, &mut errs),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            discovery::validate_endpoint_slice(obj, old, &mut errs)
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_hpa(res.version, spec, &mut errs)
         }

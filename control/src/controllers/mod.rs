@@ -9,6 +9,8 @@
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
 pub mod deployment;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod replicaset;
@@ -31,6 +33,8 @@ pub const ALL: &[&str] = &[
     "deployment",
     "statefulset",
     "volumebinding",
+    "endpoints",
+    "endpointslice",
     "garbagecollector",
     "eventttl",
 ];
@@ -112,6 +116,8 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
             "volumebinding" => volumebinding::start(shared),
+            "endpoints" => endpoints::start(shared),
+            "endpointslice" => endpointslice::start(shared),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");

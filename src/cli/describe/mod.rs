@@ -5,6 +5,7 @@ mod apps;
 mod generic;
 mod pod;
 mod sections;
+mod service;
 mod writer;
 
 use anyhow::{anyhow, bail, Result};
@@ -22,6 +23,7 @@ use super::targets::parse_targets;
 use apps::{describe_deployment, describe_replicaset};
 use generic::describe_generic;
 use pod::describe_pod;
+use service::describe_service;
 use writer::{parse_time, str_of, Out};
 
 pub use sections::pod_template_text;
@@ -123,12 +125,32 @@ async fn controlled(ctx: &Ctx, obj: &Value, plural: &str) -> Result<Vec<Value>> 
         .collect())
 }
 
+/// The EndpointSlices of a service (labelled `kubernetes.io/service-name`).
+async fn service_slices(ctx: &Ctx, svc: &Value) -> Vec<Value> {
+    let Some(info) = by_name("endpointslices") else {
+        return Vec::new();
+    };
+    let name = str_of(&svc["metadata"]["name"]);
+    let path = with_query(
+        &info.collection_path(svc["metadata"]["namespace"].as_str()),
+        &[(
+            "labelSelector",
+            &format!("kubernetes.io/service-name={name}"),
+        )],
+    );
+    let list = ctx.get_json(&path).await.unwrap_or(Value::Null);
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
 async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Result<String> {
     let obj = super::output::with_type(info, obj);
     let mut out = match info.kind {
         "Pod" => describe_pod(&obj),
         "Deployment" => describe_deployment(&obj, &controlled(ctx, &obj, "replicasets").await?),
         "ReplicaSet" => describe_replicaset(&obj, &controlled(ctx, &obj, "pods").await?),
+        "Service" if info.group.is_empty() => {
+            describe_service(&obj, &service_slices(ctx, &obj).await)
+        }
         _ => describe_generic(&obj, info),
     };
     events(ctx, info, &obj, &mut out).await;
