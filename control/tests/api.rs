@@ -52,6 +52,7 @@ fn sample(kind: &str, name: &str) -> Value {
         ),
         "ControllerRevision" => ("apps/v1", Value::Null),
         "StorageClass" => ("storage.k8s.io/v1", Value::Null),
+        "EndpointSlice" => ("discovery.k8s.io/v1", Value::Null),
         "Job" => {
             let mut t = template.clone();
             t["spec"]["restartPolicy"] = json!("Never");
@@ -91,6 +92,11 @@ fn sample(kind: &str, name: &str) -> Value {
                 json!([{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}]);
         }
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
+        "EndpointSlice" => {
+            obj["addressType"] = json!("IPv4");
+            obj["endpoints"] = json!([{"addresses": ["10.244.1.5"]}]);
+            obj["ports"] = json!([{"port": 80, "protocol": "TCP"}]);
+        }
         "ControllerRevision" => {
             obj["revision"] = json!(1);
             obj["data"] = json!({"spec": {"template": template}});

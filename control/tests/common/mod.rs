@@ -22,7 +22,14 @@ pub struct ControlPlane {
 /// Controllers that write objects of their own (pods, replica sets, revisions,
 /// bindings) and so would change what the API tests read back; the API
 /// tests run without them unless a test asks for them by its flags.
-pub const OFF_IN_API_TESTS: &[&str] = &["scheduler", "replicaset", "deployment", "statefulset"];
+pub const OFF_IN_API_TESTS: &[&str] = &[
+    "scheduler",
+    "replicaset",
+    "deployment",
+    "statefulset",
+    "endpoints",
+    "endpointslice",
+];
 
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bosun-control"))

@@ -36,13 +36,19 @@ pub fn revision_of_set(set: &StatefulSet, number: i64, collision_count: i32) -> 
     let labels = Some(&set.spec)
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.labels.as_ref());
-    new_revision(
+    let mut revision = new_revision(
         set,
         labels,
         revision_data(set),
         number,
         Some(collision_count),
-    )
+    );
+    // The set's annotations ride along (`kubernetes.io/change-cause` is
+    // what `rollout history` prints); they are not part of equality.
+    for (k, v) in set.annotations() {
+        revision.annotations_mut().insert(k.clone(), v.clone());
+    }
+    revision
 }
 
 /// The set as it was at `revision`: its template replaced by the one the
@@ -157,5 +163,15 @@ mod tests {
         );
         assert_ne!(revision_of_set(&v2, 2, 0).name_any(), r1.name_any());
         assert_eq!(revision_of_set(&v1, 5, 0).name_any(), r1.name_any());
+        let mut recorded = set("web:1");
+        recorded
+            .annotations_mut()
+            .insert("kubernetes.io/change-cause".into(), "kubectl apply".into());
+        let r = revision_of_set(&recorded, 1, 0);
+        assert_eq!(
+            r.annotations()["kubernetes.io/change-cause"],
+            "kubectl apply"
+        );
+        assert_eq!(r.name_any(), r1.name_any(), "annotations are not data");
     }
 }
