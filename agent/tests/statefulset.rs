@@ -291,6 +291,61 @@ async fn the_seeds_statefulset_starts_in_order_with_stable_names() {
     let status = sets.get("web").await.unwrap().status.unwrap();
     assert_eq!((status.replicas, status.ready_replicas), (1, Some(1)));
 
+    // A rolling update, followed and undone with bosun and kubectl.
+    let bosun = |args: &[&str]| {
+        let out = c.bosun().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "bosun {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(
+        bosun(&["set", "image", "statefulset/web", "nginx=bosun.local/web:2"]).trim(),
+        "statefulset.apps/web image updated"
+    );
+    let status = bosun(&["rollout", "status", "statefulset/web", "--timeout", "60s"]);
+    assert!(
+        status
+            .trim_end()
+            .ends_with("partitioned roll out complete: 1 new pods have been updated..."),
+        "{status}"
+    );
+    let image_of = |p: Pod| p.spec.unwrap().containers[0].image.clone().unwrap();
+    assert_eq!(
+        image_of(pod(&client, "web-0").await.unwrap()),
+        "bosun.local/web:2"
+    );
+    let history = bosun(&["rollout", "history", "sts/web"]);
+    let out = c
+        .kubectl()
+        .args(["rollout", "history", "statefulset/web"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        history,
+        "bosun and kubectl agree"
+    );
+    let rows: Vec<&str> = history
+        .lines()
+        .skip(2)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(rows.len(), 2, "{history}");
+    assert_eq!(
+        bosun(&["rollout", "undo", "statefulset/web"]).trim(),
+        "statefulset.apps/web rolled back"
+    );
+    c.poll("web-0 back on web:1, ready", UP, || async {
+        pod(&client, "web-0")
+            .await
+            .filter(|p| running_and_ready(p) && image_of(p.clone()) == "bosun.local/web:1")
+            .map(|_| ())
+    })
+    .await;
+
     // Deleting the set takes its pod along.
     sets.delete("web", &DeleteParams::default()).await.unwrap();
     c.poll("web-0 gone with its set", UP, || async {

@@ -17,6 +17,7 @@ use super::describe::{pod_template_text, tabwrite};
 use super::errors;
 use super::record::CHANGE_CAUSE;
 use super::replica_sets::{controlled_by, without_hash};
+use super::rollout_statefulset as statefulset;
 use super::targets::parse_targets;
 
 pub const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -107,18 +108,41 @@ pub async fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<bool> {
         RolloutCommand::Resume(a) => (&a.resources, "resumer"),
         RolloutCommand::Restart(a) => (&a.resources, "restarter"),
     };
-    let names = deployments(resources, what)?;
+    let targets = rollout_targets(resources, what)?;
     // An error is printed and the command goes on with the next object,
     // failing at the end, as kubectl does.
     let mut ok = true;
-    for name in &names {
-        let result = match &args.command {
-            RolloutCommand::Status(a) => status(ctx, name, a).await,
-            RolloutCommand::History(a) => history(ctx, name, a.revision).await,
-            RolloutCommand::Undo(a) => undo(ctx, name, a.to_revision).await,
-            RolloutCommand::Pause(_) => pause(ctx, name, true).await,
-            RolloutCommand::Resume(_) => pause(ctx, name, false).await,
-            RolloutCommand::Restart(_) => restart(ctx, name).await,
+    for (kind, name) in &targets {
+        let result = match (kind, &args.command) {
+            (Kind::Deployment, RolloutCommand::Status(a)) => status(ctx, name, a).await,
+            (Kind::Deployment, RolloutCommand::History(a)) => history(ctx, name, a.revision).await,
+            (Kind::Deployment, RolloutCommand::Undo(a)) => undo(ctx, name, a.to_revision).await,
+            (Kind::Deployment, RolloutCommand::Pause(_)) => pause(ctx, name, true).await,
+            (Kind::Deployment, RolloutCommand::Resume(_)) => pause(ctx, name, false).await,
+            (Kind::Deployment, RolloutCommand::Restart(_)) => restart(ctx, name).await,
+            (Kind::StatefulSet, RolloutCommand::Status(a)) => {
+                status_of(ctx, statefulset::statefulset_info(), name, a).await
+            }
+            (Kind::StatefulSet, RolloutCommand::History(a)) => {
+                statefulset::history(ctx, name, a.revision).await
+            }
+            (Kind::StatefulSet, RolloutCommand::Undo(a)) => {
+                statefulset::undo(ctx, name, a.to_revision).await
+            }
+            (Kind::StatefulSet, RolloutCommand::Pause(_) | RolloutCommand::Resume(_)) => {
+                let verb = if matches!(args.command, RolloutCommand::Pause(_)) {
+                    "pausing"
+                } else {
+                    "resuming"
+                };
+                Err(anyhow!(
+                    "{} {name:?} {verb} is not supported",
+                    statefulset::statefulset_info().plural_group()
+                ))
+            }
+            (Kind::StatefulSet, RolloutCommand::Restart(_)) => {
+                statefulset::restart(ctx, name, RESTARTED_AT).await
+            }
         };
         if let Some(text) = errors::report(result, &mut ok) {
             print!("{text}");
@@ -135,21 +159,30 @@ fn replicaset_info() -> &'static ResourceInfo {
     by_name("replicasets").expect("replicasets are in the resource table")
 }
 
-/// The deployment names in `deployment/x deploy y` arguments; other kinds
-/// get kubectl's "no ... has been implemented" error.
-fn deployments(resources: &[String], what: &str) -> Result<Vec<String>> {
+/// The kinds `rollout` works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Deployment,
+    StatefulSet,
+}
+
+/// The objects in `deployment/x sts y` arguments; other kinds get
+/// kubectl's "no ... has been implemented" error.
+fn rollout_targets(resources: &[String], what: &str) -> Result<Vec<(Kind, String)>> {
     let targets = parse_targets(resources).map_err(|e| anyhow!(e))?;
-    let mut names = Vec::new();
+    let mut out = Vec::new();
     for t in targets {
-        if t.info.kind != "Deployment" {
-            bail!("no {what} has been implemented for {:?}", t.info.kind);
-        }
+        let kind = match t.info.kind {
+            "Deployment" => Kind::Deployment,
+            "StatefulSet" => Kind::StatefulSet,
+            other => bail!("no {what} has been implemented for {other:?}"),
+        };
         if t.names.is_empty() {
             bail!("required resource name not specified");
         }
-        names.extend(t.names);
+        out.extend(t.names.into_iter().map(|n| (kind, n)));
     }
-    Ok(names)
+    Ok(out)
 }
 
 fn shown(name: &str) -> String {
@@ -227,11 +260,27 @@ pub fn status_message(d: &Value, revision: i64) -> Result<(String, bool)> {
 /// Follows the deployment with a watch on the single object and prints
 /// each new status line until the rollout is done, fails or times out.
 async fn status(ctx: &Ctx, name: &str, args: &StatusArgs) -> Result<String> {
-    let info = deployment_info();
+    status_of(ctx, deployment_info(), name, args).await
+}
+
+/// The status line of either kind and whether its rollout is done.
+fn message_of(obj: &Value, revision: i64) -> Result<(String, bool)> {
+    match obj["kind"].as_str() {
+        Some("StatefulSet") => statefulset::status_message(obj),
+        _ => status_message(obj, revision),
+    }
+}
+
+async fn status_of(
+    ctx: &Ctx,
+    info: &'static ResourceInfo,
+    name: &str,
+    args: &StatusArgs,
+) -> Result<String> {
     let path = Ctx::object_path(info, Some(&ctx.namespace), name);
     let first = ctx.get_json(&path).await?;
     if !args.watch {
-        let (message, _) = status_message(&first, args.revision)?;
+        let (message, _) = message_of(&first, args.revision)?;
         return Ok(format!("{message}\n"));
     }
     let timeout = parse_duration(&args.timeout)?;
@@ -240,11 +289,14 @@ async fn status(ctx: &Ctx, name: &str, args: &StatusArgs) -> Result<String> {
         let mut last = String::new();
         let mut events = Box::pin(kube::runtime::watcher::watch_object(api, name));
         while let Some(event) = events.next().await {
-            let Some(obj) = event.map_err(|e| anyhow!("watching deployment {name:?}: {e}"))? else {
+            let Some(obj) =
+                event.map_err(|e| anyhow!("watching {} {name:?}: {e}", info.singular))?
+            else {
                 bail!("object has been deleted");
             };
-            let d = serde_json::to_value(&obj)?;
-            let (message, done) = status_message(&d, args.revision)?;
+            let mut d = serde_json::to_value(&obj)?;
+            d["kind"] = json!(info.kind);
+            let (message, done) = message_of(&d, args.revision)?;
             if message != last {
                 println!("{message}");
                 last = message;
@@ -253,7 +305,7 @@ async fn status(ctx: &Ctx, name: &str, args: &StatusArgs) -> Result<String> {
                 return Ok(String::new());
             }
         }
-        bail!("the watch of deployment {name:?} ended")
+        bail!("the watch of {} {name:?} ended", info.singular)
     };
     if timeout.is_zero() {
         return follow.await;
