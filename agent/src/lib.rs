@@ -2,6 +2,7 @@
 //! node on Docker and reports their status to the control plane.
 
 pub mod config;
+pub mod dns;
 pub mod events;
 pub mod node;
 pub mod pod;
