@@ -642,24 +642,74 @@ impl ResponseHandler for Capture {
 async fn random_bytes_never_panic_the_parse_and_answer_path() {
     let handler = DnsHandler::new(shared(&state()), vec![], Duration::from_millis(50));
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-    let valid = query_bytes("web-0.nginx.default.svc.cluster.local.", RecordType::SRV, 1);
+    let seeds = [
+        query_bytes(
+            "_http._tcp.web.default.svc.cluster.local.",
+            RecordType::SRV,
+            1,
+        ),
+        query_bytes("9.1.244.10.in-addr.arpa.", RecordType::PTR, 2),
+        query_bytes("web-0.nginx.", RecordType::A, 3),
+    ];
+    // Words names of the zone are made of, for well-formed odd questions.
+    let words = [
+        "1",
+        "244",
+        "10",
+        "in-addr",
+        "ip6",
+        "arpa",
+        "cluster",
+        "local",
+        "svc",
+        "pod",
+        "default",
+        "web",
+        "nginx",
+        "web-0",
+        "_http",
+        "_tcp",
+        "10-244-1-9",
+        "x",
+    ];
+    let types = [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::SRV,
+        RecordType::PTR,
+        RecordType::CNAME,
+        RecordType::SOA,
+        RecordType::ANY,
+        RecordType::MX,
+    ];
     let mut answered = 0;
     for i in 0..20_000 {
-        // Pure noise, and valid queries with bytes flipped or cut.
-        let raw: Vec<u8> = match i % 3 {
+        // Pure noise, valid queries with bytes flipped or cut, and
+        // well-formed questions for odd names.
+        let raw: Vec<u8> = match i % 4 {
             0 => {
                 let len = rng.random_range(0..600);
                 (0..len).map(|_| rng.random()).collect()
             }
             1 => {
-                let mut v = valid.clone();
+                let mut v = seeds[i % seeds.len()].clone();
                 for _ in 0..rng.random_range(1..6) {
                     let at = rng.random_range(0..v.len());
                     v[at] = rng.random();
                 }
                 v
             }
-            _ => valid[..rng.random_range(0..valid.len())].to_vec(),
+            2 => {
+                let v = &seeds[i % seeds.len()];
+                v[..rng.random_range(0..v.len())].to_vec()
+            }
+            _ => {
+                let labels: Vec<&str> = (0..rng.random_range(0..8))
+                    .map(|_| words[rng.random_range(0..words.len())])
+                    .collect();
+                let t = types[rng.random_range(0..types.len())];
+                query_bytes(&format!("{}.", labels.join(".")), t, 4)
+            }
         };
         let Ok(request) = Request::from_bytes(raw, (CLIENT, 5353).into(), Protocol::Udp) else {
             continue;
