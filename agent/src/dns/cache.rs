@@ -101,40 +101,52 @@ async fn feed<K, V>(
             }
         };
         let mut st = state.lock().expect("dns state");
-        let map = map_of(&mut st);
-        let dirty = match event {
-            Event::Init => {
-                relist = Some(BTreeMap::new());
-                false
-            }
-            Event::InitApply(obj) => {
-                if let (Some(r), Some(v)) = (relist.as_mut(), slim(&obj)) {
-                    r.insert(key_of(&obj), v);
-                }
-                false
-            }
-            Event::InitDone => {
-                if let Some(r) = relist.take() {
-                    *map = r;
-                }
-                true
-            }
-            Event::Apply(obj) => {
-                let key = key_of(&obj);
-                match slim(&obj) {
-                    Some(v) if map.get(&key) == Some(&v) => false,
-                    Some(v) => {
-                        map.insert(key, v);
-                        true
-                    }
-                    None => map.remove(&key).is_some(),
-                }
-            }
-            Event::Delete(obj) => map.remove(&key_of(&obj)).is_some(),
-        };
+        let dirty = apply(map_of(&mut st), &mut relist, event, slim);
         drop(st);
         if dirty {
             changed.notify_one();
         }
+    }
+}
+
+/// Applies one watch event to `map` (and to `relist` while a re-list is
+/// under way: its objects replace the map's at once when it is done, so
+/// objects deleted while the watch was down go). True if the map changed.
+pub fn apply<K: Resource, V: PartialEq>(
+    map: &mut BTreeMap<Key, V>,
+    relist: &mut Option<BTreeMap<Key, V>>,
+    event: Event<K>,
+    slim: fn(&K) -> Option<V>,
+) -> bool {
+    match event {
+        Event::Init => {
+            *relist = Some(BTreeMap::new());
+            false
+        }
+        Event::InitApply(obj) => {
+            if let (Some(r), Some(v)) = (relist.as_mut(), slim(&obj)) {
+                r.insert(key_of(&obj), v);
+            }
+            false
+        }
+        Event::InitDone => match relist.take() {
+            Some(r) if r != *map => {
+                *map = r;
+                true
+            }
+            _ => false,
+        },
+        Event::Apply(obj) => {
+            let key = key_of(&obj);
+            match slim(&obj) {
+                Some(v) if map.get(&key) == Some(&v) => false,
+                Some(v) => {
+                    map.insert(key, v);
+                    true
+                }
+                None => map.remove(&key).is_some(),
+            }
+        }
+        Event::Delete(obj) => map.remove(&key_of(&obj)).is_some(),
     }
 }

@@ -751,3 +751,75 @@ async fn garbage_on_the_socket_leaves_the_server_answering() {
     assert_eq!(ips(&m.answers), [ip("10.96.0.20")]);
     server.shutdown().await;
 }
+
+#[test]
+fn the_cache_follows_watch_events_and_a_relist_drops_what_went_meanwhile() {
+    use super::cache::apply;
+    use kube::runtime::watcher::Event;
+    let slim: fn(&Service) -> Option<SvcInfo> = |s| Some(SvcInfo::from_service(s));
+    let a = service("default", "a", "10.96.0.1", json!([]));
+    let b = service("default", "b", "10.96.0.2", json!([]));
+    let mut map = std::collections::BTreeMap::new();
+    let mut relist = None;
+    // The first list.
+    assert!(!apply(&mut map, &mut relist, Event::Init, slim));
+    assert!(!apply(
+        &mut map,
+        &mut relist,
+        Event::InitApply(a.clone()),
+        slim
+    ));
+    assert!(!apply(
+        &mut map,
+        &mut relist,
+        Event::InitApply(b.clone()),
+        slim
+    ));
+    assert!(
+        map.is_empty(),
+        "nothing is swapped in before the list is done"
+    );
+    assert!(apply(&mut map, &mut relist, Event::InitDone, slim));
+    assert_eq!(map.len(), 2);
+    // An update that changes nothing DNS sees does not rebuild the zone.
+    let mut a_labelled = a.clone();
+    a_labelled.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    assert!(!apply(
+        &mut map,
+        &mut relist,
+        Event::Apply(a_labelled),
+        slim
+    ));
+    let a2 = service("default", "a", "10.96.0.9", json!([]));
+    assert!(apply(&mut map, &mut relist, Event::Apply(a2.clone()), slim));
+    assert_eq!(map[&key("default", "a")].cluster_ips, [ip("10.96.0.9")]);
+    // The watch broke (control plane down) and b was deleted meanwhile:
+    // the re-list has only a, and b goes.
+    assert!(!apply(&mut map, &mut relist, Event::Init, slim));
+    assert!(!apply(&mut map, &mut relist, Event::InitApply(a2), slim));
+    assert_eq!(
+        map.len(),
+        2,
+        "the old objects answer until the re-list is done"
+    );
+    assert!(apply(&mut map, &mut relist, Event::InitDone, slim));
+    assert_eq!(
+        map.keys().cloned().collect::<Vec<_>>(),
+        [key("default", "a")]
+    );
+    assert!(apply(&mut map, &mut relist, Event::Delete(a), slim));
+    assert!(map.is_empty());
+
+    // Slices without a service-name label are not kept.
+    let slim: fn(&EndpointSlice) -> Option<SliceInfo> = SliceInfo::from_slice;
+    let mut unlabelled = slice("default", "s", "web", json!([]));
+    unlabelled.metadata.labels = None;
+    let mut slices = std::collections::BTreeMap::new();
+    assert!(!apply(
+        &mut slices,
+        &mut None,
+        Event::Apply(unlabelled),
+        slim
+    ));
+    assert!(slices.is_empty());
+}
