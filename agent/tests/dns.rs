@@ -2,7 +2,8 @@
 //! ClusterIP service, a relative `<svc>.<ns>` name (autopath), its own pod
 //! name and an outside name (forwarded to a resolver this test runs on
 //! 127.0.0.1, so nothing leaves the host), and keeps resolving while the
-//! control plane is down.
+//! control plane is down. Headless services and their endpoints' names
+//! (the StatefulSet pattern) need EndpointSlices served by the API.
 
 mod cluster;
 
@@ -15,8 +16,9 @@ use cluster::{Cluster, BUSYBOX};
 use hickory_server::proto::op::{Message, OpCode};
 use hickory_server::proto::rr::rdata::A;
 use hickory_server::proto::rr::{RData, Record, RecordType};
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 const UP: Duration = Duration::from_secs(60);
@@ -214,4 +216,119 @@ async fn pods_resolve_cluster_and_outside_names_through_the_node_dns() {
     c.stop_control();
     resolves_to(&c, "client", "web", &web_ip, Duration::from_secs(5)).await;
     resolves_to(&c, "client", "late", &late_ip, Duration::from_secs(5)).await;
+}
+
+fn member(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "nginx"}},
+        "spec": {"hostname": name, "subdomain": "nginx", "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": BUSYBOX, "command": ["sleep", "3600"]}]}})
+}
+
+fn is_ready(p: &serde_json::Value) -> bool {
+    p["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// The pod's IP once it is Running and Ready.
+async fn ready_ip(c: &Cluster, client: &kube::Client, name: &str) -> String {
+    let p = c
+        .wait_pod(client, name, "Running and Ready", UP, |p| {
+            p["status"]["phase"] == "Running" && is_ready(p) && p["status"]["podIP"].is_string()
+        })
+        .await;
+    p["status"]["podIP"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_service_members_resolve_by_their_stable_names() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    if let Err(e) = slices.list(&ListParams::default()).await {
+        eprintln!(
+            "SKIPPED: this API does not serve EndpointSlices ({e}); headless names need them"
+        );
+        return;
+    }
+    let svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "nginx"},
+        "spec": {"clusterIP": "None", "selector": {"app": "nginx"},
+            "ports": [{"name": "web", "port": 80}]}
+    }))
+    .unwrap();
+    Api::<Service>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
+    c.create_pod(&client, sleeper("client")).await;
+    c.create_pod(&client, member("web-0")).await;
+    c.create_pod(&client, member("web-1")).await;
+    ready_ip(&c, &client, "client").await;
+    let ip0 = ready_ip(&c, &client, "web-0").await;
+    let ip1 = ready_ip(&c, &client, "web-1").await;
+
+    // busybox sends `web-0.nginx` as is; the server expands it.
+    resolves_to(&c, "client", "web-0.nginx", &ip0, Duration::from_secs(10)).await;
+    resolves_to(&c, "client", "web-1.nginx", &ip1, Duration::from_secs(5)).await;
+    // The service's name gives every member.
+    let start = Instant::now();
+    loop {
+        let got = answered(&nslookup(&c, "client", "nginx"));
+        if got.contains(&ip0) && got.contains(&ip1) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "nslookup nginx gave {got:?}, not {ip0} and {ip1}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // SRV names each member; PTR names a member by its stable name.
+    let srv = c.exec(
+        "client",
+        "app",
+        &[
+            "nslookup",
+            "-type=SRV",
+            "_web._tcp.nginx.default.svc.cluster.local",
+        ],
+    );
+    assert!(
+        srv.contains("web-0.nginx.default.svc.cluster.local")
+            && srv.contains("web-1.nginx.default.svc.cluster.local"),
+        "{srv}"
+    );
+    // Docker's embedded resolver answers reverse lookups of the
+    // network's containers itself (with the container's name), so the PTR
+    // is asked of the node DNS directly, on the gateway.
+    let gateway = format!("{}1", c.pod_cidr.trim_end_matches("0/24"));
+    let ptr = c.exec("client", "app", &["nslookup", &ip0, &gateway]);
+    assert!(
+        ptr.contains("web-0.nginx.default.svc.cluster.local"),
+        "{ptr}"
+    );
+
+    // A member made again answers at its new address within 2 s of Ready.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.delete("web-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    c.poll("web-0 gone", UP, || {
+        let pods = pods.clone();
+        async move { pods.get_opt("web-0").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    // Docker hands a freed address out again: a filler pod takes it, so
+    // the new web-0 gets another one.
+    c.create_pod(&client, sleeper("filler")).await;
+    ready_ip(&c, &client, "filler").await;
+    c.create_pod(&client, member("web-0")).await;
+    let new_ip = ready_ip(&c, &client, "web-0").await;
+    assert_ne!(new_ip, ip0, "web-0 came back at another address");
+    let took = resolves_to(&c, "client", "web-0.nginx", &new_ip, Duration::from_secs(2)).await;
+    eprintln!("web-0 ({ip0} -> {new_ip}) resolved {took:?} after Ready was seen");
 }

@@ -378,6 +378,20 @@ fn autopath_expands_relative_names_from_the_asking_pods_namespace() {
 }
 
 #[test]
+fn finished_and_host_network_pods_have_no_names() {
+    let mut done = pod("default", "job", "10.244.1.60");
+    done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    assert!(PodInfo::from_pod(&done).ips.is_empty());
+    let mut host = pod("default", "h", "192.168.1.10");
+    host.spec.as_mut().unwrap().host_network = Some(true);
+    assert!(PodInfo::from_pod(&host).ips.is_empty());
+    assert_eq!(
+        PodInfo::from_pod(&pod("default", "p", "10.244.1.61")).ips,
+        [ip("10.244.1.61")]
+    );
+}
+
+#[test]
 fn the_zone_follows_deletions() {
     let mut st = state();
     st.slices.clear();

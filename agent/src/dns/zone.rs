@@ -122,8 +122,8 @@ impl SliceInfo {
     }
 }
 
-/// What DNS needs of a Pod: its IPs (not for host-network pods, whose IP
-/// is the node's).
+/// What DNS needs of a Pod: its IPs (none for host-network pods, whose IP
+/// is the node's, nor for finished ones, whose IP is free again).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodInfo {
     pub ips: Vec<IpAddr>,
@@ -146,7 +146,9 @@ impl PodInfo {
         if ips.is_empty() {
             ips.extend(status.pod_ip.and_then(|ip| ip.parse::<IpAddr>().ok()));
         }
-        if host_network {
+        // A finished pod's IP may already be another pod's.
+        let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        if host_network || finished {
             ips.clear();
         }
         PodInfo { ips }
@@ -197,8 +199,8 @@ fn norm(name: &str) -> String {
 }
 
 fn fqdn(name: &str) -> Name {
-    // Names here are made of Kubernetes names (DNS labels); one that does
-    // not parse is left out by the callers' filter_map.
+    // Names here are made of Kubernetes object names, which the API
+    // checked to be DNS labels.
     let mut n = Name::from_ascii(name).unwrap_or_else(|_| Name::root());
     n.set_fqdn(true);
     n
@@ -302,7 +304,11 @@ impl Zone {
             let base = format!("{name}.{ns}.svc.{domain}");
             z.exists(&base);
             if let Some(target) = &svc.external_name {
-                z.add(&base, RData::CNAME(CNAME(fqdn(target))));
+                // A name that is no DNS name has no record.
+                if let Ok(mut target) = Name::from_ascii(target) {
+                    target.set_fqdn(true);
+                    z.add(&base, RData::CNAME(CNAME(target)));
+                }
                 continue;
             }
             if !svc.headless {
