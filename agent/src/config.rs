@@ -12,9 +12,15 @@ pub struct AgentConfig {
     pub pod_cidr: String,
     /// Where pod volumes (emptyDir) live.
     pub data_dir: PathBuf,
-    /// Nameservers pods with dnsPolicy ClusterFirst get.
+    /// Nameservers pods with dnsPolicy ClusterFirst get: the node-local
+    /// DNS server's address unless `--cluster-dns` says otherwise.
     pub cluster_dns: Vec<String>,
     pub cluster_domain: String,
+    /// The host's search domains, appended to a ClusterFirst pod's
+    /// search path after the cluster's.
+    pub host_search: Vec<String>,
+    /// The node-local DNS server to run, if any.
+    pub dns: Option<crate::dns::DnsSettings>,
     /// First crash-loop back-off delay; it doubles up to `backoff_max`.
     pub backoff_base: Duration,
     pub backoff_max: Duration,
@@ -52,8 +58,11 @@ impl AgentConfig {
             node_ip: "192.168.1.10".into(),
             pod_cidr: "10.244.0.0/24".into(),
             data_dir,
-            cluster_dns: vec!["10.96.0.10".into()],
+            // The node-local DNS server on the pod bridge's gateway.
+            cluster_dns: vec!["10.244.0.1".into()],
             cluster_domain: "cluster.local".into(),
+            host_search: Vec::new(),
+            dns: None,
             backoff_base: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             backoff_reset: Duration::from_secs(600),

@@ -3,6 +3,7 @@
 
 pub mod claims;
 pub mod config;
+pub mod dns;
 pub mod events;
 pub mod node;
 pub mod pod;

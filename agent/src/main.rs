@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bosun_agent::config::AgentConfig;
+use bosun_agent::dns;
 use bosun_agent::runtime::docker::DockerRuntime;
 use bosun_agent::streams::{self, StreamServer};
 use bosun_agent::sync_loop::Agent;
@@ -30,11 +31,25 @@ struct Args {
     /// Where pod volumes live (default: /var/lib/bosun/agent-<node>).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Nameserver for pods with dnsPolicy ClusterFirst.
-    #[arg(long, default_value = "10.96.0.10")]
+    /// Nameserver for pods with dnsPolicy ClusterFirst (default: the
+    /// node-local DNS server's address).
+    #[arg(long)]
     cluster_dns: Vec<String>,
+    /// The cluster's DNS domain, which the node-local DNS server answers for.
     #[arg(long, default_value = "cluster.local")]
     cluster_domain: String,
+    /// Where the node-local DNS server listens (default: the pod bridge's
+    /// gateway, port 53, which every pod of the node reaches).
+    #[arg(long)]
+    dns_bind: Option<SocketAddr>,
+    /// Upstream resolvers for names outside the cluster domain, as IP or
+    /// IP:PORT (default: the host's, from /etc/resolv.conf, or
+    /// systemd-resolved's list when that names its stub).
+    #[arg(long, env = "BOSUN_DNS_UPSTREAM", value_delimiter = ',')]
+    dns_upstream: Vec<String>,
+    /// Do not run the node-local DNS server (pods then need --cluster-dns).
+    #[arg(long)]
+    no_dns: bool,
     /// Docker endpoint (default: DOCKER_HOST or the local socket).
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
@@ -123,8 +138,25 @@ fn default_pod_cidr(node: &str) -> String {
     format!("10.244.{n}.0/24")
 }
 
+/// `IP` or `IP:PORT` (port 53 by default).
+fn parse_upstream(s: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let ip: IpAddr = s
+        .parse()
+        .with_context(|| format!("--dns-upstream {s}: not an IP or IP:PORT"))?;
+    Ok(SocketAddr::new(ip, 53))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // hickory-server logs every query at info; keep it to warnings unless
+    // BOSUN_LOG names it.
+    let filter = std::env::var("BOSUN_LOG").unwrap_or_else(|_| "info".into());
+    if !filter.contains("hickory") {
+        std::env::set_var("BOSUN_LOG", format!("{filter},hickory_server=warn"));
+    }
     bosun::serving::init_logging();
     let args = Args::parse();
     let node_name = match args.node_name {
@@ -155,15 +187,50 @@ async fn main() -> anyhow::Result<()> {
     cert_names.dedup();
     let serving = streams::tls::load_or_create(&data_dir, &cert_names)
         .context("making the stream API's certificate")?;
+    let pod_cidr = args
+        .pod_cidr
+        .unwrap_or_else(|| default_pod_cidr(&node_name));
+    let dns_bind = match (args.dns_bind, dns::gateway_of(&pod_cidr)) {
+        (Some(b), _) => b,
+        (None, Some(gw)) => SocketAddr::new(gw.into(), 53),
+        (None, None) => bail!(
+            "--pod-cidr {pod_cidr} is not an IPv4 CIDR; say where DNS listens with --dns-bind"
+        ),
+    };
+    let host = dns::upstream::host_resolvers(
+        std::path::Path::new("/etc/resolv.conf"),
+        std::path::Path::new("/run/systemd/resolve/resolv.conf"),
+        Some(dns_bind.ip()),
+    );
+    let upstreams = if args.dns_upstream.is_empty() {
+        dns::upstream::as_upstreams(&host.nameservers)
+    } else {
+        args.dns_upstream
+            .iter()
+            .map(|u| parse_upstream(u))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let cluster_dns = if args.cluster_dns.is_empty() {
+        vec![dns_bind.ip().to_string()]
+    } else {
+        args.cluster_dns
+    };
+    let dns_settings = (!args.no_dns).then(|| dns::DnsSettings {
+        bind: dns_bind,
+        domain: args.cluster_domain.clone(),
+        upstreams,
+        ttl: dns::DEFAULT_TTL,
+        forward_timeout: dns::DEFAULT_FORWARD_TIMEOUT,
+    });
     let cfg = AgentConfig {
-        pod_cidr: args
-            .pod_cidr
-            .unwrap_or_else(|| default_pod_cidr(&node_name)),
+        pod_cidr,
         data_dir,
         node_name,
         node_ip,
-        cluster_dns: args.cluster_dns,
+        cluster_dns,
         cluster_domain: args.cluster_domain,
+        host_search: host.search,
+        dns: dns_settings,
         backoff_base: secs(args.backoff_base),
         backoff_max: secs(args.backoff_max),
         backoff_reset: secs(args.backoff_max * 2.0),

@@ -44,6 +44,10 @@ pub fn hostname(pod: &Pod) -> String {
         .to_string()
 }
 
+/// How many search domains a pod's resolv.conf gets at most (glibc
+/// before 2.26 and musl read six).
+const MAX_SEARCH: usize = 6;
+
 pub fn sandbox_config(pod: &Pod, cfg: &AgentConfig) -> SandboxConfig {
     let spec = pod.spec.clone().unwrap_or_default();
     let host_network = spec.host_network.unwrap_or(false);
@@ -70,6 +74,13 @@ pub fn sandbox_config(pod: &Pod, cfg: &AgentConfig) -> SandboxConfig {
             format!("svc.{}", cfg.cluster_domain),
             cfg.cluster_domain.clone(),
         ];
+        // Then the host's, as the kubelet does, within the six domains
+        // older resolvers read.
+        for s in &cfg.host_search {
+            if dns.searches.len() < MAX_SEARCH && !dns.searches.contains(s) {
+                dns.searches.push(s.clone());
+            }
+        }
         dns.options = vec!["ndots:5".into()];
     }
     if let Some(custom) = &spec.dns_config {
@@ -364,5 +375,43 @@ mod tests {
         assert_eq!(s.dns.options, ["ndots:5"]);
         assert_eq!(s.dns.searches[0], "default.svc.cluster.local");
         assert_eq!(s.ports[0].host_port, 8001);
+    }
+
+    #[test]
+    fn cluster_first_pods_get_the_node_dns_and_the_hosts_search_domains() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "shop", "uid": "u1"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        }))
+        .unwrap();
+        let mut cfg = cfg();
+        cfg.host_search = [
+            "corp.example",
+            "a.example",
+            "b.example",
+            "c.example",
+            "d.example",
+        ]
+        .map(String::from)
+        .to_vec();
+        let s = sandbox_config(&pod, &cfg);
+        assert_eq!(s.dns.servers, ["10.244.0.1"]);
+        assert_eq!(
+            s.dns.searches,
+            [
+                "shop.svc.cluster.local",
+                "svc.cluster.local",
+                "cluster.local",
+                "corp.example",
+                "a.example",
+                "b.example"
+            ]
+        );
+        assert_eq!(s.dns.options, ["ndots:5"]);
+        // dnsPolicy Default: the host's resolver, none of the cluster's.
+        let mut pod = pod;
+        pod.spec.as_mut().unwrap().dns_policy = Some("Default".into());
+        let s = sandbox_config(&pod, &cfg);
+        assert!(s.dns.servers.is_empty() && s.dns.searches.is_empty());
     }
 }

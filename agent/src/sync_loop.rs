@@ -18,6 +18,7 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::config::AgentConfig;
+use crate::dns::{DnsServer, DnsSettings};
 use crate::events::Recorder;
 use crate::pod::{ensure_pod_network, PodWorkers};
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role};
@@ -48,12 +49,54 @@ fn fingerprint(containers: &[ContainerInfo]) -> Fingerprint {
     out
 }
 
+/// Starts the node-local DNS server, retrying for a while if its address
+/// is not on the host yet (a bridge Docker is still bringing up); None if
+/// `shutdown` came first.
+async fn start_dns(
+    client: &Client,
+    settings: &DnsSettings,
+    shutdown: &mut watch::Receiver<bool>,
+) -> anyhow::Result<Option<DnsServer>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match DnsServer::start(client.clone(), settings.clone()).await {
+            Ok(server) => return Ok(Some(server)),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %format!("{e:#}"), "starting the cluster DNS server; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    _ = shutdown.changed() => return Ok(None),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl Agent {
     /// Runs until `shutdown` flips to true. Pods keep running when the
     /// agent stops; a new agent adopts them.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
         let runtime_version = self.rt.version().await?;
         ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
+        // The node-local DNS server listens on the pod network's gateway,
+        // so it starts once that network is there.
+        let dns = match &self.cfg.dns {
+            Some(settings) => Some(start_dns(&self.client, settings, &mut shutdown).await?),
+            None => None,
+        };
+        let result = self.serve(runtime_version, shutdown).await;
+        if let Some(dns) = dns.flatten() {
+            dns.shutdown().await;
+        }
+        result
+    }
+
+    async fn serve(
+        &self,
+        runtime_version: String,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
         if !self.register_node(&runtime_version, &mut shutdown).await {
             return Ok(());
         }

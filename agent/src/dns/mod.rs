@@ -1,0 +1,136 @@
+//! The node-local cluster DNS server (what CoreDNS is to a Kubernetes
+//! cluster, but one per node, inside the agent).
+//!
+//! Every pod of the node reaches it on the pod bridge's gateway address
+//! (Docker's embedded resolver forwards there, from the pod's own IP). It
+//! is authoritative for the cluster domain and answers from caches fed by
+//! watches of Services, EndpointSlices and Pods, so answers follow the
+//! cluster within a second and keep coming while the control plane is
+//! down. Everything outside the zone goes to the host's upstream
+//! resolvers.
+//!
+//! - [`zone`]: the records, as the Kubernetes DNS specification defines
+//!   them, built from a snapshot of the cluster ([`zone::ClusterState`]),
+//!   and the lookup that answers one question (A, AAAA, SRV, PTR, CNAME,
+//!   NXDOMAIN/NODATA, autopath for relative names).
+//! - [`cache`]: the watches that keep a [`zone::ClusterState`] and rebuild
+//!   the [`zone::Zone`] on every change.
+//! - [`server`]: the hickory-server request handler: answers from the
+//!   zone, forwards the rest with a short timeout (SERVFAIL on failure).
+//! - [`upstream`]: the host's upstream resolvers and search domains, from
+//!   where the real ones are listed (never a systemd stub, never
+//!   ourselves).
+
+pub mod cache;
+pub mod server;
+pub mod upstream;
+pub mod zone;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use hickory_server::Server;
+use tokio::task::JoinHandle;
+
+pub use server::DnsHandler;
+pub use zone::{ClusterState, Zone};
+
+/// TTL of the records in the zone, as CoreDNS's default for Kubernetes.
+pub const DEFAULT_TTL: u32 = 5;
+/// How long a forwarded query may take before the client gets SERVFAIL.
+pub const DEFAULT_FORWARD_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the DNS server needs to run.
+#[derive(Debug, Clone)]
+pub struct DnsSettings {
+    /// UDP and TCP address to listen on.
+    pub bind: SocketAddr,
+    /// The cluster domain (`cluster.local`).
+    pub domain: String,
+    /// Where names outside the zone go.
+    pub upstreams: Vec<SocketAddr>,
+    pub ttl: u32,
+    pub forward_timeout: Duration,
+}
+
+/// The zone as the handler reads it: swapped whole on every rebuild.
+pub type SharedZone = Arc<RwLock<Arc<Zone>>>;
+
+/// The pod bridge's gateway of a pod CIDR: its first host address, which
+/// Docker gives the bridge of a network created with that subnet
+/// (`10.244.3.0/24` → `10.244.3.1`).
+pub fn gateway_of(pod_cidr: &str) -> Option<Ipv4Addr> {
+    let (addr, len) = pod_cidr.split_once('/')?;
+    let ip: Ipv4Addr = addr.parse().ok()?;
+    let len: u32 = len.parse().ok().filter(|l| *l <= 30)?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some(Ipv4Addr::from((u32::from(ip) & mask) + 1))
+}
+
+/// A running DNS server: its sockets and the watches that feed it.
+pub struct DnsServer {
+    server: Server<DnsHandler>,
+    feeders: Vec<JoinHandle<()>>,
+    pub local_addr: SocketAddr,
+}
+
+impl DnsServer {
+    /// Binds UDP and TCP on `settings.bind` and serves `zone`.
+    pub async fn serve(settings: &DnsSettings, zone: SharedZone) -> anyhow::Result<DnsServer> {
+        use anyhow::Context;
+        let udp = tokio::net::UdpSocket::bind(settings.bind)
+            .await
+            .with_context(|| format!("DNS: binding UDP {}", settings.bind))?;
+        let local_addr = udp.local_addr()?;
+        let tcp = tokio::net::TcpListener::bind(local_addr)
+            .await
+            .with_context(|| format!("DNS: binding TCP {local_addr}"))?;
+        let upstreams: Vec<SocketAddr> = settings
+            .upstreams
+            .iter()
+            .copied()
+            .filter(|u| *u != local_addr)
+            .collect();
+        let handler = DnsHandler::new(zone, upstreams, settings.forward_timeout);
+        let mut server = Server::new(handler);
+        server.register_socket(udp);
+        server.register_listener(tcp, Duration::from_secs(5), 64 * 1024);
+        Ok(DnsServer {
+            server,
+            feeders: Vec::new(),
+            local_addr,
+        })
+    }
+
+    /// Starts the watches and the server: the agent's entry point.
+    pub async fn start(client: kube::Client, settings: DnsSettings) -> anyhow::Result<DnsServer> {
+        let zone: SharedZone = Arc::new(RwLock::new(Arc::new(Zone::build(
+            &ClusterState::default(),
+            &settings.domain,
+            settings.ttl,
+        ))));
+        let mut server = Self::serve(&settings, zone.clone()).await?;
+        server.feeders = cache::spawn(client, zone, settings.domain.clone(), settings.ttl);
+        tracing::info!(
+            addr = %server.local_addr,
+            domain = %settings.domain,
+            upstreams = ?settings.upstreams,
+            "cluster DNS serving"
+        );
+        Ok(server)
+    }
+
+    /// Stops serving and watching.
+    pub async fn shutdown(mut self) {
+        for f in &self.feeders {
+            f.abort();
+        }
+        if let Err(e) = self.server.shutdown_gracefully().await {
+            tracing::debug!(error = %e, "DNS server shutdown");
+        }
+    }
+}

@@ -1,0 +1,574 @@
+//! The cluster zone: the records the Kubernetes DNS specification asks
+//! for, built from a snapshot of Services, EndpointSlices and Pods, and the
+//! lookup that answers one question.
+//!
+//! - `<svc>.<ns>.svc.<domain>`: A/AAAA of the ClusterIP; for a headless
+//!   service, of every ready endpoint; CNAME for an ExternalName service.
+//! - `<host>.<svc>.<ns>.svc.<domain>` for each ready endpoint of a
+//!   headless service, `<host>` being its hostname or its dashed IP.
+//! - `_<port>._<proto>.<svc>.<ns>.svc.<domain>` SRV for each named port:
+//!   the service name, or for a headless service every endpoint's name.
+//! - `<a-b-c-d>.<ns>.pod.<domain>` A for every pod with that IP.
+//! - PTR for ClusterIPs (the service name), headless endpoints (their
+//!   name) and pods (their pod name).
+//! - Names of the zone with no records of the asked type (AAAA of an
+//!   IPv4 service, `svc.<domain>`) are NODATA; names not in it NXDOMAIN;
+//!   both carry the zone's SOA for negative caching.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use hickory_server::proto::op::ResponseCode;
+use hickory_server::proto::rr::rdata::{A, AAAA, CNAME, PTR, SOA, SRV};
+use hickory_server::proto::rr::{Name, RData, Record, RecordType};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+/// The label that ties an EndpointSlice to its service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// What DNS needs of a Service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SvcInfo {
+    pub cluster_ips: Vec<IpAddr>,
+    pub headless: bool,
+    pub external_name: Option<String>,
+    /// (name, protocol lowercased, port) of the named ports.
+    pub ports: Vec<(String, String, u16)>,
+}
+
+impl SvcInfo {
+    pub fn from_service(svc: &Service) -> SvcInfo {
+        let spec = svc.spec.clone().unwrap_or_default();
+        let mut ips: Vec<String> = spec.cluster_ips.clone().unwrap_or_default();
+        if ips.is_empty() {
+            ips.extend(spec.cluster_ip.clone());
+        }
+        let headless = ips.iter().any(|ip| ip == "None");
+        let external_name = (spec.type_.as_deref() == Some("ExternalName"))
+            .then(|| spec.external_name.clone())
+            .flatten()
+            .filter(|n| !n.is_empty());
+        SvcInfo {
+            cluster_ips: ips.iter().filter_map(|ip| ip.parse().ok()).collect(),
+            headless,
+            external_name,
+            ports: spec
+                .ports
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|p| {
+                    let name = p.name.filter(|n| !n.is_empty())?;
+                    let proto = p.protocol.unwrap_or_else(|| "TCP".into());
+                    Some((name, proto.to_ascii_lowercase(), p.port as u16))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One endpoint of a slice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpInfo {
+    pub addresses: Vec<IpAddr>,
+    pub hostname: Option<String>,
+    pub ready: bool,
+}
+
+/// What DNS needs of an EndpointSlice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SliceInfo {
+    /// The service it belongs to (its `kubernetes.io/service-name`).
+    pub service: String,
+    pub endpoints: Vec<EpInfo>,
+    /// (name, protocol lowercased, port) of the named ports.
+    pub ports: Vec<(String, String, u16)>,
+}
+
+impl SliceInfo {
+    /// None for a slice without a service-name label.
+    pub fn from_slice(slice: &EndpointSlice) -> Option<SliceInfo> {
+        let service = slice
+            .metadata
+            .labels
+            .as_ref()?
+            .get(SERVICE_NAME_LABEL)?
+            .clone();
+        Some(SliceInfo {
+            service,
+            endpoints: slice
+                .endpoints
+                .iter()
+                .flatten()
+                .map(|e| EpInfo {
+                    addresses: e.addresses.iter().filter_map(|a| a.parse().ok()).collect(),
+                    hostname: e.hostname.clone().filter(|h| !h.is_empty()),
+                    // Unknown readiness counts as ready, as the API says.
+                    ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
+                })
+                .collect(),
+            ports: slice
+                .ports
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|p| {
+                    let name = p.name.filter(|n| !n.is_empty())?;
+                    let proto = p.protocol.unwrap_or_else(|| "TCP".into());
+                    Some((name, proto.to_ascii_lowercase(), p.port? as u16))
+                })
+                .collect(),
+        })
+    }
+}
+
+/// What DNS needs of a Pod: its IPs (none for host-network pods, whose IP
+/// is the node's, nor for finished ones, whose IP is free again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    pub ips: Vec<IpAddr>,
+}
+
+impl PodInfo {
+    pub fn from_pod(pod: &Pod) -> PodInfo {
+        let host_network = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
+        let status = pod.status.clone().unwrap_or_default();
+        let mut ips: Vec<IpAddr> = status
+            .pod_ips
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.ip.parse().ok())
+            .collect();
+        if ips.is_empty() {
+            ips.extend(status.pod_ip.and_then(|ip| ip.parse::<IpAddr>().ok()));
+        }
+        // A finished pod's IP may already be another pod's.
+        let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        if host_network || finished {
+            ips.clear();
+        }
+        PodInfo { ips }
+    }
+}
+
+/// (namespace, name).
+pub type Key = (String, String);
+
+/// A snapshot of what the zone is built from.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterState {
+    pub services: BTreeMap<Key, SvcInfo>,
+    pub slices: BTreeMap<Key, SliceInfo>,
+    pub pods: BTreeMap<Key, PodInfo>,
+}
+
+/// The answer to one question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Answered from the zone.
+    Zone {
+        rcode: ResponseCode,
+        answers: Vec<Record>,
+        authority: Vec<Record>,
+        additionals: Vec<Record>,
+    },
+    /// Not ours: ask the upstream resolvers.
+    Forward,
+}
+
+/// The records of the cluster zone, indexed by lowercased name without
+/// the trailing dot. A name present with no records exists (NODATA).
+#[derive(Debug)]
+pub struct Zone {
+    domain: String,
+    origin: Name,
+    ttl: u32,
+    names: HashMap<String, Vec<RData>>,
+    ptr: HashMap<IpAddr, Name>,
+    /// Which namespace each pod IP is in, for autopath.
+    pod_ns: HashMap<IpAddr, String>,
+    soa: Record,
+}
+
+fn norm(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn fqdn(name: &str) -> Name {
+    // Names here are made of Kubernetes object names, which the API
+    // checked to be DNS labels.
+    let mut n = Name::from_ascii(name).unwrap_or_else(|_| Name::root());
+    n.set_fqdn(true);
+    n
+}
+
+fn dashed(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string().replace('.', "-"),
+        IpAddr::V6(v6) => v6
+            .segments()
+            .iter()
+            .map(|s| format!("{s:x}"))
+            .collect::<Vec<_>>()
+            .join("-"),
+    }
+}
+
+fn addr_rdata(ip: &IpAddr) -> RData {
+    match ip {
+        IpAddr::V4(v4) => RData::A(A(*v4)),
+        IpAddr::V6(v6) => RData::AAAA(AAAA(*v6)),
+    }
+}
+
+/// The IP a reverse name (`4.3.2.1.in-addr.arpa`, or nibbles under
+/// `ip6.arpa`) stands for.
+pub fn parse_reverse(name: &str) -> Option<IpAddr> {
+    if let Some(rest) = name.strip_suffix(".in-addr.arpa") {
+        let octets: Vec<u8> = rest
+            .split('.')
+            .map(|o| o.parse().ok())
+            .collect::<Option<_>>()?;
+        if let [d, c, b, a] = octets[..] {
+            return Some(IpAddr::V4(Ipv4Addr::new(a, b, c, d)));
+        }
+        return None;
+    }
+    let rest = name.strip_suffix(".ip6.arpa")?;
+    let nibbles: Vec<u8> = rest
+        .split('.')
+        .map(|n| u8::from_str_radix(n, 16).ok().filter(|_| n.len() == 1))
+        .collect::<Option<_>>()?;
+    if nibbles.len() != 32 {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    for (i, pair) in nibbles.rchunks(2).enumerate() {
+        bytes[i] = (pair[1] << 4) | pair[0];
+    }
+    Some(IpAddr::V6(Ipv6Addr::from(bytes)))
+}
+
+impl Zone {
+    pub fn build(state: &ClusterState, domain: &str, ttl: u32) -> Zone {
+        let domain = norm(domain);
+        let origin = fqdn(&domain);
+        let soa = Record::from_rdata(
+            origin.clone(),
+            ttl,
+            RData::SOA(SOA::new(
+                fqdn(&format!("ns.dns.{domain}")),
+                fqdn(&format!("hostmaster.{domain}")),
+                1,
+                7200,
+                1800,
+                86400,
+                ttl,
+            )),
+        );
+        let mut z = Zone {
+            domain: domain.clone(),
+            origin,
+            ttl,
+            names: HashMap::new(),
+            ptr: HashMap::new(),
+            pod_ns: HashMap::new(),
+            soa,
+        };
+        z.exists(&domain);
+        z.exists(&format!("svc.{domain}"));
+        z.exists(&format!("pod.{domain}"));
+
+        // Pods first: endpoint names take over their PTRs below.
+        for ((ns, _), pod) in &state.pods {
+            for ip in &pod.ips {
+                let name = format!("{}.{ns}.pod.{domain}", dashed(ip));
+                z.add(&name, addr_rdata(ip));
+                z.ptr.insert(*ip, fqdn(&name));
+                z.pod_ns.insert(*ip, ns.clone());
+            }
+        }
+
+        let mut slices_of: HashMap<(&str, &str), Vec<&SliceInfo>> = HashMap::new();
+        for ((ns, _), slice) in &state.slices {
+            slices_of
+                .entry((ns.as_str(), slice.service.as_str()))
+                .or_default()
+                .push(slice);
+        }
+        for ((ns, name), svc) in &state.services {
+            let base = format!("{name}.{ns}.svc.{domain}");
+            z.exists(&base);
+            if let Some(target) = &svc.external_name {
+                // A name that is no DNS name has no record.
+                if let Ok(mut target) = Name::from_ascii(target) {
+                    target.set_fqdn(true);
+                    z.add(&base, RData::CNAME(CNAME(target)));
+                }
+                continue;
+            }
+            if !svc.headless {
+                for ip in &svc.cluster_ips {
+                    z.add(&base, addr_rdata(ip));
+                    z.ptr.insert(*ip, fqdn(&base));
+                }
+                for (port, proto, number) in &svc.ports {
+                    z.add(
+                        &format!("_{port}._{proto}.{base}"),
+                        RData::SRV(SRV::new(0, 100, *number, fqdn(&base))),
+                    );
+                }
+                continue;
+            }
+            let slices = slices_of
+                .get(&(ns.as_str(), name.as_str()))
+                .cloned()
+                .unwrap_or_default();
+            // (endpoint name, its addresses) of the ready endpoints, once.
+            let mut eps: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
+            let mut srv: BTreeMap<(String, String), Vec<(u16, String)>> = BTreeMap::new();
+            for slice in &slices {
+                for ep in slice.endpoints.iter().filter(|e| e.ready) {
+                    let Some(first) = ep.addresses.first() else {
+                        continue;
+                    };
+                    let host = ep.hostname.clone().unwrap_or_else(|| dashed(first));
+                    let host_name = format!("{host}.{base}");
+                    for ip in &ep.addresses {
+                        let list = eps.entry(host_name.clone()).or_default();
+                        if !list.contains(ip) {
+                            list.push(*ip);
+                        }
+                    }
+                    for (port, proto, number) in &slice.ports {
+                        srv.entry((port.clone(), proto.clone()))
+                            .or_default()
+                            .push((*number, host_name.clone()));
+                    }
+                }
+            }
+            let mut seen = Vec::new();
+            for (host_name, ips) in &eps {
+                for ip in ips {
+                    z.add(host_name, addr_rdata(ip));
+                    z.ptr.insert(*ip, fqdn(host_name));
+                    if !seen.contains(ip) {
+                        seen.push(*ip);
+                        z.add(&base, addr_rdata(ip));
+                    }
+                }
+            }
+            for ((port, proto), targets) in srv {
+                let weight = (100 / targets.len().max(1)).max(1) as u16;
+                for (number, target) in targets {
+                    z.add(
+                        &format!("_{port}._{proto}.{base}"),
+                        RData::SRV(SRV::new(0, weight, number, fqdn(&target))),
+                    );
+                }
+            }
+        }
+        z
+    }
+
+    /// Marks `name` and its ancestors down to the apex as existing.
+    fn exists(&mut self, name: &str) {
+        let mut n = name;
+        loop {
+            self.names.entry(n.to_string()).or_default();
+            if n == self.domain {
+                return;
+            }
+            match n.split_once('.') {
+                Some((_, parent)) if parent.len() >= self.domain.len() => n = parent,
+                _ => return,
+            }
+        }
+    }
+
+    fn add(&mut self, name: &str, rdata: RData) {
+        let name = norm(name);
+        self.exists(&name);
+        let list = self.names.get_mut(&name).expect("just made");
+        if !list.contains(&rdata) {
+            list.push(rdata);
+        }
+    }
+
+    fn in_zone(&self, key: &str) -> bool {
+        key == self.domain
+            || (key.len() > self.domain.len()
+                && key.ends_with(&self.domain)
+                && key.as_bytes()[key.len() - self.domain.len() - 1] == b'.')
+    }
+
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// The zone's SOA record.
+    pub fn soa(&self) -> &Record {
+        &self.soa
+    }
+
+    /// The namespace of the pod with this IP, if one has it.
+    pub fn pod_namespace(&self, ip: &IpAddr) -> Option<&str> {
+        self.pod_ns.get(ip).map(String::as_str)
+    }
+
+    /// How many names the zone holds (for logs).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Answers `qname`/`qtype` asked by `src` (a pod's IP, for autopath).
+    pub fn lookup(&self, qname: &Name, qtype: RecordType, src: IpAddr) -> Answer {
+        let key = norm(&qname.to_ascii());
+        if self.in_zone(&key) {
+            return self.answer_in_zone(qname, &key, qtype);
+        }
+        if key.ends_with(".in-addr.arpa") || key.ends_with(".ip6.arpa") {
+            if let Some(target) = parse_reverse(&key).and_then(|ip| self.ptr.get(&ip)) {
+                let answers = if matches!(qtype, RecordType::PTR | RecordType::ANY) {
+                    vec![Record::from_rdata(
+                        qname.clone(),
+                        self.ttl,
+                        RData::PTR(PTR(target.clone())),
+                    )]
+                } else {
+                    Vec::new()
+                };
+                return Answer::Zone {
+                    rcode: ResponseCode::NoError,
+                    answers,
+                    authority: Vec::new(),
+                    additionals: Vec::new(),
+                };
+            }
+            return Answer::Forward;
+        }
+        // Autopath: a relative name sent as is (busybox's `nslookup
+        // web-0.nginx`) is expanded through the asking pod's search path.
+        if let Some(ns) = self.pod_ns.get(&src) {
+            let d = &self.domain;
+            for suffix in [format!("{ns}.svc.{d}"), format!("svc.{d}"), d.clone()] {
+                let full = format!("{key}.{suffix}");
+                if !self.names.contains_key(&full) {
+                    continue;
+                }
+                let target = fqdn(&full);
+                let Answer::Zone {
+                    rcode,
+                    answers,
+                    authority,
+                    additionals,
+                } = self.answer_in_zone(&target, &full, qtype)
+                else {
+                    continue;
+                };
+                let mut all = vec![Record::from_rdata(
+                    qname.clone(),
+                    self.ttl,
+                    RData::CNAME(CNAME(target)),
+                )];
+                all.extend(answers);
+                return Answer::Zone {
+                    rcode,
+                    answers: all,
+                    authority,
+                    additionals,
+                };
+            }
+        }
+        Answer::Forward
+    }
+
+    fn answer_in_zone(&self, qname: &Name, key: &str, qtype: RecordType) -> Answer {
+        let Some(rdatas) = self.names.get(key) else {
+            return self.negative(ResponseCode::NXDomain);
+        };
+        if key == self.domain && matches!(qtype, RecordType::SOA | RecordType::ANY) {
+            return Answer::Zone {
+                rcode: ResponseCode::NoError,
+                answers: vec![self.soa.clone()],
+                authority: Vec::new(),
+                additionals: Vec::new(),
+            };
+        }
+        let record = |r: &RData| Record::from_rdata(qname.clone(), self.ttl, r.clone());
+        if qtype != RecordType::CNAME {
+            if let Some(cname @ RData::CNAME(CNAME(target))) =
+                rdatas.iter().find(|r| matches!(r, RData::CNAME(_)))
+            {
+                let mut answers = vec![record(cname)];
+                let tkey = norm(&target.to_ascii());
+                if self.in_zone(&tkey) {
+                    if let Answer::Zone { answers: more, .. } =
+                        self.answer_in_zone(target, &tkey, qtype)
+                    {
+                        answers.extend(more);
+                    }
+                }
+                return Answer::Zone {
+                    rcode: ResponseCode::NoError,
+                    answers,
+                    authority: Vec::new(),
+                    additionals: Vec::new(),
+                };
+            }
+        }
+        let answers: Vec<Record> = rdatas
+            .iter()
+            .filter(|r| qtype == RecordType::ANY || r.record_type() == qtype)
+            .map(record)
+            .collect();
+        if answers.is_empty() {
+            return self.negative(ResponseCode::NoError);
+        }
+        // The addresses of SRV targets, so no second query is needed.
+        let mut additionals = Vec::new();
+        for r in &answers {
+            if let RData::SRV(srv) = &r.data {
+                let tkey = norm(&srv.target.to_ascii());
+                for rd in self.names.get(&tkey).into_iter().flatten() {
+                    if matches!(rd, RData::A(_) | RData::AAAA(_)) {
+                        additionals.push(Record::from_rdata(
+                            srv.target.clone(),
+                            self.ttl,
+                            rd.clone(),
+                        ));
+                    }
+                }
+            }
+        }
+        Answer::Zone {
+            rcode: ResponseCode::NoError,
+            answers,
+            authority: Vec::new(),
+            additionals,
+        }
+    }
+
+    /// NXDOMAIN or NODATA, with the SOA for negative caching.
+    fn negative(&self, rcode: ResponseCode) -> Answer {
+        Answer::Zone {
+            rcode,
+            answers: Vec::new(),
+            authority: vec![self.soa.clone()],
+            additionals: Vec::new(),
+        }
+    }
+
+    /// The zone's apex.
+    pub fn origin(&self) -> &Name {
+        &self.origin
+    }
+}
