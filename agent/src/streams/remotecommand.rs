@@ -107,15 +107,7 @@ pub fn exit_status(command: &[String], exit_code: Option<i64>) -> Value {
 
 /// The `Status` for a session that failed inside the runtime.
 pub fn internal_status(message: &str) -> Value {
-    json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": "InternalError",
-        "code": 500,
-    })
+    bosun::serving::failure_status(500, "InternalError", message)
 }
 
 /// Runs `session` over `ws` until its output ends (the process exited, or

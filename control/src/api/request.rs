@@ -2,6 +2,7 @@
 //! and storing it, and answering with an object or a Table of it.
 
 use axum::response::Response;
+use bosun::resources::ResourceInfo;
 use http::{HeaderValue, StatusCode};
 use serde_json::Value;
 
@@ -101,4 +102,21 @@ pub(super) async fn store_delete(
     let rev = state.store.delete(&kv.key, kv.mod_revision).await?;
     object::set_resource_version(&mut last, rev);
     Ok(last)
+}
+
+/// Every stored object of a kind (all namespaces), for rules that must see
+/// the others: allocations, defaults chosen among objects.
+pub(super) async fn list_all(
+    state: &ApiState,
+    res: &'static ResourceInfo,
+) -> ApiResult<Vec<Value>> {
+    state
+        .store
+        .list(&res.storage_prefix())
+        .await
+        .map_err(|e| ApiError::from_store(e, res, ""))?
+        .0
+        .iter()
+        .map(object::from_store)
+        .collect()
 }

@@ -7,8 +7,9 @@ use bosun::validation::FieldError;
 use serde_json::{json, Value};
 
 use super::Strategy;
-use crate::api::error::{ApiError, ApiResult};
-use crate::api::{allocate, object, ApiState};
+use crate::api::error::ApiResult;
+use crate::api::request::list_all;
+use crate::api::{allocate, ApiState};
 
 pub struct ServiceStrategy;
 
@@ -16,16 +17,7 @@ pub struct ServiceStrategy;
 impl Strategy for ServiceStrategy {
     async fn allocate(&self, state: &ApiState, obj: &mut Value) -> ApiResult<Vec<FieldError>> {
         let res = bosun::resources::by_name("services").expect("served");
-        let name = object::meta_str(obj, "name").unwrap_or("").to_string();
-        let services = state
-            .store
-            .list(&res.storage_prefix())
-            .await
-            .map_err(|e| ApiError::from_store(e, res, &name))?
-            .0
-            .iter()
-            .map(object::from_store)
-            .collect::<ApiResult<Vec<_>>>()?;
+        let services = list_all(state, res).await?;
         let (ips, ports) = allocate::held_by(&services);
         Ok(allocate::service(obj, &ips, &ports)
             .err()

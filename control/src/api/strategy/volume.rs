@@ -15,7 +15,8 @@ use bosun::validation::FieldError;
 use serde_json::{json, Value};
 
 use super::Strategy;
-use crate::api::error::{ApiError, ApiResult};
+use crate::api::error::ApiResult;
+use crate::api::request::list_all;
 use crate::api::{object, ApiState};
 
 use crate::controllers::volumebinding::{PVC_PROTECTION, PV_PROTECTION};
@@ -92,16 +93,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
             return Ok(Vec::new());
         }
         let res = bosun::resources::by_name("storageclasses").expect("served");
-        let name = object::meta_str(obj, "name").unwrap_or("").to_string();
-        let classes = state
-            .store
-            .list(&res.storage_prefix())
-            .await
-            .map_err(|e| ApiError::from_store(e, res, &name))?
-            .0
-            .iter()
-            .map(object::from_store)
-            .collect::<ApiResult<Vec<_>>>()?;
+        let classes = list_all(state, res).await?;
         if let (Some(class), Some(spec)) = (
             default_class(&classes),
             obj.get_mut("spec").and_then(Value::as_object_mut),

@@ -77,12 +77,14 @@ pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
-/// Whether the pod's Ready condition is True.
-pub fn is_ready(pod: &Pod) -> bool {
-    pod.status
+pub use crate::controllers::toolkit::pods::is_ready;
+
+/// The node the pod is bound to, if any.
+pub fn node_name_of(pod: &Pod) -> Option<String> {
+    pod.spec
         .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
 }
 
 /// `ShouldPodBeInEndpoints`: not finished (Succeeded or Failed), has an

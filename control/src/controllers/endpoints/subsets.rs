@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset, Pod, Service};
 
 use super::pods::{
-    find_port, hostname_for, is_headless, is_ready, pod_ip, pod_ref, protocol_of,
+    find_port, hostname_for, is_headless, is_ready, node_name_of, pod_ip, pod_ref, protocol_of,
     publishes_not_ready, service_ports, should_be_in_endpoints,
 };
 
@@ -56,11 +56,7 @@ pub fn subsets_for(svc: &Service, pods: &[impl AsRef<Pod>]) -> Vec<EndpointSubse
         let address = EndpointAddress {
             ip: pod_ip(pod).unwrap_or_default().to_string(),
             hostname: hostname_for(pod, svc),
-            node_name: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .filter(|n| !n.is_empty()),
+            node_name: node_name_of(pod),
             target_ref: Some(pod_ref(pod)),
         };
         let (ready, not_ready) = groups.entry(key).or_default();

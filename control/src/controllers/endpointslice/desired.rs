@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
 
 use crate::controllers::endpoints::pods::{
-    find_port, hostname_for, is_ready, is_terminating, pod_ip, pod_ref, protocol_of,
+    find_port, hostname_for, is_ready, is_terminating, node_name_of, pod_ip, pod_ref, protocol_of,
     publishes_not_ready, service_ports, should_be_in_endpoints,
 };
 
@@ -91,11 +91,7 @@ pub fn desired_endpoints(
                 terminating: Some(terminating),
             }),
             hostname: hostname_for(pod, svc),
-            node_name: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .filter(|n| !n.is_empty()),
+            node_name: node_name_of(pod),
             target_ref: Some(pod_ref(pod)),
             ..Default::default()
         };
