@@ -193,21 +193,34 @@ spec:
     for ip in [a, b, cc] {
         assert!(slices.contains(ip), "{ip} missing from\n{slices}");
     }
-    let mut kubectl = c.kubectl();
-    let described = run(kubectl.args(["describe", "svc", "web"]));
+    // describe reads the slices, which their own controller writes: wait
+    // for it to show the two ready pods too (in the slice's order).
+    let mut wanted: Vec<String> = want.split(',').map(String::from).collect();
+    wanted.sort();
+    let described = c
+        .poll(
+            "kubectl describe svc to list the ready endpoints",
+            UP,
+            || async {
+                let described = run(c.kubectl().args(["describe", "svc", "web"]));
+                let mut listed: Vec<String> = described
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Endpoints:"))?
+                    .trim()
+                    .split(',')
+                    .map(String::from)
+                    .collect();
+                listed.sort();
+                (listed == wanted).then_some(described)
+            },
+        )
+        .await;
     eprintln!("kubectl describe svc web\n{described}");
-    assert!(
-        described.contains(&format!("Endpoints:                {want}")),
-        "{described}"
-    );
     let all = run(c.bosun().args(["get", "svc,ep,endpointslices"]));
     eprintln!("bosun get svc,ep,endpointslices\n{all}");
     assert!(all.contains("endpointslice.discovery.k8s.io/web-"), "{all}");
     let described = run(c.bosun().args(["describe", "svc", "web"]));
-    assert!(
-        described.contains(&format!("Endpoints:                {want}")),
-        "{described}"
-    );
+    assert_eq!(described_endpoints(&described), wanted, "{described}");
 
     // Readiness lost moves a to notReadyAddresses.
     c.exec("web-a", "web", &["rm", "/www/ready"]);
@@ -231,4 +244,19 @@ spec:
         "kubernetes.io/service-name=web",
     ]));
     assert!(!slices.contains("web-"), "{slices}");
+}
+
+/// The addresses on describe's `Endpoints:` line, sorted (describe lists
+/// them in the slices' order).
+fn described_endpoints(described: &str) -> Vec<String> {
+    let mut listed: Vec<String> = described
+        .lines()
+        .find_map(|l| l.strip_prefix("Endpoints:"))
+        .unwrap_or_default()
+        .trim()
+        .split(',')
+        .map(String::from)
+        .collect();
+    listed.sort();
+    listed
 }
