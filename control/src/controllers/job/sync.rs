@@ -7,14 +7,16 @@
 //!    `backoffLimit` allows (restartPolicy OnFailure: when its running
 //!    pods' container restarts reach the limit), it succeeded when
 //!    `completions` pods (Indexed: every index) succeeded, or, with
-//!    `completions` unset, when any pod succeeded and none is running.
+//!    `completions` unset, when any pod succeeded and none is running;
+//!    it failed with DeadlineExceeded once `activeDeadlineSeconds` passed
+//!    since startTime (which a resume resets).
 //!    As since Kubernetes 1.31, the decision is first recorded as the
 //!    interim condition FailureTarget / SuccessCriteriaMet, the pods still
 //!    running are deleted, and the final condition Failed / Complete is
 //!    added once none is left;
 //! 3. otherwise, when the cache has seen what the last sync did, makes the
 //!    active pods what they should be: deletes the surplus (suspended:
-//!    all), or creates the missing ones in slow-start batches — but not
+//!    all, with the condition Suspended; resumed: Suspended turns False), or creates the missing ones in slow-start batches — but not
 //!    before the failure back-off has passed (`base * 2^(failures since the
 //!    last success - 1)`, capped, counted from the last failure);
 //! 4. writes the status (active, ready, succeeded, failed, startTime,
@@ -48,6 +50,9 @@ pub const SUCCESS_CRITERIA_MET: &str = "SuccessCriteriaMet";
 pub const FAILURE_TARGET: &str = "FailureTarget";
 pub const BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
 const BACKOFF_MESSAGE: &str = "Job has reached the specified backoff limit";
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+const DEADLINE_MESSAGE: &str = "Job was active longer than specified deadline";
+pub const SUSPENDED: &str = "Suspended";
 const COMPLETIONS_REACHED: &str = "CompletionsReached";
 const COMPLETIONS_MESSAGE: &str = "Reached expected number of succeeded pods";
 
@@ -172,31 +177,70 @@ fn is_indexed(spec: &JobSpec) -> bool {
     spec.completion_mode.as_deref() == Some("Indexed")
 }
 
-/// Why the Job is done, if it is: (interim condition, final condition,
-/// reason, message).
+/// Why the Job is done.
+struct Decision {
+    /// SuccessCriteriaMet or FailureTarget, recorded at once.
+    interim: &'static str,
+    /// Complete or Failed, once no pod of the Job runs.
+    last: &'static str,
+    reason: String,
+    message: String,
+}
+
+impl Decision {
+    fn failure(reason: &str, message: &str) -> Decision {
+        Decision {
+            interim: FAILURE_TARGET,
+            last: FAILED,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    fn success() -> Decision {
+        Decision {
+            interim: SUCCESS_CRITERIA_MET,
+            last: COMPLETE,
+            reason: COMPLETIONS_REACHED.into(),
+            message: COMPLETIONS_MESSAGE.into(),
+        }
+    }
+}
+
+/// When a running Job's activeDeadlineSeconds runs out.
+fn deadline_of(spec: &JobSpec, status: &JobStatus) -> Option<DateTime<Utc>> {
+    let seconds = spec.active_deadline_seconds?;
+    let start = to_chrono(status.start_time.as_ref()?);
+    Some(start + chrono::Duration::seconds(seconds))
+}
+
+/// Whether the Job is done, and why (`syncJob`'s finished condition).
 fn finished_decision(
     job: &Job,
     spec: &JobSpec,
+    status: &JobStatus,
     c: &Counted,
-) -> Option<(&'static str, &'static str, &'static str, &'static str)> {
-    let failure = (
-        FAILURE_TARGET,
-        FAILED,
-        BACKOFF_LIMIT_EXCEEDED,
-        BACKOFF_MESSAGE,
-    );
-    let success = (
-        SUCCESS_CRITERIA_MET,
-        COMPLETE,
-        COMPLETIONS_REACHED,
-        COMPLETIONS_MESSAGE,
-    );
+    now: DateTime<Utc>,
+) -> Option<Decision> {
     // A decision once recorded stands.
-    if has_condition(job, FAILURE_TARGET) {
-        return Some(failure);
+    let recorded = |type_: &str| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_ && c.status == "True")
+            .map(|c| {
+                (
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                )
+            })
+    };
+    if let Some((reason, message)) = recorded(FAILURE_TARGET) {
+        return Some(Decision::failure(&reason, &message));
     }
     if has_condition(job, SUCCESS_CRITERIA_MET) {
-        return Some(success);
+        return Some(Decision::success());
     }
     let limit = spec.backoff_limit.unwrap_or(6).max(0);
     let on_failure = spec
@@ -212,13 +256,19 @@ fn finished_decision(
             c.restarts >= limit
         };
     if c.failed > limit || restarts_exceeded {
-        return Some(failure);
+        return Some(Decision::failure(BACKOFF_LIMIT_EXCEEDED, BACKOFF_MESSAGE));
     }
     let done = match spec.completions {
         Some(n) => c.succeeded >= n,
         None => c.succeeded > 0 && c.active.is_empty(),
     };
-    done.then_some(success)
+    if done {
+        return Some(Decision::success());
+    }
+    if spec.suspend != Some(true) && deadline_of(spec, status).is_some_and(|d| now >= d) {
+        return Some(Decision::failure(DEADLINE_EXCEEDED, DEADLINE_MESSAGE));
+    }
+    None
 }
 
 fn condition(type_: &str, reason: &str, message: &str, now: DateTime<Utc>) -> JobCondition {
@@ -278,6 +328,27 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
         failed: Some(c.failed),
         ..old.clone()
     };
+    let was_suspended = has_condition(&job, SUSPENDED);
+    if !is_finished(&job) && suspended != was_suspended {
+        // Suspended: a condition; resumed: the condition turns False and
+        // the deadline counts from now.
+        let (state, reason, message, event) = if suspended {
+            ("True", "JobSuspended", "Job suspended", "Suspended")
+        } else {
+            ("False", "JobResumed", "Job resumed", "Resumed")
+        };
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        conditions.retain(|c| c.type_ != SUSPENDED);
+        let mut cond = condition(SUSPENDED, reason, message, now);
+        cond.status = state.into();
+        conditions.push(cond);
+        if !suspended {
+            status.start_time = Some(from_chrono(now));
+        }
+        let object = reference_to(job.as_ref());
+        ctx.recorder
+            .record(&object, EventType::Normal, event, message);
+    }
     if status.start_time.is_none() && !suspended {
         status.start_time = Some(from_chrono(now));
     }
@@ -286,25 +357,29 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     }
 
     let mut requeue = RESYNC;
+    if let Some(deadline) = deadline_of(&spec, &status).filter(|_| !suspended) {
+        let left = (deadline - now).to_std().unwrap_or_default();
+        requeue = requeue.min(left + Duration::from_millis(10));
+    }
     let mut manage_result = Ok(());
-    if let Some((interim, last, reason, message)) = finished_decision(&job, &spec, &c) {
+    if let Some(d) = finished_decision(&job, &spec, &status, &c, now) {
         let conditions = status.conditions.get_or_insert_with(Vec::new);
-        if !conditions.iter().any(|c| c.type_ == interim) {
-            conditions.push(condition(interim, reason, message, now));
+        if !conditions.iter().any(|c| c.type_ == d.interim) {
+            conditions.push(condition(d.interim, &d.reason, &d.message, now));
         }
         if needs_sync && !c.active.is_empty() {
             manage_result = delete_pods(&job, &ctx, &c.active).await;
         }
         if c.running == 0 {
-            conditions.push(condition(last, reason, message, now));
+            conditions.push(condition(d.last, &d.reason, &d.message, now));
             let object = reference_to(job.as_ref());
-            if last == COMPLETE {
+            if d.last == COMPLETE {
                 status.completion_time = Some(from_chrono(now));
                 ctx.recorder
                     .record(&object, EventType::Normal, "Completed", "Job completed");
             } else {
                 ctx.recorder
-                    .record(&object, EventType::Warning, reason, message);
+                    .record(&object, EventType::Warning, &d.reason, &d.message);
             }
         }
     } else if needs_sync {

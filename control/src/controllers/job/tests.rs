@@ -12,7 +12,10 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::indexes::{INDEX_ENV, INDEX_KEY};
-use super::sync::{BACKOFF_LIMIT_EXCEEDED, COMPLETE, FAILED, FAILURE_TARGET, SUCCESS_CRITERIA_MET};
+use super::sync::{
+    BACKOFF_LIMIT_EXCEEDED, COMPLETE, DEADLINE_EXCEEDED, FAILED, FAILURE_TARGET,
+    SUCCESS_CRITERIA_MET, SUSPENDED,
+};
 use super::*;
 use crate::controllers::toolkit::testing::{eventually, TestApi};
 use crate::controllers::toolkit::{to_chrono, Clock, Shared};
@@ -410,4 +413,102 @@ async fn on_failure_restarts_count_towards_the_backoff_limit() {
         condition(&failed, FAILED),
         Some(("True".into(), BACKOFF_LIMIT_EXCEEDED.into()))
     );
+}
+
+/// Plays the node for pods the controller deleted: they go for good.
+async fn remove_terminating(api: &TestApi, job: &Job) {
+    let pods = api.api::<Pod>(Some("default"));
+    for p in pods_of(api, job).await {
+        if p.metadata.deletion_timestamp.is_some() {
+            let _ = pods
+                .delete(&p.name_any(), &DeleteParams::default().grace_period(0))
+                .await;
+        }
+    }
+}
+
+async fn set_suspend(api: &TestApi, name: &str, suspend: bool) {
+    api.api::<Job>(Some("default"))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"suspend": suspend}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn active_deadline_fails_the_job_and_stops_its_pods() {
+    let api = TestApi::start().await;
+    run(&api.shared());
+    let job: Job = api
+        .create(job(
+            "slow",
+            json!({"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 30}),
+        ))
+        .await;
+    wait_unfinished(&api, &job, 2).await;
+    api.clock.advance(Duration::from_secs(29));
+    no_new_pod(&api, &job, 2).await;
+    assert_eq!(
+        condition(&get_job(&api, "slow").await, FAILURE_TARGET),
+        None
+    );
+    api.clock.advance(Duration::from_secs(1));
+    touch(&api, "slow").await;
+    let target = wait_condition(&api, "slow", FAILURE_TARGET).await;
+    assert_eq!(
+        condition(&target, FAILURE_TARGET),
+        Some(("True".into(), DEADLINE_EXCEEDED.into()))
+    );
+    wait_unfinished(&api, &job, 0).await;
+    remove_terminating(&api, &job).await;
+    let failed = wait_condition(&api, "slow", FAILED).await;
+    assert_eq!(
+        condition(&failed, FAILED),
+        Some(("True".into(), DEADLINE_EXCEEDED.into()))
+    );
+    assert_eq!(pods_of(&api, &job).await.len(), 0);
+}
+
+#[tokio::test]
+async fn suspend_deletes_active_pods_and_resume_continues() {
+    let api = TestApi::start().await;
+    run(&api.shared());
+    let job: Job = api
+        .create(job("pause", json!({"parallelism": 2, "completions": 3})))
+        .await;
+    let first = wait_unfinished(&api, &job, 2).await;
+    finish(&api, &first[0].name_any(), "Succeeded").await;
+    wait_unfinished(&api, &job, 2).await;
+    set_suspend(&api, "pause", true).await;
+    wait_unfinished(&api, &job, 0).await;
+    remove_terminating(&api, &job).await;
+    let suspended = eventually("Suspended, no pod active", WAIT, || async {
+        let j = get_job(&api, "pause").await;
+        let s = j.status.clone()?;
+        (condition(&j, SUSPENDED) == Some(("True".into(), "JobSuspended".into()))
+            && s.active.is_none())
+        .then_some(j)
+    })
+    .await;
+    assert_eq!(suspended.status.unwrap().succeeded, Some(1));
+    no_new_pod(&api, &job, 1).await;
+
+    api.clock.advance(Duration::from_secs(60));
+    set_suspend(&api, "pause", false).await;
+    let resumed = eventually("resumed", WAIT, || async {
+        let j = get_job(&api, "pause").await;
+        (condition(&j, SUSPENDED) == Some(("False".into(), "JobResumed".into()))).then_some(j)
+    })
+    .await;
+    let start = resumed.status.unwrap().start_time.unwrap();
+    assert_eq!(to_chrono(&start), api.clock.now(), "the deadline restarts");
+    // Two more to do: two pods again.
+    for p in wait_unfinished(&api, &job, 2).await {
+        finish(&api, &p.name_any(), "Succeeded").await;
+    }
+    let done = wait_condition(&api, "pause", COMPLETE).await;
+    assert_eq!(done.status.unwrap().succeeded, Some(3));
 }
