@@ -6,7 +6,8 @@
 //! - `mod.rs` (here): the controller's wiring — caches, what wakes a Job
 //!   up, the [`Context`] with the failure back-off (injectable for tests);
 //! - [`sync`]: one sync of a Job — claim its pods, count them, decide
-//!   Complete / Failed, create or delete pods, write the status;
+//!   Complete / Failed, create or delete pods, write the status; delete a
+//!   finished Job when its `ttlSecondsAfterFinished` is over;
 //! - [`indexes`]: Indexed completion mode — pod indexes, the
 //!   `JOB_COMPLETION_INDEX` env var and annotation, `completedIndexes`;
 //! - `tests.rs`: unit tests against the real API handlers with a fake

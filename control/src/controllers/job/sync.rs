@@ -282,10 +282,14 @@ fn condition(type_: &str, reason: &str, message: &str, now: DateTime<Utc>) -> Jo
     }
 }
 
-/// One level-triggered sync of a Job.
+/// One level-triggered sync of a Job; a finished one is only deleted
+/// when its `ttlSecondsAfterFinished` is over.
 pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if is_finished(&job) || job.metadata.deletion_timestamp.is_some() {
+    if job.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
+    }
+    if is_finished(&job) {
+        return expire(&job, &ctx).await;
     }
     let spec = job.spec.clone().unwrap_or_default();
     let ns = job.namespace().unwrap_or_default();
@@ -392,6 +396,49 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     update_status(&job, &ctx, &old, status).await?;
     manage_result?;
     Ok(Action::requeue(requeue))
+}
+
+/// When a finished Job is due to go (`ttlSecondsAfterFinished` after
+/// its Complete or Failed condition turned True).
+fn expires_at(job: &Job) -> Option<DateTime<Utc>> {
+    let ttl = job.spec.as_ref()?.ttl_seconds_after_finished?;
+    let finished = job
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| (c.type_ == COMPLETE || c.type_ == FAILED) && c.status == "True")
+        .find_map(|c| c.last_transition_time.as_ref())?;
+    Some(to_chrono(finished) + chrono::Duration::seconds(ttl.into()))
+}
+
+/// Deletes a finished Job whose time to live is over, its pods with it
+/// (foreground, as the ttl-after-finished controller does); otherwise
+/// comes back when it is.
+async fn expire(job: &Job, ctx: &Context) -> Result<Action, Error> {
+    let Some(at) = expires_at(job) else {
+        return Ok(Action::await_change());
+    };
+    let now = ctx.clock.now();
+    if now < at {
+        let wait = (at - now).to_std().unwrap_or_default() + Duration::from_millis(10);
+        return Ok(Action::requeue(wait.min(RESYNC)));
+    }
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+    let params = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Foreground),
+        preconditions: Some(kube::api::Preconditions {
+            uid: job.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&job.name_any(), &params).await {
+        Ok(_) => Ok(Action::await_change()),
+        Err(e) if matches!(code_of(&e), Some(404) | Some(409)) => Ok(Action::await_change()),
+        Err(e) => Err(Error::Delete(message_of(&e))),
+    }
 }
 
 /// How many pods should be running now.

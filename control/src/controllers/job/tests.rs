@@ -512,3 +512,34 @@ async fn suspend_deletes_active_pods_and_resume_continues() {
     let done = wait_condition(&api, "pause", COMPLETE).await;
     assert_eq!(done.status.unwrap().succeeded, Some(3));
 }
+
+#[tokio::test]
+async fn a_finished_job_goes_after_its_ttl() {
+    let api = TestApi::start().await;
+    run(&api.shared());
+    let job: Job = api
+        .create(job("brief", json!({"ttlSecondsAfterFinished": 60})))
+        .await;
+    let pod = wait_unfinished(&api, &job, 1).await.remove(0);
+    finish(&api, &pod.name_any(), "Succeeded").await;
+    wait_condition(&api, "brief", COMPLETE).await;
+    let jobs = api.api::<Job>(Some("default"));
+    let deleted = || async {
+        jobs.get_opt("brief")
+            .await
+            .unwrap()
+            .is_none_or(|j| j.metadata.deletion_timestamp.is_some())
+    };
+    api.clock.advance(Duration::from_secs(59));
+    touch(&api, "brief").await;
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!deleted().await, "deleted before its ttl");
+    }
+    api.clock.advance(Duration::from_secs(1));
+    touch(&api, "brief").await;
+    eventually("the job deleted", WAIT, || async {
+        deleted().await.then_some(())
+    })
+    .await;
+}
