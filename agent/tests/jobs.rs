@@ -4,9 +4,10 @@
 //! more than 2 pods running at once (from a watch that must not end early)
 //! and completes; a failing job stops at its backoffLimit with
 //! BackoffLimitExceeded, exactly backoffLimit + 1 failed pods and growing
-//! delays between them; an Indexed job gives each pod its index.
+//! delays between them; an Indexed job gives each pod its index; a job
+//! with ttlSecondsAfterFinished 0 is deleted with its pod once complete.
 //!
-//! The four jobs run side by side in one cluster, so the test takes about
+//! The five jobs run side by side in one cluster, so the test takes about
 //! as long as the failing job's back-off (~35 s).
 
 mod cluster;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use cluster::{Cluster, BUSYBOX};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -156,6 +157,7 @@ async fn jobs_run_to_completion_or_failure_on_docker() {
     let manifests = [
         job_manifest("par", "  completions: 5\n  parallelism: 2", "sleep 2"),
         job_manifest("fail", "  backoffLimit: 2", "exit 1"),
+        job_manifest("brief", "  ttlSecondsAfterFinished: 0", "true"),
         job_manifest(
             "idx",
             "  completions: 3\n  parallelism: 3\n  completionMode: Indexed",
@@ -186,6 +188,27 @@ async fn jobs_run_to_completion_or_failure_on_docker() {
     let pods = pods_of(&client, "job1").await;
     assert_eq!(pods.len(), 1);
     assert_eq!(phase(&pods[0]), "Succeeded");
+
+    // ttlSecondsAfterFinished 0: the finished job and its pod are deleted.
+    c.poll("job brief and its pod gone", UP, || async {
+        let job = Api::<Job>::namespaced(client.clone(), "default")
+            .get_opt("brief")
+            .await
+            .unwrap();
+        (job.is_none() && pods_of(&client, "brief").await.is_empty()).then_some(())
+    })
+    .await;
+    let completed = Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .any(|e| {
+            e.involved_object.name.as_deref() == Some("brief")
+                && e.reason.as_deref() == Some("Completed")
+        });
+    assert!(completed, "it completed before it went");
 
     // Indexed: each pod prints its own index.
     c.poll("idx Complete", UP, || async {
