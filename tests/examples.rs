@@ -453,8 +453,9 @@ fn every_example_file_is_tested_and_listed_in_the_readme() {
 #[test]
 fn kubectl_verbs_on_all_the_examples() {
     // The listings below are of what was applied: no controller-made sets.
-    let c =
-        Cluster::start_with(&["--controllers=*,-scheduler,-replicaset,-deployment,-statefulset"]);
+    let c = Cluster::start_with(&[
+        "--controllers=*,-scheduler,-replicaset,-deployment,-statefulset,-job",
+    ]);
     let k = |args: &[&str]| c.kubectl(args);
 
     // Everything at once. host-namespaces.yaml's pod has the name of

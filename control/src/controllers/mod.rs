@@ -13,6 +13,7 @@ pub mod endpoints;
 pub mod endpointslice;
 pub mod eventttl;
 pub mod garbagecollector;
+pub mod job;
 pub mod replicaset;
 pub mod statefulset;
 pub mod toolkit;
@@ -32,6 +33,7 @@ pub const ALL: &[&str] = &[
     "replicaset",
     "deployment",
     "statefulset",
+    "job",
     "volumebinding",
     "endpoints",
     "endpointslice",
@@ -115,6 +117,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
+            "job" => job::start(shared),
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
             "endpointslice" => endpointslice::start(shared),
