@@ -29,7 +29,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
@@ -39,10 +39,8 @@ use bosun::events::{reference_to, EventType};
 use super::indexes::{self, index_of, set_index};
 use super::{expectations_key, selector_of, Context, Error, MAX_CREATE_PER_SYNC, RESYNC};
 use crate::controllers::toolkit::api_errors::{code_of, message_of};
-use crate::controllers::toolkit::pods::{is_active, is_ready, phase_of};
-use crate::controllers::toolkit::{
-    from_chrono, pod_from_template, slow_start_batch, to_chrono, ClaimManager,
-};
+use crate::controllers::toolkit::pods::{is_active, is_ready, phase_of, PodControl};
+use crate::controllers::toolkit::{from_chrono, pod_from_template, to_chrono, ClaimManager};
 
 pub const COMPLETE: &str = "Complete";
 pub const FAILED: &str = "Failed";
@@ -541,87 +539,30 @@ fn deletion_rank(pod: &Pod) -> (u8, u8, u8, std::cmp::Reverse<Option<DateTime<Ut
     )
 }
 
-async fn create_pods(job: &Job, ctx: &Context, pods: Vec<Pod>) -> Result<(), Error> {
-    let key = expectations_key(job);
-    let object = reference_to(job);
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    let params = PostParams::default();
-    let mut queue = pods.into_iter();
-    let results = slow_start_batch(queue.len(), || {
-        let pod = queue.next().expect("one pod per attempt");
-        let api = api.clone();
-        let params = params.clone();
-        async move { api.create(&params, &pod).await }
-    })
-    .await;
-    let mut first_error = None;
-    for result in results {
-        match result {
-            Ok(created) => {
-                let name = created.name_any();
-                ctx.expectations.expect_create(&key, &name);
-                ctx.recorder.record(
-                    &object,
-                    EventType::Normal,
-                    "SuccessfulCreate",
-                    format!("Created pod: {name}"),
-                );
-            }
-            Err(e) => {
-                let message = message_of(&e);
-                ctx.recorder.record(
-                    &object,
-                    EventType::Warning,
-                    "FailedCreate",
-                    format!("Error creating: {message}"),
-                );
-                first_error.get_or_insert(Error::Create(message));
-            }
-        }
+/// The job's pod control: creates and deletes with its expectations and
+/// events.
+fn pod_control<'a>(job: &Job, ctx: &'a Context) -> PodControl<'a> {
+    PodControl {
+        api: Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default()),
+        recorder: &ctx.recorder,
+        owner: reference_to(job),
+        expectations: &ctx.expectations,
+        key: expectations_key(job),
     }
-    first_error.map_or(Ok(()), Err)
+}
+
+async fn create_pods(job: &Job, ctx: &Context, pods: Vec<Pod>) -> Result<(), Error> {
+    pod_control(job, ctx)
+        .create(pods)
+        .await
+        .map_err(Error::Create)
 }
 
 async fn delete_pods(job: &Job, ctx: &Context, victims: &[&Pod]) -> Result<(), Error> {
-    let key = expectations_key(job);
-    let object = reference_to(job);
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    let params = DeleteParams::default();
-    for v in victims {
-        if let Some(uid) = v.uid() {
-            ctx.expectations.expect_delete(&key, &uid);
-        }
-    }
-    let results = futures::future::join_all(
-        victims
-            .iter()
-            .map(|v| api.delete(v.metadata.name.as_deref().unwrap_or_default(), &params)),
-    )
-    .await;
-    let mut first_error = None;
-    for (victim, result) in victims.iter().zip(results) {
-        let name = victim.name_any();
-        match result {
-            Ok(_) => ctx.recorder.record(
-                &object,
-                EventType::Normal,
-                "SuccessfulDelete",
-                format!("Deleted pod: {name}"),
-            ),
-            Err(e) if code_of(&e) == Some(404) => {}
-            Err(e) => {
-                let message = message_of(&e);
-                ctx.recorder.record(
-                    &object,
-                    EventType::Warning,
-                    "FailedDelete",
-                    format!("Error deleting: {message}"),
-                );
-                first_error.get_or_insert(Error::Delete(message));
-            }
-        }
-    }
-    first_error.map_or(Ok(()), Err)
+    pod_control(job, ctx)
+        .delete(victims)
+        .await
+        .map_err(Error::Delete)
 }
 
 /// Writes the status when it changed; zero counts are left out, as the

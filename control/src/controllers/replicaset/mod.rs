@@ -32,21 +32,20 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
 
-use bosun::events::{reference_to, EventRecorder, EventType};
+use bosun::events::{reference_to, EventRecorder};
 use bosun::selector::LabelSelector;
 
 use super::toolkit::api_errors::{code_of, message_of};
 use super::toolkit::claim::ClaimError;
-use super::toolkit::pods::is_active;
+use super::toolkit::pods::{is_active, PodControl};
 use super::toolkit::{
-    controller_of, pod_from_template, run_controller, slow_start_batch, ClaimManager, Clock,
-    Expectations, Shared,
+    controller_of, pod_from_template, run_controller, ClaimManager, Clock, Expectations, Shared,
 };
 use victims::pods_to_delete;
 
@@ -246,81 +245,24 @@ async fn manage_replicas(
     in_ns: &[Arc<Pod>],
 ) -> Result<(), Error> {
     let want = replicas_of(rs);
-    let key = expectations_key(rs);
-    let object = reference_to(rs);
     let ns = rs.namespace().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods = PodControl {
+        api: Api::namespaced(ctx.client.clone(), &ns),
+        recorder: &ctx.recorder,
+        owner: reference_to(rs),
+        expectations: &ctx.expectations,
+        key: expectations_key(rs),
+    };
     if owned.len() < want {
         let missing = (want - owned.len()).min(BURST_REPLICAS);
         let pod = pod_from_template(rs, rs.spec.template.as_ref());
-        let params = PostParams::default();
-        let results = slow_start_batch(missing, || api.create(&params, &pod)).await;
-        let mut first_error = None;
-        for result in results {
-            match result {
-                Ok(created) => {
-                    let name = created.name_any();
-                    ctx.expectations.expect_create(&key, &name);
-                    ctx.recorder.record(
-                        &object,
-                        EventType::Normal,
-                        "SuccessfulCreate",
-                        format!("Created pod: {name}"),
-                    );
-                }
-                Err(e) => {
-                    let message = message_of(&e);
-                    ctx.recorder.record(
-                        &object,
-                        EventType::Warning,
-                        "FailedCreate",
-                        format!("Error creating: {message}"),
-                    );
-                    first_error.get_or_insert(Error::Create(message));
-                }
-            }
-        }
-        return first_error.map_or(Ok(()), Err);
+        return pods.create(vec![pod; missing]).await.map_err(Error::Create);
     }
     if owned.len() > want {
         let surplus = (owned.len() - want).min(BURST_REPLICAS);
         let related = related_pods(rs, ctx, owned, in_ns);
         let victims = pods_to_delete(owned, &related, surplus);
-        for v in &victims {
-            ctx.expectations
-                .expect_delete(&key, &v.uid().unwrap_or_default());
-        }
-        let params = DeleteParams::default();
-        let results = futures::future::join_all(
-            victims
-                .iter()
-                .map(|v| api.delete(v.metadata.name.as_deref().unwrap_or_default(), &params)),
-        )
-        .await;
-        let mut first_error = None;
-        for (victim, result) in victims.iter().zip(results) {
-            let name = victim.name_any();
-            match result {
-                Ok(_) => ctx.recorder.record(
-                    &object,
-                    EventType::Normal,
-                    "SuccessfulDelete",
-                    format!("Deleted pod: {name}"),
-                ),
-                Err(e) if code_of(&e) == Some(404) => {}
-                Err(e) => {
-                    let message = message_of(&e);
-                    ctx.recorder.record(
-                        &object,
-                        EventType::Warning,
-                        "FailedDelete",
-                        format!("Error deleting: {message}"),
-                    );
-                    first_error.get_or_insert(Error::Delete(message));
-                }
-            }
-        }
-        return first_error.map_or(Ok(()), Err);
+        return pods.delete(&victims).await.map_err(Error::Delete);
     }
     Ok(())
 }

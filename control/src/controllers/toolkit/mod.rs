@@ -46,7 +46,7 @@ pub use claim::ClaimManager;
 pub use clock::{from_chrono, to_chrono, Clock, FakeClock, SystemClock};
 pub use expectations::{Expectations, EXPECTATIONS_TIMEOUT};
 pub use informers::{Cached, Informers};
-pub use pods::{pod_from_template, slow_start_batch};
+pub use pods::{pod_from_template, slow_start_batch, PodControl};
 pub use run::{key_of, run_controller};
 
 /// What the controllers of one control plane share.

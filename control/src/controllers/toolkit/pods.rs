@@ -6,13 +6,17 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 
+use bosun::events::{EventRecorder, EventType};
 use bosun::owners::controller_ref;
 
+use super::api_errors::{code_of, message_of};
 use super::clock::to_chrono;
+use super::Expectations;
 
 /// A new pod from `template` for `owner` (`controller.GetPodFromTemplate`):
 /// the template's labels, annotations and finalizers, the owner's
@@ -120,6 +124,99 @@ where
         batch = remaining.min(2 * batch);
     }
     results
+}
+
+/// Creates and deletes one owner's pods, recording what it expects the
+/// cache to see and the events kubectl shows (kube-controller-manager's
+/// `PodControl`): `SuccessfulCreate` "Created pod: X", `FailedCreate`
+/// "Error creating: ...", `SuccessfulDelete`, `FailedDelete`.
+pub struct PodControl<'a> {
+    pub api: Api<Pod>,
+    pub recorder: &'a EventRecorder,
+    /// The owner, as its events name it.
+    pub owner: ObjectReference,
+    pub expectations: &'a Expectations,
+    /// The owner's key in `expectations`.
+    pub key: String,
+}
+
+impl PodControl<'_> {
+    /// Creates `pods` in slow-start batches; the first failure's message.
+    pub async fn create(&self, pods: Vec<Pod>) -> Result<(), String> {
+        let params = PostParams::default();
+        let mut queue = pods.into_iter();
+        let results = slow_start_batch(queue.len(), || {
+            let pod = queue.next().expect("one pod per attempt");
+            let (api, params) = (self.api.clone(), params.clone());
+            async move { api.create(&params, &pod).await }
+        })
+        .await;
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(created) => {
+                    let name = created.name_any();
+                    self.expectations.expect_create(&self.key, &name);
+                    self.event(
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        format!("Created pod: {name}"),
+                    );
+                }
+                Err(e) => {
+                    let message = message_of(&e);
+                    self.event(
+                        EventType::Warning,
+                        "FailedCreate",
+                        format!("Error creating: {message}"),
+                    );
+                    first_error.get_or_insert(message);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Deletes `victims` at once; one already gone is no error. The first
+    /// failure's message.
+    pub async fn delete(&self, victims: &[&Pod]) -> Result<(), String> {
+        for v in victims {
+            self.expectations
+                .expect_delete(&self.key, &v.uid().unwrap_or_default());
+        }
+        let params = DeleteParams::default();
+        let results = futures::future::join_all(victims.iter().map(|v| {
+            self.api
+                .delete(v.metadata.name.as_deref().unwrap_or_default(), &params)
+        }))
+        .await;
+        let mut first_error = None;
+        for (victim, result) in victims.iter().zip(results) {
+            let name = victim.name_any();
+            match result {
+                Ok(_) => self.event(
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    format!("Deleted pod: {name}"),
+                ),
+                Err(e) if code_of(&e) == Some(404) => {}
+                Err(e) => {
+                    let message = message_of(&e);
+                    self.event(
+                        EventType::Warning,
+                        "FailedDelete",
+                        format!("Error deleting: {message}"),
+                    );
+                    first_error.get_or_insert(message);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn event(&self, type_: EventType, reason: &str, message: String) {
+        self.recorder.record(&self.owner, type_, reason, message);
+    }
 }
 
 #[cfg(test)]
