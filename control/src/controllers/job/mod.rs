@@ -40,8 +40,9 @@ use kube::{Client, ResourceExt};
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
+use super::toolkit::claim::owners_that_may_adopt;
 use super::toolkit::claim::ClaimError;
-use super::toolkit::{controller_of, run_controller, Clock, Expectations, Shared};
+use super::toolkit::{expectations_key, run_controller, Clock, Expectations, Shared};
 
 /// How often every Job is synced even without a change.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -139,16 +140,9 @@ pub fn start_with(
 
 /// The Jobs in an orphan pod's namespace whose selector matches it.
 fn jobs_that_may_adopt(jobs: &Store<Job>, pod: &Pod) -> Vec<ObjectRef<Job>> {
-    if controller_of(&pod.metadata).is_some() || pod.metadata.deletion_timestamp.is_some() {
-        return Vec::new();
-    }
-    let labels = pod.labels();
-    jobs.state()
-        .iter()
-        .filter(|j| j.namespace() == pod.namespace())
-        .filter(|j| selector_of(j).is_some_and(|s| s.matches(labels)))
-        .map(|j| ObjectRef::from_obj(j.as_ref()))
-        .collect()
+    owners_that_may_adopt(jobs, pod, |j| {
+        selector_of(j).is_some_and(|s| s.matches(pod.labels()))
+    })
 }
 
 /// The Job's selector; None when missing, empty or invalid.
@@ -157,16 +151,6 @@ fn selector_of(job: &Job) -> Option<LabelSelector> {
     LabelSelector::from_label_selector(sel)
         .ok()
         .filter(|s| !s.is_empty())
-}
-
-/// Expectations are per Job instance.
-fn expectations_key(job: &Job) -> String {
-    format!(
-        "{}/{}/{}",
-        job.namespace().unwrap_or_default(),
-        job.name_any(),
-        job.uid().unwrap_or_default()
-    )
 }
 
 /// Waits for the pod cache's first list, then syncs.

@@ -22,7 +22,7 @@
 //! 4. writes the status (active, ready, succeeded, failed, startTime,
 //!    completionTime, completedIndexes, conditions) when it changed.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -291,29 +291,14 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     }
     let spec = job.spec.clone().unwrap_or_default();
     let ns = job.namespace().unwrap_or_default();
-    let key = expectations_key(&job);
+    let key = expectations_key(job.as_ref());
     let in_ns: Vec<Arc<Pod>> = ctx
         .pods
         .state()
         .into_iter()
         .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
         .collect();
-    let needs_sync = {
-        let by_uid: HashMap<String, &Pod> = in_ns
-            .iter()
-            .filter_map(|p| Some((p.uid()?, p.as_ref())))
-            .collect();
-        let names: HashSet<String> = in_ns.iter().map(|p| p.name_any()).collect();
-        ctx.expectations.satisfied(
-            &key,
-            |name| names.contains(name),
-            |uid| {
-                by_uid
-                    .get(uid)
-                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            },
-        )
-    };
+    let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
     let selector = selector_of(&job);
     let claims = ClaimManager::new(ctx.client.clone(), job.as_ref(), selector.as_ref());
     let claimed = claims.claim(in_ns.clone()).await?;

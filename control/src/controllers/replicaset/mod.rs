@@ -24,7 +24,7 @@ pub mod victims;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,10 +42,12 @@ use bosun::events::{reference_to, EventRecorder};
 use bosun::selector::LabelSelector;
 
 use super::toolkit::api_errors::{code_of, message_of};
+use super::toolkit::claim::owners_that_may_adopt;
 use super::toolkit::claim::ClaimError;
 use super::toolkit::pods::{is_active, PodControl};
 use super::toolkit::{
-    controller_of, pod_from_template, run_controller, ClaimManager, Clock, Expectations, Shared,
+    controller_of, expectations_key, pod_from_template, run_controller, ClaimManager, Clock,
+    Expectations, Shared,
 };
 use victims::pods_to_delete;
 
@@ -130,16 +132,9 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 
 /// The sets in an orphan pod's namespace whose selector matches it.
 fn sets_that_may_adopt(sets: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectRef<ReplicaSet>> {
-    if controller_of(&pod.metadata).is_some() || pod.metadata.deletion_timestamp.is_some() {
-        return Vec::new();
-    }
-    let labels = pod.labels();
-    sets.state()
-        .iter()
-        .filter(|rs| rs.namespace() == pod.namespace())
-        .filter(|rs| selector_of(rs).is_some_and(|s| s.matches(labels)))
-        .map(|rs| ObjectRef::from_obj(rs.as_ref()))
-        .collect()
+    owners_that_may_adopt(sets, pod, |rs| {
+        selector_of(rs).is_some_and(|s| s.matches(pod.labels()))
+    })
 }
 
 /// The set's selector; None when it is missing, empty or invalid (then it
@@ -149,17 +144,6 @@ fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
     LabelSelector::from_label_selector(sel)
         .ok()
         .filter(|s| !s.is_empty())
-}
-
-/// Expectations are per set instance: a set deleted and created again
-/// under the same name starts afresh.
-fn expectations_key(rs: &ReplicaSet) -> String {
-    format!(
-        "{}/{}/{}",
-        rs.namespace().unwrap_or_default(),
-        rs.name_any(),
-        rs.uid().unwrap_or_default()
-    )
 }
 
 fn replicas_of(rs: &ReplicaSet) -> usize {
@@ -180,29 +164,14 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action,
 /// One level-triggered sync of a set (`syncReplicaSet`).
 pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = rs.namespace().unwrap_or_default();
-    let key = expectations_key(&rs);
+    let key = expectations_key(rs.as_ref());
     let in_ns: Vec<Arc<Pod>> = ctx
         .pods
         .state()
         .into_iter()
         .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
         .collect();
-    let needs_sync = {
-        let by_uid: HashMap<String, &Pod> = in_ns
-            .iter()
-            .filter_map(|p| Some((p.uid()?, p.as_ref())))
-            .collect();
-        let names: HashSet<String> = in_ns.iter().map(|p| p.name_any()).collect();
-        ctx.expectations.satisfied(
-            &key,
-            |name| names.contains(name),
-            |uid| {
-                by_uid
-                    .get(uid)
-                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            },
-        )
-    };
+    let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
 
     let claimed = claim_pods(&rs, &ctx, &in_ns).await?;
     let owned: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();

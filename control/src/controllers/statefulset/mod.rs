@@ -37,8 +37,9 @@ use kube::{Client, ResourceExt};
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
+use super::toolkit::claim::owners_that_may_adopt;
 use super::toolkit::claim::ClaimError;
-use super::toolkit::{controller_of, run_controller, Clock, Shared};
+use super::toolkit::{run_controller, Clock, Shared};
 
 /// How often every set is synced even without a change.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -114,15 +115,10 @@ pub fn selector_of(set: &StatefulSet) -> Option<LabelSelector> {
 /// The sets an orphan pod may join: same namespace, the set's name in the
 /// pod's, and a matching selector.
 fn sets_that_may_adopt(sets: &Store<StatefulSet>, pod: &Pod) -> Vec<ObjectRef<StatefulSet>> {
-    if controller_of(&pod.metadata).is_some() || pod.metadata.deletion_timestamp.is_some() {
-        return Vec::new();
-    }
-    sets.state()
-        .iter()
-        .filter(|s| s.namespace() == pod.namespace() && identity::is_member_of(s, pod))
-        .filter(|s| selector_of(s).is_some_and(|sel| sel.matches(pod.labels())))
-        .map(|s| ObjectRef::from_obj(s.as_ref()))
-        .collect()
+    owners_that_may_adopt(sets, pod, |s| {
+        identity::is_member_of(s, pod)
+            && selector_of(s).is_some_and(|sel| sel.matches(pod.labels()))
+    })
 }
 
 /// The controller's reconcile: waits for the caches' first lists (a sync

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
@@ -41,6 +42,26 @@ pub struct ClaimError {
 pub trait Namespaced: Cached + Resource<Scope = NamespaceResourceScope> {}
 
 impl<K: Cached + Resource<Scope = NamespaceResourceScope>> Namespaced for K {}
+
+/// The owners an orphan may join: those in its namespace that `accepts`
+/// (whose selector matches it). An object with a controller, or on its way
+/// out, is nobody's to adopt. Feeds a controller's watch of orphans.
+pub fn owners_that_may_adopt<O: Cached, K: Resource>(
+    owners: &Store<O>,
+    orphan: &K,
+    accepts: impl Fn(&O) -> bool,
+) -> Vec<ObjectRef<O>> {
+    let meta = orphan.meta();
+    if controller_of(meta).is_some() || meta.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    owners
+        .state()
+        .iter()
+        .filter(|o| o.meta().namespace == meta.namespace && accepts(o))
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
+}
 
 /// Claims objects for one owner during one sync.
 pub struct ClaimManager<'a, O> {

@@ -3,7 +3,9 @@
 //! `ControllerExpectations`, tracked by identity here).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use kube::Resource;
 use std::time::{Duration, Instant};
 
 /// How long an expectation may stay unmet before the controller acts
@@ -77,6 +79,42 @@ impl Expectations {
     /// Forgets everything about `owner` (it was deleted).
     pub fn forget(&self, owner: &str) {
         self.pending.lock().unwrap().remove(owner);
+    }
+}
+
+/// The key an owner's expectations are kept under: per instance, so an
+/// owner deleted and created again under the same name starts afresh.
+pub fn expectations_key<K: Resource>(owner: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        owner.meta().namespace.as_deref().unwrap_or_default(),
+        owner.meta().name.as_deref().unwrap_or_default(),
+        owner.meta().uid.as_deref().unwrap_or_default()
+    )
+}
+
+impl Expectations {
+    /// [`Expectations::satisfied`] against objects the cache holds: a
+    /// created one is seen once its name is there, a deleted one once its
+    /// uid is gone or terminating.
+    pub fn satisfied_by<K: Resource>(&self, owner: &str, cached: &[Arc<K>]) -> bool {
+        let by_uid: HashMap<&str, &K> = cached
+            .iter()
+            .filter_map(|o| Some((o.meta().uid.as_deref()?, o.as_ref())))
+            .collect();
+        let names: HashSet<&str> = cached
+            .iter()
+            .filter_map(|o| o.meta().name.as_deref())
+            .collect();
+        self.satisfied(
+            owner,
+            |name| names.contains(name),
+            |uid| {
+                by_uid
+                    .get(uid)
+                    .is_none_or(|o| o.meta().deletion_timestamp.is_some())
+            },
+        )
     }
 }
 
