@@ -151,6 +151,23 @@ async fn ready_uid(c: &Cluster, client: &Client, name: &str) -> String {
     .await
 }
 
+/// Waits until `name` is Running and Ready with `image`.
+async fn ready_on(c: &Cluster, client: &Client, name: &str, image: &str) {
+    c.poll(&format!("{name} on {image}, ready"), UP, || async {
+        pod(client, name)
+            .await
+            .filter(|p| {
+                running_and_ready(p)
+                    && p.spec
+                        .as_ref()
+                        .and_then(|s| s.containers[0].image.as_deref())
+                        == Some(image)
+            })
+            .map(|_| ())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_seeds_statefulset_starts_in_order_with_stable_names() {
     let c = Cluster::start();
@@ -338,13 +355,7 @@ async fn the_seeds_statefulset_starts_in_order_with_stable_names() {
         bosun(&["rollout", "undo", "statefulset/web"]).trim(),
         "statefulset.apps/web rolled back"
     );
-    c.poll("web-0 back on web:1, ready", UP, || async {
-        pod(&client, "web-0")
-            .await
-            .filter(|p| running_and_ready(p) && image_of(p.clone()) == "bosun.local/web:1")
-            .map(|_| ())
-    })
-    .await;
+    ready_on(&c, &client, "web-0", "bosun.local/web:1").await;
 
     // A partitioned update (the seed's `partition: 2`): with 3 replicas,
     // only web-2 takes the new image; web-0 and web-1 keep theirs.
@@ -372,13 +383,7 @@ async fn the_seeds_statefulset_starts_in_order_with_stable_names() {
             .ends_with("partitioned roll out complete: 1 new pods have been updated..."),
         "{status}"
     );
-    c.poll("web-2 on web:2, ready", UP, || async {
-        pod(&client, "web-2")
-            .await
-            .filter(|p| running_and_ready(p) && image_of(p.clone()) == "bosun.local/web:2")
-            .map(|_| ())
-    })
-    .await;
+    ready_on(&c, &client, "web-2", "bosun.local/web:2").await;
     // Below the partition nothing moves: watched for 3 s after web-2 is
     // ready (the controller acts within milliseconds of that; without the
     // partition it deletes web-1 next).
