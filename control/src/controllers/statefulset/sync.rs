@@ -120,7 +120,7 @@ impl<'a> Pass<'a> {
         update: &ControllerRevision,
         now: DateTime<Utc>,
     ) -> Self {
-        let spec = set.spec.clone();
+        let spec = &set.spec;
         Pass {
             ctx,
             set,
@@ -134,8 +134,18 @@ impl<'a> Pass<'a> {
         }
     }
 
-    fn spec(&self) -> k8s_openapi::api::apps::v1::StatefulSetSpec {
-        self.set.spec.clone()
+    fn spec(&self) -> &k8s_openapi::api::apps::v1::StatefulSetSpec {
+        &self.set.spec
+    }
+
+    fn rolling_update_settings(
+        &self,
+    ) -> Option<&k8s_openapi::api::apps::v1::RollingUpdateStatefulSetStrategy> {
+        self.spec()
+            .update_strategy
+            .as_ref()?
+            .rolling_update
+            .as_ref()
     }
 
     fn replicas(&self) -> i32 {
@@ -145,6 +155,7 @@ impl<'a> Pass<'a> {
     fn start_ordinal(&self) -> i32 {
         self.spec()
             .ordinals
+            .as_ref()
             .and_then(|o| o.start)
             .unwrap_or(0)
             .max(0)
@@ -153,14 +164,13 @@ impl<'a> Pass<'a> {
     fn rolling_update(&self) -> bool {
         self.spec()
             .update_strategy
-            .and_then(|s| s.type_)
+            .as_ref()
+            .and_then(|s| s.type_.as_deref())
             .is_none_or(|t| t == "RollingUpdate")
     }
 
     fn partition(&self) -> i32 {
-        self.spec()
-            .update_strategy
-            .and_then(|s| s.rolling_update)
+        self.rolling_update_settings()
             .and_then(|r| r.partition)
             .unwrap_or(0)
             .max(0)
@@ -170,12 +180,10 @@ impl<'a> Pass<'a> {
     /// rounded down), at least 1.
     fn max_unavailable(&self) -> i32 {
         let given = self
-            .spec()
-            .update_strategy
-            .and_then(|s| s.rolling_update)
-            .and_then(|r| r.max_unavailable);
+            .rolling_update_settings()
+            .and_then(|r| r.max_unavailable.as_ref());
         let n = match given {
-            Some(IntOrString::Int(n)) => n,
+            Some(IntOrString::Int(n)) => *n,
             Some(IntOrString::String(s)) => s
                 .strip_suffix('%')
                 .and_then(|p| p.parse::<i64>().ok())
@@ -320,7 +328,10 @@ impl<'a> Pass<'a> {
     /// The ownerReference claims carry when `whenDeleted: Delete` asks the
     /// set's deletion to take them along.
     fn claim_owner(&self) -> Option<OwnerReference> {
-        let policy = self.spec().persistent_volume_claim_retention_policy?;
+        let policy = self
+            .spec()
+            .persistent_volume_claim_retention_policy
+            .as_ref()?;
         (policy.when_deleted.as_deref() == Some("Delete")).then(|| OwnerReference {
             controller: None,
             ..self.set.controller_owner_ref(&()).unwrap_or_default()
@@ -330,8 +341,8 @@ impl<'a> Pass<'a> {
     fn deletes_claims_on_scale_down(&self) -> bool {
         self.spec()
             .persistent_volume_claim_retention_policy
-            .and_then(|p| p.when_scaled)
-            .as_deref()
+            .as_ref()
+            .and_then(|p| p.when_scaled.as_deref())
             == Some("Delete")
     }
 
