@@ -305,8 +305,12 @@ async fn the_seeds_statefulset_starts_in_order_with_stable_names() {
     assert!(pod(&client, "web-0")
         .await
         .is_some_and(|p| running_and_ready(&p)));
-    let status = sets.get("web").await.unwrap().status.unwrap();
-    assert_eq!((status.replicas, status.ready_replicas), (1, Some(1)));
+    // The controller writes status after it sees the pods go: wait for it.
+    c.poll("status 1 replica, 1 ready", UP, || async {
+        let status = sets.get("web").await.unwrap().status.unwrap();
+        ((status.replicas, status.ready_replicas) == (1, Some(1))).then_some(())
+    })
+    .await;
 
     // A rolling update, followed and undone with bosun and kubectl.
     let bosun = |args: &[&str]| {
