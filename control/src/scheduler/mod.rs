@@ -19,6 +19,7 @@ pub mod scores;
 mod tests;
 pub mod volumes;
 
+use crate::controllers::toolkit::synced;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,11 +152,11 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
             scheduler.classes.clone(),
         );
         let mut ready = std::pin::pin!(async move {
-            let _ = pods.wait_until_ready().await;
-            let _ = nodes.wait_until_ready().await;
-            let _ = claims.wait_until_ready().await;
-            let _ = volumes.wait_until_ready().await;
-            let _ = classes.wait_until_ready().await;
+            synced(&pods).await;
+            synced(&nodes).await;
+            synced(&claims).await;
+            synced(&volumes).await;
+            synced(&classes).await;
         }
         .fuse());
         let mut is_ready = false;

@@ -30,6 +30,7 @@ pub mod subsets;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::controllers::toolkit::synced;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,8 +185,8 @@ async fn delete_managed(client: &Client, namespace: &str, name: &str) -> Result<
 /// Deletes managed Endpoints whose service is gone (deletions missed while
 /// a watch was down, or while the control plane was stopped).
 async fn sweep_leftovers(ctx: &Ctx) {
-    let _ = ctx.services.wait_until_ready().await;
-    let _ = ctx.endpoints.wait_until_ready().await;
+    synced(&ctx.services).await;
+    synced(&ctx.endpoints).await;
     for ep in ctx.endpoints.state() {
         let managed =
             ep.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(CONTROLLER_NAME);
@@ -213,7 +214,7 @@ fn labels_for(svc: &Service) -> BTreeMap<String, String> {
 /// The controller's reconcile: waits for the pod cache's first list (a sync
 /// on an empty cache would empty every Endpoints), then syncs.
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _ = ctx.pods.wait_until_ready().await;
+    synced(&ctx.pods).await;
     sync(&svc, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }

@@ -31,6 +31,7 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
+use crate::controllers::toolkit::synced;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,7 +168,7 @@ fn labels_for(svc: &Service) -> BTreeMap<String, String> {
 /// The controller's reconcile: waits for the pod cache's first list, then
 /// syncs.
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _ = ctx.pods.wait_until_ready().await;
+    synced(&ctx.pods).await;
     sync(&svc, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }

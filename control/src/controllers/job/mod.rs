@@ -25,6 +25,7 @@ pub mod sync;
 #[cfg(test)]
 mod tests;
 
+use crate::controllers::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,6 +156,6 @@ fn selector_of(job: &Job) -> Option<LabelSelector> {
 
 /// Waits for the pod cache's first list, then syncs.
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _ = ctx.pods.wait_until_ready().await;
+    synced(&ctx.pods).await;
     sync::sync(job, ctx).await
 }

@@ -24,6 +24,7 @@ pub mod victims;
 #[cfg(test)]
 mod tests;
 
+use crate::controllers::toolkit::synced;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,7 +158,7 @@ fn min_ready_seconds(rs: &ReplicaSet) -> i64 {
 /// The controller's reconcile: waits for the pod cache's first list (a
 /// sync on an empty cache would create every pod again), then syncs.
 pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _ = ctx.pods.wait_until_ready().await;
+    synced(&ctx.pods).await;
     sync(rs, ctx).await
 }
 

@@ -22,6 +22,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
+use crate::controllers::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -124,9 +125,9 @@ fn sets_that_may_adopt(sets: &Store<StatefulSet>, pod: &Pod) -> Vec<ObjectRef<St
 /// The controller's reconcile: waits for the caches' first lists (a sync
 /// on an empty pod cache would create every pod again), then syncs.
 pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _ = ctx.pods.wait_until_ready().await;
-    let _ = ctx.revisions.wait_until_ready().await;
-    let _ = ctx.claims.wait_until_ready().await;
+    synced(&ctx.pods).await;
+    synced(&ctx.revisions).await;
+    synced(&ctx.claims).await;
     let requeue = sync::sync(&set, &ctx).await?;
     Ok(Action::requeue(requeue.map_or(RESYNC, |r| r.min(RESYNC))))
 }

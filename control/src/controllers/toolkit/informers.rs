@@ -98,10 +98,7 @@ fn new_entry<K: Cached>() -> Entry {
     let ready_reader = reader.clone();
     let ready = Box::new(move || {
         let reader = ready_reader.clone();
-        async move {
-            let _ = reader.wait_until_ready().await;
-        }
-        .boxed()
+        async move { synced(&reader).await }.boxed()
     });
     Entry {
         typed: Box::new(Informer {
@@ -111,6 +108,22 @@ fn new_entry<K: Cached>() -> Entry {
         }),
         start: Some(start),
         ready,
+    }
+}
+
+/// Waits until `store` has its first full list.
+///
+/// kube-runtime's `Store::wait_until_ready` keeps a single waker (a
+/// oneshot channel), so of several tasks waiting on one shared cache at
+/// once only the last to poll is woken; the others would wait for ever
+/// (a controller that never starts). This checks without waiting on that
+/// waker, backing off from 5 ms to 50 ms; once the cache is ready it
+/// returns at once.
+pub async fn synced<K: Cached>(store: &Store<K>) {
+    let mut delay = std::time::Duration::from_millis(5);
+    while store.wait_until_ready().now_or_never().is_none() {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_millis(50));
     }
 }
 
@@ -253,6 +266,29 @@ mod tests {
             (seen.load(Ordering::SeqCst) >= n).then_some(())
         })
         .await;
+    }
+
+    #[tokio::test]
+    async fn every_task_waiting_for_a_cache_is_released() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        // Several controllers wait for the one pod cache at once, each in
+        // its own task, before the watch starts.
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let pods = pods.clone();
+                tokio::spawn(async move { synced(&pods).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        shared.informers.start();
+        for w in waiters {
+            tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .expect("a waiter was never released")
+                .unwrap();
+        }
     }
 
     #[tokio::test]

@@ -45,7 +45,7 @@ pub use bosun::owners::{controller_of, controller_ref};
 pub use claim::ClaimManager;
 pub use clock::{from_chrono, to_chrono, Clock, FakeClock, SystemClock};
 pub use expectations::{expectations_key, Expectations, EXPECTATIONS_TIMEOUT};
-pub use informers::{Cached, Informers};
+pub use informers::{synced, Cached, Informers};
 pub use pods::{pod_from_template, slow_start_batch, PodControl};
 pub use run::{key_of, run_controller};
 

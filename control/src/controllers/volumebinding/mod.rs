@@ -35,6 +35,7 @@ pub mod provisioner;
 mod tests;
 pub mod volumes;
 
+use crate::controllers::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,11 +113,11 @@ impl Ctx {
     }
 
     async fn caches_ready(&self) {
-        let _ = self.claims.wait_until_ready().await;
-        let _ = self.volumes.wait_until_ready().await;
-        let _ = self.classes.wait_until_ready().await;
-        let _ = self.pods.wait_until_ready().await;
-        let _ = self.nodes.wait_until_ready().await;
+        synced(&self.claims).await;
+        synced(&self.volumes).await;
+        synced(&self.classes).await;
+        synced(&self.pods).await;
+        synced(&self.nodes).await;
     }
 
     pub fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
