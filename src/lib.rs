@@ -12,3 +12,4 @@ pub mod resources;
 pub mod selector;
 pub mod serving;
 pub mod validation;
+pub mod well_known;

@@ -31,8 +31,14 @@ pub struct AgentConfig {
     /// How often the agent lists its containers to notice changes made
     /// behind its back.
     pub relist_period: Duration,
-    /// How often the Node's status is refreshed.
+    /// How often the agent renews its Lease and checks whether the
+    /// Node's status changed (kubelet's node status update frequency).
     pub heartbeat_period: Duration,
+    /// The Lease's duration, as kubelet's `--node-lease-duration-seconds`.
+    pub lease_duration_seconds: i32,
+    /// How often an unchanged Node status is written all the same
+    /// (kubelet's `--node-status-report-frequency`).
+    pub status_report_period: Duration,
     /// The port of the agent's stream API (logs, exec, attach), published
     /// as the Node's `daemonEndpoints.kubeletEndpoint.Port`; 0 when it
     /// does not serve one.
@@ -69,6 +75,8 @@ impl AgentConfig {
             sync_period: Duration::from_secs(10),
             relist_period: Duration::from_secs(1),
             heartbeat_period: Duration::from_secs(10),
+            lease_duration_seconds: 40,
+            status_report_period: Duration::from_secs(300),
             daemon_port: 0,
             serving_cert: None,
             max_pods: 110,

@@ -61,9 +61,16 @@ struct Args {
     /// Seconds between container relists.
     #[arg(long, default_value_t = 1.0)]
     relist_period: f64,
-    /// Seconds between node heartbeats.
+    /// Seconds between node heartbeats (Lease renewals and node status
+    /// checks).
     #[arg(long, default_value_t = 10.0)]
     heartbeat_period: f64,
+    /// The node Lease's duration in seconds.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(i32).range(1..))]
+    node_lease_duration_seconds: i32,
+    /// Seconds after which an unchanged node status is written again.
+    #[arg(long, default_value_t = 300.0)]
+    node_status_report_frequency: f64,
     /// Address the stream API (logs, exec, attach) listens on.
     #[arg(long, default_value = "0.0.0.0")]
     address: IpAddr,
@@ -237,6 +244,8 @@ async fn main() -> anyhow::Result<()> {
         sync_period: Duration::from_secs(10),
         relist_period: secs(args.relist_period),
         heartbeat_period: secs(args.heartbeat_period),
+        lease_duration_seconds: args.node_lease_duration_seconds,
+        status_report_period: secs(args.node_status_report_frequency),
         daemon_port,
         serving_cert: Some(serving.cert_pem.clone()),
         max_pods: args.max_pods,

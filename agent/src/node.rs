@@ -1,8 +1,11 @@
 //! The Node this agent stands for: registered on start with capacity,
-//! addresses and system info, its Ready condition refreshed every
-//! heartbeat.
+//! addresses and system info. As the kubelet does, the agent heartbeats
+//! cheaply by renewing its Lease in `kube-node-lease`, and writes the
+//! Node's status only when it changed (Ready, capacity, addresses ...) or
+//! when the last report is older than the report period.
 
 use chrono::{SecondsFormat, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -43,8 +46,50 @@ fn arch() -> &'static str {
     }
 }
 
+use bosun::well_known::NODE_LEASE_NAMESPACE as LEASE_NAMESPACE;
+
+/// What the agent reports about its own health: Ready unless the
+/// container runtime does not answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    /// The runtime's version (`docker://29.0.1`), the last one known.
+    pub runtime_version: String,
+    /// Why the node is not ready, if it is not.
+    pub not_ready: Option<String>,
+}
+
+impl Health {
+    pub fn ready(runtime_version: &str) -> Health {
+        Health {
+            runtime_version: runtime_version.to_string(),
+            not_ready: None,
+        }
+    }
+}
+
+/// The Ready condition the agent posts (the kubelet's wording).
+fn ready_condition(health: &Health, now: &str) -> Value {
+    let (status, reason, message) = match &health.not_ready {
+        None => (
+            "True",
+            "KubeletReady",
+            "bosun-agent is posting ready status".to_string(),
+        ),
+        Some(why) => ("False", "KubeletNotReady", why.clone()),
+    };
+    json!({
+        "type": "Ready",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    })
+}
+
 /// The node's status: capacity, addresses, Ready, system info.
-pub fn node_status(cfg: &AgentConfig, runtime_version: &str) -> Value {
+pub fn node_status(cfg: &AgentConfig, health: &Health) -> Value {
+    let runtime_version = health.runtime_version.as_str();
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -64,14 +109,7 @@ pub fn node_status(cfg: &AgentConfig, runtime_version: &str) -> Value {
             {"type": "Hostname", "address": cfg.node_name},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": cfg.daemon_port}},
-        "conditions": [{
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "message": "bosun-agent is posting ready status",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }],
+        "conditions": [ready_condition(health, &now)],
         "nodeInfo": {
             "machineID": read("/etc/machine-id"),
             "systemUUID": "",
@@ -89,11 +127,7 @@ pub fn node_status(cfg: &AgentConfig, runtime_version: &str) -> Value {
 
 /// Creates the Node if it is missing, refreshes its labels and pod CIDR,
 /// and writes its status.
-pub async fn register(
-    client: &Client,
-    cfg: &AgentConfig,
-    runtime_version: &str,
-) -> kube::Result<()> {
+pub async fn register(client: &Client, cfg: &AgentConfig, health: &Health) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let labels = json!({
         "kubernetes.io/hostname": cfg.node_name,
@@ -141,30 +175,65 @@ pub async fn register(
             )
             .await?;
     }
-    heartbeat(client, cfg, runtime_version).await
+    report_status(client, cfg, health, None).await?;
+    renew_lease(client, cfg).await
 }
 
-/// Refreshes the node's status (its Ready condition's heartbeat).
-pub async fn heartbeat(
+/// The parts of a status that say something: everything but heartbeat
+/// times (a report that would only move those is not sent).
+fn meaningful(status: &Value) -> Value {
+    let mut s = status.clone();
+    if let Some(conds) = s.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conds {
+            if let Some(c) = c.as_object_mut() {
+                c.remove("lastHeartbeatTime");
+            }
+        }
+    }
+    json!({
+        "conditions": s.get("conditions"),
+        "addresses": s.get("addresses"),
+        "capacity": s.get("capacity"),
+        "allocatable": s.get("allocatable"),
+        "nodeInfo": s.get("nodeInfo"),
+        "daemonEndpoints": s.get("daemonEndpoints"),
+    })
+}
+
+/// Writes the node's status if it differs from what the API holds (say
+/// the node lifecycle controller marked it Unknown while the agent was
+/// away), or if the last report is older than `report_period`
+/// (`last_report` None: always). Returns whether it wrote.
+pub async fn report_status(
     client: &Client,
     cfg: &AgentConfig,
-    runtime_version: &str,
-) -> kube::Result<()> {
+    health: &Health,
+    last_report: Option<(std::time::Instant, std::time::Duration)>,
+) -> kube::Result<bool> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let mut status = node_status(cfg, runtime_version);
-    // Keep the transition time while Ready stays True.
-    if let Ok(Some(current)) = nodes.get_opt(&cfg.node_name).await {
-        let since = current
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .into_iter()
-            .find(|c| c.type_ == "Ready" && c.status == "True")
-            .and_then(|c| c.last_transition_time);
-        if let Some(t) = since {
-            status["conditions"][0]["lastTransitionTime"] =
-                serde_json::to_value(t).unwrap_or_default();
+    let mut status = node_status(cfg, health);
+    let current = nodes
+        .get_opt(&cfg.node_name)
+        .await?
+        .and_then(|n| n.status)
+        .map(|s| serde_json::to_value(s).unwrap_or_default())
+        .unwrap_or_default();
+    // A condition keeps its transition time while its status stays.
+    if let Some(conds) = status["conditions"].as_array_mut() {
+        for c in conds {
+            let old = current["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|o| o["type"] == c["type"] && o["status"] == c["status"]);
+            if let Some(t) = old.and_then(|o| o.get("lastTransitionTime")) {
+                c["lastTransitionTime"] = t.clone();
+            }
         }
+    }
+    let due = last_report.is_none_or(|(at, period)| at.elapsed() >= period);
+    if !due && meaningful(&status) == meaningful(&current) {
+        return Ok(false);
     }
     nodes
         .patch_status(
@@ -173,7 +242,49 @@ pub async fn heartbeat(
             &Patch::Merge(json!({"status": status})),
         )
         .await?;
-    Ok(())
+    Ok(true)
+}
+
+/// Renews the node's Lease, creating it (owned by the Node, so it goes
+/// with it) when it is missing.
+pub async fn renew_lease(client: &Client, cfg: &AgentConfig) -> kube::Result<()> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true);
+    let spec = json!({
+        "holderIdentity": cfg.node_name,
+        "leaseDurationSeconds": cfg.lease_duration_seconds,
+        "renewTime": now,
+    });
+    match leases
+        .patch(
+            &cfg.node_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        other => return other.map(|_| ()),
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let owner = nodes.get_opt(&cfg.node_name).await?.map(|n| {
+        json!([{
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": cfg.node_name,
+            "uid": n.metadata.uid,
+        }])
+    });
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": cfg.node_name, "namespace": LEASE_NAMESPACE, "ownerReferences": owner},
+        "spec": spec,
+    }))
+    .expect("a valid Lease");
+    match leases.create(&PostParams::default(), &lease).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -184,7 +295,7 @@ mod tests {
     fn allocatable_names_cpus_memory_and_max_pods() {
         let mut cfg = AgentConfig::for_tests("n1", std::env::temp_dir());
         cfg.max_pods = 7;
-        let status = node_status(&cfg, "docker://test");
+        let status = node_status(&cfg, &Health::ready("docker://test"));
         let alloc = &status["allocatable"];
         assert_eq!(alloc["pods"], "7");
         let cpus: usize = alloc["cpu"].as_str().unwrap().parse().unwrap();

@@ -185,7 +185,8 @@ impl Agent {
     ) -> bool {
         let mut delay = Duration::from_millis(200);
         loop {
-            match crate::node::register(&self.client, &self.cfg, runtime_version).await {
+            let health = crate::node::Health::ready(runtime_version);
+            match crate::node::register(&self.client, &self.cfg, &health).await {
                 Ok(()) => return true,
                 Err(e) => {
                     tracing::warn!(error = %e, "registering the node; retrying in {delay:?}");
@@ -199,15 +200,32 @@ impl Agent {
         }
     }
 
-    /// Refreshes the node's status every heartbeat period.
+    /// Every heartbeat period: asks the runtime whether it answers,
+    /// renews the Lease, and writes the Node's status if it changed or is
+    /// due.
     fn spawn_heartbeat(&self, runtime_version: String) -> tokio::task::JoinHandle<()> {
-        let (client, cfg) = (self.client.clone(), self.cfg.clone());
+        let (client, cfg, rt) = (self.client.clone(), self.cfg.clone(), self.rt.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(cfg.heartbeat_period);
+            let mut health = crate::node::Health::ready(&runtime_version);
+            let mut last_report = std::time::Instant::now();
             loop {
                 tick.tick().await;
-                if let Err(e) = crate::node::heartbeat(&client, &cfg, &runtime_version).await {
-                    tracing::warn!(error = %e, "node heartbeat");
+                match tokio::time::timeout(cfg.heartbeat_period, rt.version()).await {
+                    Ok(Ok(version)) => health = crate::node::Health::ready(&version),
+                    Ok(Err(e)) => {
+                        health.not_ready = Some(format!("container runtime is down: {e}"))
+                    }
+                    Err(_) => health.not_ready = Some("container runtime is not responding".into()),
+                }
+                if let Err(e) = crate::node::renew_lease(&client, &cfg).await {
+                    tracing::warn!(error = %e, "renewing the node lease");
+                }
+                let since = Some((last_report, cfg.status_report_period));
+                match crate::node::report_status(&client, &cfg, &health, since).await {
+                    Ok(true) => last_report = std::time::Instant::now(),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "node status"),
                 }
             }
         })

@@ -18,6 +18,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod column;
+mod coordination;
 mod core_group;
 mod discovery;
 mod fields;
@@ -47,6 +48,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::PERSISTENT_VOLUME,
     &core_group::PERSISTENT_VOLUME_CLAIM,
     &discovery::ENDPOINT_SLICE,
+    &coordination::LEASE,
     &apps::DEPLOYMENT,
     &apps::REPLICA_SET,
     &apps::STATEFUL_SET,

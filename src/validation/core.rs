@@ -173,8 +173,18 @@ pub(crate) fn validate_endpoints(obj: &Value, errs: &mut Vec<FieldError>) {
 
 pub(crate) fn validate_node(obj: &Value, errs: &mut Vec<FieldError>) {
     let spec = sub(obj, "spec");
+    let mut seen = std::collections::HashSet::new();
     for (i, t) in arr_of(spec, "taints").iter().enumerate() {
         let p = index("spec.taints", i);
+        // `validateNodeTaints`: one taint per key and effect.
+        if !seen.insert((str_of(t, "key"), str_of(t, "effect"))) {
+            let mut e = FieldError::duplicate(
+                p.clone(),
+                format!("{}:{}", str_of(t, "key"), str_of(t, "effect")),
+            );
+            e.detail = "taints must be unique by key and effect pair".into();
+            errs.push(e);
+        }
         let k = str_of(t, "key");
         if k.is_empty() {
             errs.push(FieldError::required(child(&p, "key"), ""));

@@ -11,6 +11,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod container;
+mod coordination;
 mod core;
 mod discovery;
 mod meta;
@@ -471,6 +472,9 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("storage.k8s.io", "v1", "StorageClass") => {
             roundtrip::<k8s_openapi::api::storage::v1::StorageClass>(v)
         }
+        ("coordination.k8s.io", "v1", "Lease") => {
+            roundtrip::<k8s_openapi::api::coordination::v1::Lease>(v)
+        }
         ("discovery.k8s.io", "v1", "EndpointSlice") => {
             roundtrip::<k8s_openapi::api::discovery::v1::EndpointSlice>(v)
         }
@@ -520,6 +524,7 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("batch", "Job") => batch::validate_job(spec, old_spec, &mut errs),
         ("batch", "CronJob") => batch::validate_cronjob(spec, &mut errs),
         ("storage.k8s.io", "StorageClass") => storage::validate_storage_class(obj, old, &mut errs),
+        ("coordination.k8s.io", "Lease") => coordination::validate_lease_spec(spec, &mut errs),
         ("discovery.k8s.io", "EndpointSlice") => {
             discovery::validate_endpoint_slice(obj, old, &mut errs)
         }

@@ -56,9 +56,10 @@ impl fmt::Display for Reason {
 
 /// The taint the node lifecycle puts on a node that is not Ready (False:
 /// not-ready; Unknown: unreachable).
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
-pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+pub use bosun::well_known::{
+    TAINT_NOT_READY as NOT_READY_TAINT, TAINT_UNREACHABLE as UNREACHABLE_TAINT,
+    TAINT_UNSCHEDULABLE as UNSCHEDULABLE_TAINT,
+};
 
 /// Whether the node's Ready condition is True.
 pub fn is_ready(node: &Node) -> bool {
@@ -76,8 +77,9 @@ fn ready_status(node: &Node) -> Option<&str> {
 }
 
 /// The node's taints, plus the NoSchedule taint a node that is not Ready
-/// carries in Kubernetes (bosun has no node lifecycle controller to put
-/// it there, so the scheduler reads the condition itself).
+/// carries in Kubernetes: the node lifecycle controller puts it there
+/// within its monitor period; reading the condition too closes that gap
+/// (and covers a control plane run without that controller).
 pub fn effective_taints(node: &Node) -> Vec<Taint> {
     let mut taints: Vec<Taint> = node
         .spec

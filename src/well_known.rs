@@ -1,0 +1,17 @@
+//! Names Kubernetes gives a fixed meaning (`k8s.io/api/core/v1`'s
+//! well-known taints, the node lease namespace), shared by the control
+//! plane, the agent and the CLI.
+
+/// The node's Ready condition is False.
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+/// The node's Ready condition is Unknown: its agent went silent.
+pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+/// The node is cordoned (`spec.unschedulable`).
+pub const TAINT_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+pub const TAINT_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+pub const TAINT_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+pub const TAINT_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
+pub const TAINT_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+
+/// Where each node's heartbeat Lease lives.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
