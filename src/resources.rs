@@ -89,6 +89,7 @@ impl ResourceInfo {
             "attach" => (&["create", "get"], "PodAttachOptions"),
             "scale" => (&["get", "patch", "update"], "Scale"),
             "binding" => (&["create"], "Binding"),
+            "eviction" => (&["create"], "Eviction"),
             _ => (&["get", "patch", "update"], self.kind),
         }
     }
@@ -170,7 +171,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Node", "nodes", "node", false,
          short: ["no"], cat: [], sub: ["status"]),
     res!("", "v1", "Pod", "pods", "pod", true,
-         short: ["po"], cat: ["all"], sub: ["status", "binding", "log", "exec", "attach"]),
+         short: ["po"], cat: ["all"], sub: ["status", "binding", "eviction", "log", "exec", "attach"]),
     res!("", "v1", "Service", "services", "service", true,
          short: ["svc"], cat: ["all"], sub: ["status"]),
     res!("", "v1", "Endpoints", "endpoints", "endpoints", true,
@@ -197,6 +198,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["cj"], cat: ["all"], sub: ["status"]),
     res!("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", false,
          short: ["sc"], cat: [], sub: []),
+    res!("coordination.k8s.io", "v1", "Lease", "leases", "lease", true,
+         short: [], cat: [], sub: []),
     res!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", true,
          short: [], cat: [], sub: []),
     res!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",

@@ -3,6 +3,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bosun_control::api::ApiOptions;
+use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
+use bosun_control::controllers::podgc::PodGcOptions;
 use bosun_control::controllers::ControllerOptions;
 use bosun_control::server::{self, Config};
 use bosun_control::store::StoreOptions;
@@ -40,6 +42,24 @@ struct Args {
     /// How long an Event is kept after it last happened (e.g. 1h, 30m, 90s).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     event_ttl: Duration,
+    /// How long a node may go without a heartbeat before it is marked
+    /// Unknown and tainted unreachable.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    node_monitor_grace_period: Duration,
+    /// How often the node lifecycle controller looks at the nodes.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    node_monitor_period: Duration,
+    /// How many finished pods are kept before pod GC deletes the oldest
+    /// (0: no limit).
+    #[arg(long, default_value_t = 12500)]
+    terminated_pod_gc_threshold: usize,
+    /// The tolerationSeconds of the `node.kubernetes.io/not-ready:NoExecute`
+    /// toleration every pod gets unless it has its own.
+    #[arg(long, default_value_t = 300)]
+    default_not_ready_toleration_seconds: i64,
+    /// The same for `node.kubernetes.io/unreachable:NoExecute`.
+    #[arg(long, default_value_t = 300)]
+    default_unreachable_toleration_seconds: i64,
 }
 
 /// `90s`, `30m`, `1h` or plain seconds.
@@ -64,6 +84,14 @@ async fn main() -> anyhow::Result<()> {
     let controllers = ControllerOptions {
         controllers: args.controllers,
         event_ttl: args.event_ttl,
+        node_lifecycle: NodeLifecycleOptions {
+            grace_period: args.node_monitor_grace_period,
+            monitor_period: args.node_monitor_period.max(Duration::from_secs(1)),
+        },
+        pod_gc: PodGcOptions {
+            terminated_threshold: args.terminated_pod_gc_threshold,
+            ..Default::default()
+        },
     };
     if let Err(e) = controllers.validate() {
         eprintln!("error: {e}");
@@ -79,6 +107,8 @@ async fn main() -> anyhow::Result<()> {
         api: ApiOptions {
             body_limit: args.max_body_bytes,
             bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+            default_not_ready_toleration_seconds: args.default_not_ready_toleration_seconds,
+            default_unreachable_toleration_seconds: args.default_unreachable_toleration_seconds,
         },
         controllers,
     })

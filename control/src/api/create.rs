@@ -108,7 +108,7 @@ pub(super) async fn create(state: &ApiState, req: &ApiRequest) -> ApiResult<Resp
     }
     defaults::apply_defaults(sres, &mut obj);
     let name = meta_str(&obj, "name").unwrap_or("").to_string();
-    strategy.prepare_for_create(&mut obj);
+    strategy.prepare_for_create(&state.options, &mut obj);
     let mut errors = validation::validate(sres, &obj, None);
     if errors.is_empty() {
         errors = strategy.allocate(state, &mut obj).await?;

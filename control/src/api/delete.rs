@@ -23,7 +23,7 @@ enum Propagation {
     Orphan,
 }
 
-struct DeleteOptions {
+pub(super) struct DeleteOptions {
     grace_period: Option<i64>,
     propagation: Propagation,
     uid: Option<String>,
@@ -37,6 +37,11 @@ fn delete_options(req: &ApiRequest) -> ApiResult<DeleteOptions> {
         serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
+    delete_options_from(req, &body)
+}
+
+/// The options of a delete from the query and a DeleteOptions `body`.
+pub(super) fn delete_options_from(req: &ApiRequest, body: &Value) -> ApiResult<DeleteOptions> {
     let grace_period = match req.param("gracePeriodSeconds") {
         Some(g) => Some(g.parse::<i64>().map_err(|_| {
             ApiError::bad_request(format!("gracePeriodSeconds: Invalid value: {g:?}"))
@@ -76,17 +81,31 @@ fn delete_options(req: &ApiRequest) -> ApiResult<DeleteOptions> {
 }
 
 pub(super) async fn delete(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
-    let res = req.target.res;
-    let name = name_of(req).to_string();
-    if let Some(done) = strategy::for_kind(res.kind).delete(state, req).await {
+    if let Some(done) = strategy::for_kind(req.target.res.kind)
+        .delete(state, req)
+        .await
+    {
         return done;
     }
     let opts = delete_options(req)?;
+    let obj = delete_with(state, req, &opts).await?;
+    Ok(respond(req, StatusCode::OK, obj, &[]))
+}
+
+/// Deletes the request's object with `opts`; returns what is left of it
+/// (the object marked for deletion, or the last state of it).
+pub(super) async fn delete_with(
+    state: &ApiState,
+    req: &ApiRequest,
+    opts: &DeleteOptions,
+) -> ApiResult<Value> {
+    let res = req.target.res;
+    let name = name_of(req).to_string();
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
-        delete_preconditions(res, &name, &current, &opts)?;
-        match delete_once(state, req, &kv, current, &opts).await? {
-            Ok(obj) => return Ok(respond(req, StatusCode::OK, obj, &[])),
+        delete_preconditions(res, &name, &current, opts)?;
+        match delete_once(state, req, &kv, current, opts).await? {
+            Ok(obj) => return Ok(obj),
             Err(StoreError::Conflict { .. }) => continue,
             Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(res, &name)),
             Err(e) => return Err(ApiError::from_store(e, res, &name)),

@@ -91,6 +91,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 e["version"] = json!("v1");
                 e["kind"] = json!("Scale");
             }
+            if *sub == "eviction" {
+                e["group"] = json!("policy");
+                e["version"] = json!("v1");
+            }
             resources.push(e);
         }
     }

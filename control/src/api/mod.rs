@@ -8,6 +8,7 @@ mod decode;
 mod delete;
 mod discovery;
 pub mod error;
+mod eviction;
 mod filter;
 mod get;
 mod list;
@@ -44,6 +45,11 @@ pub struct ApiOptions {
     pub body_limit: usize,
     /// How often an idle watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// The tolerationSeconds of the `not-ready` and `unreachable`
+    /// NoExecute tolerations every new pod gets unless it has its own
+    /// (kube-apiserver's DefaultTolerationSeconds admission).
+    pub default_not_ready_toleration_seconds: i64,
+    pub default_unreachable_toleration_seconds: i64,
 }
 
 impl Default for ApiOptions {
@@ -51,6 +57,8 @@ impl Default for ApiOptions {
         ApiOptions {
             body_limit: 3 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(30),
+            default_not_ready_toleration_seconds: 300,
+            default_unreachable_toleration_seconds: 300,
         }
     }
 }
@@ -311,6 +319,10 @@ async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
         (&Method::POST, true, Some("binding")) => binding::bind(state, &req).await,
         (_, true, Some("binding")) => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource (pods/binding)",
+        )),
+        (&Method::POST, true, Some("eviction")) => eviction::evict(state, &req).await,
+        (_, true, Some("eviction")) => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource (pods/eviction)",
         )),
         (&Method::GET, true, Some("scale")) => scale::get_scale(state, &req).await,
         (&Method::PUT | &Method::PATCH, true, Some("scale")) => {

@@ -14,8 +14,11 @@ pub mod endpointslice;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod job;
+pub mod nodelifecycle;
+pub mod podgc;
 pub mod replicaset;
 pub mod statefulset;
+pub mod tainteviction;
 pub mod toolkit;
 pub mod volumebinding;
 
@@ -37,6 +40,9 @@ pub const ALL: &[&str] = &[
     "volumebinding",
     "endpoints",
     "endpointslice",
+    "nodelifecycle",
+    "tainteviction",
+    "podgc",
     "garbagecollector",
     "eventttl",
 ];
@@ -48,6 +54,8 @@ pub struct ControllerOptions {
     pub controllers: Vec<String>,
     /// How long an Event is kept after its last occurrence.
     pub event_ttl: Duration,
+    pub node_lifecycle: nodelifecycle::NodeLifecycleOptions,
+    pub pod_gc: podgc::PodGcOptions,
 }
 
 impl Default for ControllerOptions {
@@ -55,6 +63,8 @@ impl Default for ControllerOptions {
         ControllerOptions {
             controllers: vec!["*".into()],
             event_ttl: Duration::from_secs(3600),
+            node_lifecycle: Default::default(),
+            pod_gc: Default::default(),
         }
     }
 }
@@ -121,6 +131,9 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
             "endpointslice" => endpointslice::start(shared),
+            "nodelifecycle" => nodelifecycle::start(shared, options.node_lifecycle.clone()),
+            "tainteviction" => tainteviction::start(shared),
+            "podgc" => podgc::start(shared, options.pod_gc.clone()),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");

@@ -30,6 +30,9 @@ pub const OFF_IN_API_TESTS: &[&str] = &[
     "job",
     "endpoints",
     "endpointslice",
+    "nodelifecycle",
+    "tainteviction",
+    "podgc",
 ];
 
 pub fn binary() -> PathBuf {

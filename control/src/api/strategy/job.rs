@@ -4,11 +4,12 @@
 use serde_json::{json, Value};
 
 use super::Strategy;
+use crate::api::ApiOptions;
 
 pub struct JobStrategy;
 
 impl Strategy for JobStrategy {
-    fn prepare_for_create(&self, job: &mut Value) {
+    fn prepare_for_create(&self, _options: &ApiOptions, job: &mut Value) {
         job_selector(job);
     }
 }

@@ -27,7 +27,7 @@ use bosun::validation::FieldError;
 use serde_json::Value;
 
 use super::error::ApiResult;
-use super::{ApiRequest, ApiState};
+use super::{ApiOptions, ApiRequest, ApiState};
 
 /// What is special about one kind. Every method has a default that does
 /// nothing special.
@@ -44,8 +44,8 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Fills in what the server decides for a new object, after defaulting
-    /// and before validation.
-    fn prepare_for_create(&self, _obj: &mut Value) {}
+    /// and before validation (admission: what the server's options add).
+    fn prepare_for_create(&self, _options: &ApiOptions, _obj: &mut Value) {}
 
     /// Takes what the server holds for the object from the store (cluster
     /// IPs, ports), after validation; an error names the field.

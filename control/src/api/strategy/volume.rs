@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::Strategy;
 use crate::api::error::ApiResult;
 use crate::api::request::list_all;
-use crate::api::{object, ApiState};
+use crate::api::{object, ApiOptions, ApiState};
 
 use crate::controllers::volumebinding::{PVC_PROTECTION, PV_PROTECTION};
 
@@ -40,7 +40,7 @@ impl Strategy for PersistentVolumeStrategy {
         Some(json!({"phase": "Available"}))
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
+    fn prepare_for_create(&self, _options: &ApiOptions, obj: &mut Value) {
         add_finalizer(obj, PV_PROTECTION);
     }
 }
@@ -76,7 +76,7 @@ impl Strategy for PersistentVolumeClaimStrategy {
         Some(json!({"phase": "Pending"}))
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
+    fn prepare_for_create(&self, _options: &ApiOptions, obj: &mut Value) {
         add_finalizer(obj, PVC_PROTECTION);
     }
 

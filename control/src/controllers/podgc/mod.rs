@@ -1,0 +1,215 @@
+//! Pod garbage collection, as kube-controller-manager's pod GC:
+//!
+//! - pods bound to a node that no longer exists are marked Failed (with a
+//!   DisruptionTarget condition) and deleted at once, with no grace
+//!   period: no agent is left to stop them (`bosun delete node X`). The
+//!   node's absence is confirmed with the API before (the cache may lag);
+//!   an agent that comes back later removes their containers itself;
+//! - when more than `--terminated-pod-gc-threshold` finished pods exist,
+//!   the oldest go.
+//!
+//! It runs every GC period and as soon as a node is deleted.
+
+#[cfg(test)]
+mod tests;
+
+use crate::controllers::toolkit::synced;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::toolkit::{from_chrono, Clock, Shared};
+
+/// Tunables, as kube-controller-manager's flags.
+#[derive(Debug, Clone)]
+pub struct PodGcOptions {
+    /// How often the pods are looked at (Kubernetes: 20 s).
+    pub period: Duration,
+    /// `--terminated-pod-gc-threshold`: finished pods kept (0: no limit).
+    pub terminated_threshold: usize,
+}
+
+impl Default for PodGcOptions {
+    fn default() -> Self {
+        PodGcOptions {
+            period: Duration::from_secs(20),
+            terminated_threshold: 12500,
+        }
+    }
+}
+
+pub struct Context {
+    client: Client,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    clock: Arc<dyn Clock>,
+    options: PodGcOptions,
+}
+
+/// Sets up pod GC; the future runs it.
+pub fn start(shared: &Arc<Shared>, options: PodGcOptions) -> BoxFuture<'static, ()> {
+    let ctx = Arc::new(Context {
+        client: shared.client.clone(),
+        pods: shared.informers.store::<Pod>(),
+        nodes: shared.informers.store::<Node>(),
+        clock: shared.clock.clone(),
+        options,
+    });
+    let mut deleted_nodes = shared.informers.deleted::<Node>();
+    async move {
+        synced(&ctx.pods).await;
+        synced(&ctx.nodes).await;
+        let mut tick = tokio::time::interval(ctx.options.period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                Some(_) = deleted_nodes.next() => {}
+            }
+            gc(&ctx).await;
+        }
+    }
+    .boxed()
+}
+
+/// One pass.
+pub async fn gc(ctx: &Context) {
+    gc_orphaned(ctx).await;
+    gc_terminated(ctx).await;
+}
+
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()?
+        .node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+}
+
+fn is_finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+/// Pods whose node is gone.
+async fn gc_orphaned(ctx: &Context) {
+    let pods = ctx.pods.state();
+    let missing: HashSet<&str> = pods
+        .iter()
+        .filter_map(|p| node_of(p))
+        .filter(|n| ctx.nodes.get(&ObjectRef::new(n)).is_none())
+        .collect();
+    tracing::debug!(pods = pods.len(), missing = ?missing, "pod GC pass");
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    for node in missing {
+        // The cache may lag behind a node that was just created.
+        match nodes.get_opt(node).await {
+            Ok(None) => {}
+            Ok(Some(_)) => continue,
+            Err(e) => {
+                tracing::warn!(%node, error = %e, "pod GC: checking whether the node exists");
+                continue;
+            }
+        }
+        for pod in pods.iter().filter(|p| node_of(p) == Some(node)) {
+            tracing::info!(pod = %pod.name_any(), namespace = %pod.namespace().unwrap_or_default(),
+                %node, "pod GC: deleting a pod of a node that no longer exists");
+            if let Err(e) = force_delete(ctx, pod, true).await {
+                tracing::warn!(pod = %pod.name_any(), error = %e, "pod GC");
+            }
+        }
+    }
+}
+
+/// The oldest finished pods beyond the threshold.
+async fn gc_terminated(ctx: &Context) {
+    let threshold = ctx.options.terminated_threshold;
+    if threshold == 0 {
+        return;
+    }
+    let mut finished: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| is_finished(p) && p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if finished.len() <= threshold {
+        return;
+    }
+    finished.sort_by(|a, b| {
+        a.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .cmp(&b.metadata.creation_timestamp.as_ref().map(|t| t.0))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
+    let excess = finished.len() - threshold;
+    for pod in finished.iter().take(excess) {
+        tracing::info!(pod = %pod.name_any(), "pod GC: deleting a finished pod over the threshold");
+        if let Err(e) = force_delete(ctx, pod, false).await {
+            tracing::warn!(pod = %pod.name_any(), error = %e, "pod GC");
+        }
+    }
+}
+
+/// Deletes the pod at once; an orphan is first marked Failed with a
+/// DisruptionTarget condition, as Kubernetes does.
+async fn force_delete(ctx: &Context, pod: &Pod, orphaned: bool) -> kube::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let name = pod.name_any();
+    if orphaned && !is_finished(pod) {
+        let mut conditions = serde_json::to_value(
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        if let Some(list) = conditions.as_array_mut() {
+            list.retain(|c| c["type"] != "DisruptionTarget");
+            list.push(json!({
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "DeletionByPodGC",
+                "message": "PodGC: node no longer exists",
+                "lastTransitionTime": from_chrono(ctx.clock.now()),
+            }));
+        }
+        let patch = json!({
+            "metadata": {"uid": pod.metadata.uid},
+            "status": {"phase": "Failed", "conditions": conditions},
+        });
+        match pods
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match pods.delete(&name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
