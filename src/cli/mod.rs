@@ -4,11 +4,13 @@ mod apply;
 mod client;
 mod delete;
 mod describe;
+mod drain;
 mod errors;
 mod get;
 mod info;
 mod manifest;
 mod modify;
+mod nodes;
 mod output;
 mod record;
 mod replica_sets;
@@ -83,6 +85,14 @@ enum Command {
     Exec(streams::ExecArgs),
     /// Attach to a process that is already running inside a container.
     Attach(streams::AttachArgs),
+    /// Mark a node as unschedulable.
+    Cordon(nodes::CordonArgs),
+    /// Mark a node as schedulable.
+    Uncordon(nodes::CordonArgs),
+    /// Drain a node in preparation for maintenance.
+    Drain(drain::DrainArgs),
+    /// Update the taints on one or more nodes.
+    Taint(nodes::TaintArgs),
     /// Print the client and server version.
     Version,
     /// Print the resource types the server serves.
@@ -128,6 +138,10 @@ async fn dispatch(cli: Cli) -> Outcome {
                 Command::Logs(args) => streams::logs(&ctx, &args).await,
                 Command::Exec(args) => streams::exec(&ctx, &args).await,
                 Command::Attach(args) => streams::attach(&ctx, &args).await,
+                Command::Cordon(args) => nodes::cordon(&ctx, &args, true).await,
+                Command::Uncordon(args) => nodes::cordon(&ctx, &args, false).await,
+                Command::Drain(args) => drain::drain(&ctx, &args).await,
+                Command::Taint(args) => nodes::taint(&ctx, &args).await,
                 Command::Version => info::version(&ctx).await,
                 Command::ApiResources => info::api_resources(&ctx).await,
                 Command::Up(_) | Command::Down(_) => unreachable!("handled above"),

@@ -179,6 +179,7 @@ pub struct Cluster {
     port: u16,
     agents: Vec<AgentProc>,
     agent_args: Vec<String>,
+    control_args: Vec<String>,
 }
 
 impl Cluster {
@@ -198,6 +199,15 @@ impl Cluster {
     }
 
     pub fn start_nodes_with(n: usize, agent_args: &[&str]) -> Cluster {
+        Self::start_nodes_with_control(n, agent_args, &[])
+    }
+
+    /// As [`Cluster::start_nodes_with`], with extra `bosun-control` flags.
+    pub fn start_nodes_with_control(
+        n: usize,
+        agent_args: &[&str],
+        control_args: &[&str],
+    ) -> Cluster {
         assert!(n >= 1, "a cluster has at least one node");
         ensure_images();
         let dir = tempfile::tempdir().expect("temp dir");
@@ -217,6 +227,7 @@ impl Cluster {
             port: 0,
             agents: Vec::new(),
             agent_args: agent_args.iter().map(|s| s.to_string()).collect(),
+            control_args: control_args.iter().map(|s| s.to_string()).collect(),
         };
         c.start_control();
         for _ in 0..n {
@@ -314,6 +325,7 @@ impl Cluster {
             .arg("--data-dir")
             .arg(self.dir.path().join("control"))
             .args(["--port", &self.port.to_string()])
+            .args(&self.control_args)
             .stdout(Stdio::null())
             .stderr(self.log("control"))
             .spawn()
