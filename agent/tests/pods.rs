@@ -424,7 +424,7 @@ async fn pods_keep_running_while_the_control_plane_is_down() {
         .await;
     let before = container_starts(&c);
     assert!(before.iter().all(|(_, _, running)| *running), "{before:?}");
-    let failed_heartbeats = |c: &Cluster| c.agent_log().matches("node heartbeat").count();
+    let failed_heartbeats = |c: &Cluster| c.agent_log().matches("renewing the node lease").count();
     let failed_before = failed_heartbeats(&c);
     c.stop_control();
     // The agent has noticed: three heartbeats in a row failed (6 s at

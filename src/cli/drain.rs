@@ -247,3 +247,90 @@ async fn drain_one(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: DrainArgs,
+    }
+
+    fn args(flags: &[&str]) -> DrainArgs {
+        Cli::parse_from(std::iter::once("drain").chain(flags.iter().copied())).args
+    }
+
+    fn pod(name: &str, owner: Option<&str>, empty_dir: bool, phase: &str) -> Pod {
+        let owners = owner.map(|kind| {
+            json!([{"apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "u", "controller": true}])
+        });
+        let volumes = empty_dir.then(|| json!([{"name": "v", "emptyDir": {}}]));
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": owners},
+            "spec": {"containers": [], "volumes": volumes},
+            "status": {"phase": phase},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn drain_filters_pods_as_kubectl_does() {
+        let pods = [
+            pod("rs", Some("ReplicaSet"), false, "Running"),
+            pod("ds", Some("DaemonSet"), false, "Running"),
+            pod("cache", Some("ReplicaSet"), true, "Running"),
+            pod("solo", None, false, "Running"),
+            pod("done", None, false, "Succeeded"),
+        ];
+        let p = plan(&pods, &args(&["n1"]));
+        assert_eq!(p.evict, ["default/rs", "default/done"]);
+        assert_eq!(
+            joined(&p.errors),
+            "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): default/ds, \
+             cannot delete Pods with local storage (use --delete-emptydir-data to override): default/cache, \
+             cannot delete Pods that declare no controller (use --force to override): default/solo"
+        );
+        let p = plan(
+            &pods,
+            &args(&[
+                "n1",
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--force",
+            ]),
+        );
+        assert!(p.errors.is_empty());
+        assert_eq!(
+            p.evict,
+            [
+                "default/rs",
+                "default/cache",
+                "default/solo",
+                "default/done"
+            ]
+        );
+        assert_eq!(
+            p.warnings,
+            [
+                (
+                    "ignoring DaemonSet-managed Pods".to_string(),
+                    vec!["default/ds".to_string()]
+                ),
+                (
+                    "deleting Pods with local storage".to_string(),
+                    vec!["default/cache".to_string()]
+                ),
+                (
+                    "deleting Pods that declare no controller".to_string(),
+                    vec!["default/solo".to_string()]
+                ),
+            ]
+        );
+        assert_eq!(parse_timeout("0s").unwrap(), None);
+        assert_eq!(parse_timeout("2m").unwrap(), Some(Duration::from_secs(120)));
+        assert!(parse_timeout("soon").is_err());
+    }
+}
