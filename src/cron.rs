@@ -13,9 +13,9 @@
 //!   day of week (`0-6` or `SUN`..; 7 is rejected, as robfig does);
 //! - `*` and `?`, values, ranges `a-b`, steps `*/n`, `a-b/n`, `a/n`
 //!   (= `a-max/n`), lists `a,b`;
-//! - the day fields: when either is a star (`*`, `?`, or a star with step
-//!   1) a day must match both; otherwise either (`0 0 1 * MON` runs on the
-//!   1st and on Mondays), as in robfig, where `*/2` is not a star;
+//! - the day fields: when either is a star (`*`, `?`, or `*/1`), a day
+//!   must match both; otherwise either (`0 0 1 * MON` runs on the first
+//!   and on Mondays), as in robfig, where `*/2` is not a star;
 //! - `@yearly`/`@annually`, `@monthly`, `@weekly`, `@daily`/`@midnight`,
 //!   `@hourly`, `@every <Go duration>`;
 //! - a `TZ=`/`CRON_TZ=` prefix is parsed (validation then rejects it, as
@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jiff::civil;
-use jiff::tz::TimeZone;
+pub use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 
 /// Set on a field written as a star: it makes the day fields AND-ed.
@@ -390,6 +390,18 @@ impl Schedule {
             }
         }?;
         DateTime::from_timestamp(next.as_second(), next.subsec_nanosecond().max(0) as u32)
+    }
+}
+
+/// `t` in `tz` as Go's RFC 3339 (`Z` for a zero offset), whole seconds.
+pub fn rfc3339_in(t: DateTime<Utc>, tz: &TimeZone) -> String {
+    let zoned = Timestamp::new(t.timestamp(), 0)
+        .unwrap_or_default()
+        .to_zoned(tz.clone());
+    if zoned.offset().seconds() == 0 {
+        zoned.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    } else {
+        zoned.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()
     }
 }
 
