@@ -616,3 +616,35 @@ async fn the_controller_loop_creates_jobs_on_its_own() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_job_made_by_hand_is_reported_not_adopted_into_active() {
+    let env = env().await;
+    let cj = env
+        .create(cronjob("hello", "0 0 1 1 *", json!({})), t0())
+        .await;
+    // What `create job --from=cronjob/hello` makes: controlled, unfinished.
+    let _: Job = env
+        .api
+        .create(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "manual", "namespace": "default",
+                "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                    "name": "hello", "uid": cj.metadata.uid, "controller": true}]},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]}}}
+        }))
+        .await;
+    env.sync_at("hello", t0() + secs(60)).await;
+    assert!(active_names(&env.get("hello").await).is_empty());
+    env.events_with("hello", "UnexpectedJob").await;
+    // Once it succeeds, it counts as the last success.
+    env.finish("manual", "Complete", t0()).await;
+    env.sync_at("hello", t0() + secs(120)).await;
+    let status = env.get("hello").await.status.unwrap();
+    assert_eq!(
+        status.last_successful_time,
+        Some(from_chrono(t0() + secs(5)))
+    );
+}
