@@ -38,7 +38,7 @@ use kube::Client;
 
 use bosun::events::EventRecorder;
 
-use super::toolkit::{run_controller, Clock, Shared};
+use super::toolkit::{run_controller, synced, Clock, Shared};
 
 pub const COMPONENT: &str = "cronjob-controller";
 
@@ -83,7 +83,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 /// Waits for the Job cache's first list, then syncs; requeues just after
 /// the next scheduled time.
 pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _ = ctx.jobs.wait_until_ready().await;
+    synced(&ctx.jobs).await;
     Ok(match sync::sync(&cj, &ctx).await? {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
