@@ -216,6 +216,15 @@ fn cases() -> Vec<Case> {
             "spec.schedule",
         ),
         case(
+            "cronjob time zone",
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "hello"},
+                "spec": {"schedule": "0 9 * * *", "timeZone": "Mars/Olympus_Mons",
+                    "jobTemplate": {"spec": job["spec"].clone()}}}),
+            422,
+            "spec.timeZone",
+        ),
+        case(
             "service port zero",
             "/api/v1/namespaces/default/services",
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nginx"},

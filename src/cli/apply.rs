@@ -31,8 +31,6 @@ pub struct ApplyArgs {
     record: bool,
 }
 
-pub type CreateArgs = ApplyArgs;
-
 /// The resource a manifest is of, or kubectl's error for an unknown kind.
 pub fn resource_of(m: &Manifest) -> Result<&'static ResourceInfo> {
     by_kind(m.api_version(), m.kind()).ok_or_else(|| {
@@ -201,8 +199,15 @@ pub async fn apply(ctx: &Ctx, args: &ApplyArgs, explicit_ns: bool) -> Result<boo
     Ok(ok)
 }
 
-pub async fn create(ctx: &Ctx, args: &CreateArgs, explicit_ns: bool) -> Result<bool> {
-    let manifests = load(&args.files, args.recursive)?;
+/// `create -f`: each manifest POSTed as it is.
+pub async fn create_files(
+    ctx: &Ctx,
+    files: &[String],
+    recursive: bool,
+    record: bool,
+    explicit_ns: bool,
+) -> Result<bool> {
+    let manifests = load(files, recursive)?;
     let mut ok = true;
     for m in &manifests {
         let result = async {
@@ -212,7 +217,7 @@ pub async fn create(ctx: &Ctx, args: &CreateArgs, explicit_ns: bool) -> Result<b
             if let Some(ns) = &ns {
                 obj["metadata"]["namespace"] = Value::String(ns.clone());
             }
-            if args.record {
+            if record {
                 obj["metadata"]["annotations"][super::record::CHANGE_CAUSE] =
                     Value::String(super::record::command_line());
             }

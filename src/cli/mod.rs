@@ -2,6 +2,7 @@
 
 mod apply;
 mod client;
+mod create;
 mod delete;
 mod describe;
 mod drain;
@@ -60,7 +61,7 @@ enum Command {
     /// Apply a configuration to resources from a file, a directory or stdin.
     Apply(apply::ApplyArgs),
     /// Create resources from a file, a directory or stdin.
-    Create(apply::CreateArgs),
+    Create(create::CreateArgs),
     /// Delete resources by file, by type and name, by label selector, or all of a type.
     Delete(delete::DeleteArgs),
     /// Display one or many resources.
@@ -123,7 +124,7 @@ async fn dispatch(cli: Cli) -> Outcome {
             let explicit_ns = opts.namespace.is_some();
             match command {
                 Command::Apply(args) => apply::apply(&ctx, &args, explicit_ns).await,
-                Command::Create(args) => apply::create(&ctx, &args, explicit_ns).await,
+                Command::Create(args) => create::create(&ctx, &args, explicit_ns).await,
                 Command::Delete(args) => delete::delete(&ctx, &args).await,
                 Command::Get(args) => get::get(&ctx, &args).await,
                 Command::Describe(args) => describe::describe(&ctx, &args).await,

@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::meta::{selector_is_empty, validate_label_selector};
 use super::pod::{template_labels, template_labels_value, validate_pod_template};
 use super::{child, get, nonnegative, str_of, sub, FieldError};
+use crate::cron::Schedule;
 use crate::selector::LabelSelector;
 
 /// `validateJobSpec`; `template` = inside a CronJob's jobTemplate, whose selector is generated.
@@ -110,20 +111,31 @@ pub(crate) fn validate_job(spec: &Value, old: Option<&Value>, errs: &mut Vec<Fie
     }
 }
 
-pub(crate) fn validate_cronjob(spec: &Value, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_cronjob(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let spec = sub(obj, "spec");
+    // The Job's name adds `-<minutes since the epoch>` (11 characters) to
+    // the CronJob's, and must stay a DNS-1035 label (63).
+    let name = str_of(sub(obj, "metadata"), "name");
+    if old.is_none() && name.len() > 52 {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            name,
+            "must be no more than 52 characters",
+        ));
+    }
     let schedule = str_of(spec, "schedule");
     if schedule.is_empty() {
         errs.push(FieldError::required("spec.schedule", ""));
     } else {
+        if let Err(e) = Schedule::parse(schedule) {
+            errs.push(FieldError::invalid("spec.schedule", schedule, e));
+        }
         if schedule.contains("TZ") {
             errs.push(FieldError::invalid(
                 "spec.schedule",
                 schedule,
                 "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
             ));
-        }
-        if let Err(e) = parse_schedule(schedule) {
-            errs.push(FieldError::invalid("spec.schedule", schedule, e));
         }
     }
     nonnegative(errs, spec, "startingDeadlineSeconds", "spec");
@@ -144,198 +156,121 @@ pub(crate) fn validate_cronjob(spec: &Value, errs: &mut Vec<FieldError>) {
         true,
         errs,
     );
-}
-
-/// A parsed five-field cron schedule: the allowed values of each field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Schedule {
-    pub minutes: Vec<u32>,
-    pub hours: Vec<u32>,
-    pub days_of_month: Vec<u32>,
-    pub months: Vec<u32>,
-    pub days_of_week: Vec<u32>,
-    /// Whether the day-of-month field was `*` (cron ORs the two day fields unless one is `*`).
-    pub dom_star: bool,
-    pub dow_star: bool,
-}
-
-const MONTHS: [&str; 12] = [
-    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-];
-const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-
-fn parse_value(s: &str, names: &[&str], name_base: u32) -> Result<u32, String> {
-    let lower = s.to_ascii_lowercase();
-    if let Some(i) = names.iter().position(|n| *n == lower) {
-        return Ok(i as u32 + name_base);
-    }
-    s.parse::<u32>().map_err(|_| {
-        format!("failed to parse int from {s}: strconv.Atoi: parsing {s:?}: invalid syntax")
-    })
-}
-
-fn parse_field(
-    field: &str,
-    min: u32,
-    max: u32,
-    names: &[&str],
-    name_base: u32,
-) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in field.split(',') {
-        let (range, step) = match part.split_once('/') {
-            Some((r, s)) => {
-                if s.contains('/') {
-                    return Err(format!("too many slashes: {part}"));
-                }
-                let step: u32 = s.parse().map_err(|_| {
-                    format!(
-                        "failed to parse int from {s}: strconv.Atoi: parsing {s:?}: invalid syntax"
-                    )
-                })?;
-                if step == 0 {
-                    return Err(format!("step of range should be a positive number: {part}"));
-                }
-                (r, Some(step))
-            }
-            None => (part, None),
-        };
-        let (lo, hi) = if range == "*" || range == "?" {
-            (min, max)
-        } else {
-            let bounds: Vec<&str> = range.split('-').collect();
-            match bounds.as_slice() {
-                [one] => {
-                    let v = parse_value(one, names, name_base)?;
-                    // `5/15` means from 5 to the end in steps of 15.
-                    (v, if step.is_some() { max } else { v })
-                }
-                [a, b] => (
-                    parse_value(a, names, name_base)?,
-                    parse_value(b, names, name_base)?,
-                ),
-                _ => return Err(format!("too many hyphens: {range}")),
-            }
-        };
-        if lo < min {
-            return Err(format!(
-                "beginning of range ({lo}) below minimum ({min}): {part}"
-            ));
-        }
-        if hi > max {
-            return Err(format!("end of range ({hi}) above maximum ({max}): {part}"));
-        }
-        if lo > hi {
-            return Err(format!(
-                "beginning of range ({lo}) beyond end of range ({hi}): {part}"
-            ));
-        }
-        let step = step.unwrap_or(1);
-        let mut v = lo;
-        while v <= hi {
-            out.push(v);
-            v += step;
+    if let Some(tz) = get(spec, "timeZone").and_then(Value::as_str) {
+        if let Err(e) = validate_time_zone(tz) {
+            errs.push(FieldError::invalid("spec.timeZone", tz, e));
         }
     }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
 }
 
-/// Parses a standard cron schedule (`*/5 * * * *`, `0 9-17 * * MON-FRI`, `@hourly`),
-/// with robfig/cron's error messages.
-pub fn parse_schedule(spec: &str) -> Result<Schedule, String> {
-    let spec = spec.trim();
-    let expanded = if let Some(macro_name) = spec.strip_prefix('@') {
-        match macro_name {
-            "yearly" | "annually" => "0 0 1 1 *",
-            "monthly" => "0 0 1 * *",
-            "weekly" => "0 0 * * 0",
-            "daily" | "midnight" => "0 0 * * *",
-            "hourly" => "0 * * * *",
-            _ => return Err(format!("unrecognized descriptor: {spec}")),
-        }
-    } else {
-        spec
+/// Kubernetes' `validateTimeZone`: an IANA name this host knows, not
+/// "Local", made of the characters zone names use.
+fn validate_time_zone(tz: &str) -> Result<(), String> {
+    if tz.is_empty() {
+        return Err("timeZone must be nil or non-empty string".into());
+    }
+    let valid_part = |p: &str| {
+        (1..=14).contains(&p.len())
+            && p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
     };
-    let fields: Vec<&str> = expanded.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "expected exactly 5 fields, found {}: [{}]",
-            fields.len(),
-            fields.join(" ")
-        ));
+    if !tz.split('/').all(valid_part) {
+        return Err(format!("unknown time zone {tz}"));
     }
-    let mut days_of_week = parse_field(fields[4], 0, 7, &DAYS, 0)?;
-    // 7 is Sunday too.
-    if days_of_week.contains(&7) {
-        days_of_week.retain(|d| *d != 7);
-        if !days_of_week.contains(&0) {
-            days_of_week.insert(0, 0);
-        }
+    if tz.eq_ignore_ascii_case("Local") {
+        return Err(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        );
     }
-    Ok(Schedule {
-        minutes: parse_field(fields[0], 0, 59, &[], 0)?,
-        hours: parse_field(fields[1], 0, 23, &[], 0)?,
-        days_of_month: parse_field(fields[2], 1, 31, &[], 0)?,
-        months: parse_field(fields[3], 1, 12, &MONTHS, 1)?,
-        days_of_week,
-        dom_star: fields[2].starts_with('*') || fields[2] == "?",
-        dow_star: fields[4].starts_with('*') || fields[4] == "?",
-    })
+    crate::cron::load_location(tz).map(|_| ())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn errors(spec: Value) -> Vec<String> {
+        let mut errs = Vec::new();
+        let obj = json!({"metadata": {"name": "hello"}, "spec": spec});
+        validate_cronjob(&obj, None, &mut errs);
+        // The template is not defaulted here; only the CronJob's own fields count.
+        errs.iter()
+            .map(|e| e.message())
+            .filter(|m| !m.starts_with("spec.jobTemplate"))
+            .collect()
+    }
+
+    fn cronjob(schedule: &str, tz: Option<&str>) -> Value {
+        let mut spec = json!({"schedule": schedule, "concurrencyPolicy": "Allow",
+            "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure",
+                "containers": [{"name": "c", "image": "busybox"}]}}}}});
+        if let Some(tz) = tz {
+            spec["timeZone"] = json!(tz);
+        }
+        spec
+    }
 
     #[test]
-    fn cron_schedules() {
-        let s = parse_schedule("*/1 * * * *").unwrap();
-        assert_eq!(s.minutes.len(), 60);
-        let s = parse_schedule("*/15 9-17 * * MON-FRI").unwrap();
-        assert_eq!(s.minutes, vec![0, 15, 30, 45]);
-        assert_eq!(s.hours, (9..=17).collect::<Vec<_>>());
-        assert_eq!(s.days_of_week, vec![1, 2, 3, 4, 5]);
-        assert!(!s.dow_star && s.dom_star);
-        let s = parse_schedule("0,30 0 1,15 jan,jul 7").unwrap();
-        assert_eq!(s.minutes, vec![0, 30]);
-        assert_eq!(s.months, vec![1, 7]);
-        assert_eq!(s.days_of_week, vec![0]);
-        assert_eq!(parse_schedule("@hourly").unwrap().minutes, vec![0]);
-        assert_eq!(parse_schedule("@daily").unwrap().hours, vec![0]);
-        assert_eq!(
-            parse_schedule("5/20 * * * *").unwrap().minutes,
-            vec![5, 25, 45]
+    fn a_bad_schedule_is_rejected_naming_the_field() {
+        assert!(errors(cronjob("*/1 * * * *", None)).is_empty());
+        assert!(errors(cronjob("@every 1h30m", None)).is_empty());
+        let errs = errors(cronjob("61 * * * *", None));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("spec.schedule"), "{errs:?}");
+        assert!(
+            errs[0].contains("end of range (61) above maximum (59)"),
+            "{errs:?}"
+        );
+        let errs = errors(cronjob("* * * * 7", None));
+        assert!(errs[0].contains("spec.schedule"), "{errs:?}");
+    }
+
+    #[test]
+    fn tz_in_the_schedule_is_rejected_for_the_time_zone_field() {
+        let errs = errors(cronjob("TZ=UTC */1 * * * *", None));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("spec.schedule"), "{errs:?}");
+        assert!(errs[0].contains("use timeZone field instead"), "{errs:?}");
+        let errs = errors(cronjob("CRON_TZ=Europe/Berlin 0 * * * *", None));
+        assert!(errs[0].contains("use timeZone field instead"), "{errs:?}");
+    }
+
+    #[test]
+    fn time_zones_are_iana_names() {
+        assert!(errors(cronjob("0 9 * * *", Some("Europe/Berlin"))).is_empty());
+        assert!(errors(cronjob("0 9 * * *", Some("America/New_York"))).is_empty());
+        assert!(errors(cronjob("0 9 * * *", Some("UTC"))).is_empty());
+        for bad in [
+            "Mars/Olympus",
+            "europe/berlin",
+            "Local",
+            "",
+            "../etc/passwd",
+        ] {
+            let errs = errors(cronjob("0 9 * * *", Some(bad)));
+            assert_eq!(errs.len(), 1, "{bad}: {errs:?}");
+            assert!(errs[0].contains("spec.timeZone"), "{bad}: {errs:?}");
+        }
+        let errs = errors(cronjob("0 9 * * *", Some("Mars/Olympus")));
+        assert!(
+            errs[0].contains("unknown time zone Mars/Olympus"),
+            "{errs:?}"
         );
     }
 
     #[test]
-    fn cron_errors() {
-        assert_eq!(
-            parse_schedule("* * * *").unwrap_err(),
-            "expected exactly 5 fields, found 4: [* * * *]"
-        );
-        assert_eq!(
-            parse_schedule("@often").unwrap_err(),
-            "unrecognized descriptor: @often"
-        );
-        assert_eq!(
-            parse_schedule("60 * * * *").unwrap_err(),
-            "end of range (60) above maximum (59): 60"
-        );
-        assert_eq!(
-            parse_schedule("* * 0 * *").unwrap_err(),
-            "beginning of range (0) below minimum (1): 0"
-        );
-        assert!(parse_schedule("*/0 * * * *")
-            .unwrap_err()
-            .contains("positive"));
-        assert!(parse_schedule("x * * * *")
-            .unwrap_err()
-            .contains("failed to parse int from x"));
-        assert!(parse_schedule("1-2-3 * * * *")
-            .unwrap_err()
-            .contains("too many hyphens"));
+    fn names_leave_room_for_the_job_suffix() {
+        let mut errs = Vec::new();
+        let obj = json!({"metadata": {"name": "a".repeat(53)}, "spec": cronjob("@hourly", None)});
+        validate_cronjob(&obj, None, &mut errs);
+        assert!(errs[0].message().contains("metadata.name"));
+        assert!(errs[0]
+            .message()
+            .contains("must be no more than 52 characters"));
     }
 }

@@ -19,8 +19,6 @@ pub mod names;
 mod pod;
 mod storage;
 
-pub use batch::{parse_schedule, Schedule};
-
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -522,7 +520,7 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("apps", "DaemonSet") => apps::validate_daemonset(spec, old_spec, &mut errs),
         ("apps", "ControllerRevision") => apps::validate_controller_revision(obj, old, &mut errs),
         ("batch", "Job") => batch::validate_job(spec, old_spec, &mut errs),
-        ("batch", "CronJob") => batch::validate_cronjob(spec, &mut errs),
+        ("batch", "CronJob") => batch::validate_cronjob(obj, old, &mut errs),
         ("storage.k8s.io", "StorageClass") => storage::validate_storage_class(obj, old, &mut errs),
         ("coordination.k8s.io", "Lease") => coordination::validate_lease_spec(spec, &mut errs),
         ("discovery.k8s.io", "EndpointSlice") => {

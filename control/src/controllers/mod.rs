@@ -8,6 +8,7 @@
 //! Each one is switched with `--controllers` (kube-controller-manager's
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
+pub mod cronjob;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
@@ -37,6 +38,7 @@ pub const ALL: &[&str] = &[
     "deployment",
     "statefulset",
     "job",
+    "cronjob",
     "volumebinding",
     "endpoints",
     "endpointslice",
@@ -128,6 +130,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
             "job" => job::start(shared),
+            "cronjob" => cronjob::start(shared),
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
             "endpointslice" => endpointslice::start(shared),

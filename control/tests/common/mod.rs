@@ -28,6 +28,7 @@ pub const OFF_IN_API_TESTS: &[&str] = &[
     "deployment",
     "statefulset",
     "job",
+    "cronjob",
     "endpoints",
     "endpointslice",
     "nodelifecycle",
