@@ -8,6 +8,7 @@
 //! Each one is switched with `--controllers` (kube-controller-manager's
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
+pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
@@ -33,6 +34,7 @@ pub const ALL: &[&str] = &[
     "replicaset",
     "deployment",
     "statefulset",
+    "daemonset",
     "job",
     "volumebinding",
     "endpoints",
@@ -117,6 +119,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
+            "daemonset" => daemonset::start(shared),
             "job" => job::start(shared),
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
