@@ -74,13 +74,16 @@ pub fn scaled(value: Option<&IntOrString>, total: i32) -> i32 {
     }
 }
 
+/// A node's new and old pod.
+type NewAndOld<'a> = (Option<&'a Arc<Pod>>, Option<&'a Arc<Pod>>);
+
 /// The node's single new and single old live pod; None when it has more
 /// than one of either (the manage pass sorts that out first).
 fn updated_and_old<'a>(
     pods: &'a [Arc<Pod>],
     hash: &str,
     generation: Option<i64>,
-) -> Option<(Option<&'a Arc<Pod>>, Option<&'a Arc<Pod>>)> {
+) -> Option<NewAndOld<'a>> {
     let (mut new, mut old) = (None, None);
     for pod in pods
         .iter()
@@ -186,4 +189,152 @@ pub fn rolling_update(
     let room = (max_surge - surging).max(0) as usize;
     changes.create_on.extend(candidates.into_iter().take(room));
     changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    const NEW: &str = "new-hash";
+
+    fn ds(rolling: Value) -> DaemonSet {
+        serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "d", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "d"}},
+                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
+                     "template": {"metadata": {"labels": {"app": "d"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+        .unwrap()
+    }
+
+    fn nodes(n: usize) -> Vec<Arc<Node>> {
+        (0..n)
+            .map(|i| {
+                Arc::new(
+                    serde_json::from_value(json!({"metadata": {"name": format!("n{i}")},
+                        "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+                    .unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn pod(name: &str, hash: &str, ready: bool) -> Arc<Pod> {
+        let status = if ready {
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+        } else {
+            json!({"phase": "Pending"})
+        };
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name,
+                "labels": {"app": "d", "controller-revision-hash": hash}},
+                "spec": {"containers": []}, "status": status}))
+            .unwrap(),
+        )
+    }
+
+    /// One pod per node: `(hash, ready)` for each.
+    fn layout(pods: &[(&str, bool)]) -> NodePods {
+        pods.iter()
+            .enumerate()
+            .map(|(i, (hash, ready))| (format!("n{i}"), vec![pod(&format!("p{i}"), hash, *ready)]))
+            .collect()
+    }
+
+    fn run(ds: &DaemonSet, n: usize, pods: &NodePods) -> (Vec<String>, Vec<String>) {
+        let strategy = Strategy::of(ds).unwrap();
+        let c = rolling_update(ds, strategy, &nodes(n), pods, NEW, Utc::now());
+        let mut deleted: Vec<String> = c.delete.iter().map(|p| p.name_any()).collect();
+        deleted.sort();
+        (c.create_on, deleted)
+    }
+
+    #[test]
+    fn max_unavailable_bounds_how_many_old_pods_go_at_once() {
+        let four_old = layout(&[("old", true), ("old", true), ("old", true), ("old", true)]);
+        // Default: one at a time.
+        let (create, delete) = run(&ds(json!({})), 4, &four_old);
+        assert!(create.is_empty());
+        assert_eq!(delete.len(), 1);
+        // 50% of 4: two. 30% of 4 rounds up to two as well.
+        assert_eq!(
+            run(&ds(json!({"maxUnavailable": "50%"})), 4, &four_old)
+                .1
+                .len(),
+            2
+        );
+        assert_eq!(
+            run(&ds(json!({"maxUnavailable": "30%"})), 4, &four_old)
+                .1
+                .len(),
+            2
+        );
+        // One node already without an available pod (a new one starting)
+        // uses up the budget of one.
+        let starting = layout(&[
+            ("new-hash", false),
+            ("old", true),
+            ("old", true),
+            ("old", true),
+        ]);
+        assert!(run(&ds(json!({"maxUnavailable": 1})), 4, &starting)
+            .1
+            .is_empty());
+        // A node that should run the set but has no pod counts too.
+        let mut missing = four_old.clone();
+        missing.remove("n3");
+        assert!(run(&ds(json!({"maxUnavailable": 1})), 4, &missing)
+            .1
+            .is_empty());
+        // An old pod that is not available is replaced whatever the budget.
+        let broken = layout(&[("new-hash", false), ("old", false), ("old", true)]);
+        assert_eq!(run(&ds(json!({"maxUnavailable": 1})), 3, &broken).1, ["p1"]);
+        // All updated: nothing to do.
+        let done = layout(&[("new-hash", true), ("new-hash", true)]);
+        assert_eq!(run(&ds(json!({})), 2, &done), (vec![], vec![]));
+    }
+
+    #[test]
+    fn max_surge_starts_new_pods_next_to_old_ones_first() {
+        let surge = ds(json!({"maxUnavailable": 0, "maxSurge": 1}));
+        let three_old = layout(&[("old", true), ("old", true), ("old", true)]);
+        let (create, delete) = run(&surge, 3, &three_old);
+        assert_eq!(
+            (create.len(), delete.len()),
+            (1, 0),
+            "one surge pod, nothing deleted"
+        );
+        // The new pod next to the old one is not available yet: wait.
+        let mut surging = three_old.clone();
+        surging
+            .get_mut("n0")
+            .unwrap()
+            .push(pod("p0-new", NEW, false));
+        assert_eq!(run(&surge, 3, &surging), (vec![], vec![]));
+        // Available: the old one goes, and the next node surges.
+        surging.get_mut("n0").unwrap()[1] = pod("p0-new", NEW, true);
+        let (create, delete) = run(&surge, 3, &surging);
+        assert_eq!(delete, ["p0"]);
+        assert_eq!(create.len(), 1);
+        assert_ne!(create[0], "n0");
+        // maxSurge as a percentage rounds up: 50% of 3 is 2.
+        let (create, _) = run(
+            &ds(json!({"maxUnavailable": 0, "maxSurge": "50%"})),
+            3,
+            &three_old,
+        );
+        assert_eq!(create.len(), 2);
+    }
+
+    #[test]
+    fn on_delete_has_no_rolling_update() {
+        let mut d = ds(json!({}));
+        d.spec.update_strategy.as_mut().unwrap().type_ = Some("OnDelete".into());
+        assert!(Strategy::of(&d).is_none());
+        assert!(!allows_surge(&d));
+        assert!(allows_surge(&ds(
+            json!({"maxUnavailable": 0, "maxSurge": 1})
+        )));
+    }
 }
