@@ -15,6 +15,8 @@
 //!   oldest where a node has several;
 //! - [`update`]: the RollingUpdate strategy (`maxUnavailable` or
 //!   `maxSurge`); OnDelete leaves old pods until the user deletes them;
+//! - [`failed`]: the back-off before a node's failed pod is replaced
+//!   again;
 //! - [`status`]: desired, current, ready, up-to-date, available,
 //!   unavailable and misscheduled counts, written only when they change;
 //! - `tests.rs`: the controller against the real API handlers.
@@ -23,6 +25,7 @@
 //! the pod cache has seen its last creates and deletes, so a node never
 //! gets two pods from two quick syncs.
 
+mod failed;
 pub mod placement;
 pub mod revision;
 mod status;
@@ -93,6 +96,7 @@ pub struct Ctx {
     pub clock: Arc<dyn Clock>,
     pub recorder: EventRecorder,
     pub expectations: Expectations,
+    pub failed_pods: failed::FailedPodBackoff,
 }
 
 impl Ctx {
@@ -108,6 +112,7 @@ impl Ctx {
             clock: shared.clock.clone(),
             recorder: shared.recorder(COMPONENT),
             expectations: Expectations::default(),
+            failed_pods: Default::default(),
         }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! For every node: a node that should run the set's pod and has none gets
 //! one; on a node whose pod may stay, failed and finished pods are
-//! deleted (the next sync makes a new one) and of several live pods all
+//! deleted (the next sync makes a new one; a failed one with a back-off
+//! per node, so a node that keeps failing it is not hot-looped) and of several live pods all
 //! but the oldest are (with `maxSurge`, an old and a new pod may share a
 //! node while the new one becomes available); a node that should not run
 //! the pod loses all of them. Pods for nodes that no longer exist are
@@ -67,6 +68,8 @@ fn terminating(pod: &Pod) -> bool {
 pub struct Changes {
     pub create_on: Vec<String>,
     pub delete: Vec<Arc<Pod>>,
+    /// A failed pod left for now by its back-off: look again then.
+    pub retry_in: Option<Duration>,
 }
 
 impl Changes {
@@ -118,8 +121,10 @@ pub async fn sync(ds: &DaemonSet, ctx: &Ctx) -> Result<Option<Duration>, Error> 
     let nodes = ctx.nodes.state();
     let node_pods = by_node(&pods);
 
+    let mut retry_in = None;
     if satisfied {
         let mut changes = manage(ctx, ds, &nodes, &node_pods, &hash);
+        retry_in = changes.retry_in;
         apply(ctx, ds, &changes, &hash).await?;
         // The rolling update acts on what the cache shows only once the
         // creates and deletes above are seen.
@@ -136,7 +141,11 @@ pub async fn sync(ds: &DaemonSet, ctx: &Ctx) -> Result<Option<Duration>, Error> 
             .collect();
         cleanup_history(ctx, ds, old, &live).await?;
     }
-    status::update(ctx, ds, &nodes, &node_pods, &hash, satisfied).await
+    let due = status::update(ctx, ds, &nodes, &node_pods, &hash, satisfied).await?;
+    Ok(match (due, retry_in) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
 }
 
 /// What should change on each node (`manage` / `podsShouldBeOnNode`).
@@ -170,6 +179,19 @@ pub fn manage(
         for pod in pods.iter().filter(|p| !terminating(p)) {
             match phase_of(pod) {
                 "Failed" => {
+                    let backoff_key = format!(
+                        "{}/{}/{name}",
+                        ds.uid().unwrap_or_default(),
+                        ds.status
+                            .as_ref()
+                            .and_then(|s| s.observed_generation)
+                            .unwrap_or(0)
+                    );
+                    if let Some(wait) = ctx.failed_pods.wait(&backoff_key, now) {
+                        changes.retry_in = Some(changes.retry_in.map_or(wait, |r| r.min(wait)));
+                        continue;
+                    }
+                    ctx.failed_pods.next(&backoff_key, now);
                     event(
                         ctx,
                         ds,

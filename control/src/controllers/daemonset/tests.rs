@@ -541,3 +541,57 @@ async fn on_delete_replaces_a_pod_only_when_it_is_deleted() {
         .unwrap();
     assert_eq!(image_of(&other), "fluentd:1");
 }
+
+async fn fail_pod(api: &TestApi, name: &str) {
+    api.api::<Pod>(Some("default"))
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed", "conditions": null}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_pod_is_replaced_with_a_back_off_per_node() {
+    let api = TestApi::start().await;
+    add_node(&api, "n1", json!({}), json!([])).await;
+    run(&api.shared());
+    let _: DaemonSet = api.create(fluentd(json!({}), json!({}))).await;
+    wait_placement(&api, &["n1"]).await;
+    let first = live_pods(&api).await.remove(0).name_any();
+    api.make_ready(&first, api.clock.now()).await;
+    wait_status(&api, "1 ready", |s| s.number_ready == 1).await;
+
+    // The first failure is replaced at once.
+    fail_pod(&api, &first).await;
+    let second = eventually("a replacement", WAIT, || async {
+        let pods = live_pods(&api).await;
+        (pods.len() == 1 && pods[0].name_any() != first).then(|| pods[0].name_any())
+    })
+    .await;
+    api.make_ready(&second, api.clock.now()).await;
+    wait_status(&api, "the replacement ready", |s| s.number_ready == 1).await;
+
+    // Failing again within the back-off (the clock stands still): the
+    // sync that counts it not ready leaves it in place.
+    fail_pod(&api, &second).await;
+    wait_status(&api, "0 ready", |s| s.number_ready == 0).await;
+    assert_eq!(
+        live_pods(&api)
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .collect::<Vec<_>>(),
+        [second.clone()]
+    );
+    // Once the back-off is over, it goes too.
+    api.clock.advance(Duration::from_secs(3));
+    patch_ds(&api, json!({"metadata": {"labels": {"poke": "1"}}})).await;
+    eventually("the second failure replaced", WAIT, || async {
+        let pods = live_pods(&api).await;
+        (pods.len() == 1 && pods[0].name_any() != second).then_some(())
+    })
+    .await;
+}
