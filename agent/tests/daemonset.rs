@@ -397,39 +397,44 @@ async fn the_seed_daemonset_runs_one_pod_per_node_through_joins_cordons_taints_a
             "{table}"
         );
     }
-    // The seed's revision listing.
-    let revisions = bosun(
-        &c,
-        &[
-            "get",
-            "controllerrevision",
-            "-n",
-            NS,
-            "-l",
-            "name=fluentd-elasticsearch",
-        ],
-    );
-    let r = rows(&revisions);
-    assert_eq!(
-        r[0],
-        ["NAME", "CONTROLLER", "REVISION", "AGE"],
-        "{revisions}"
-    );
-    assert_eq!(r.len(), 2, "{revisions}");
-    assert!(r[1][0].starts_with("fluentd-elasticsearch-"), "{revisions}");
-    assert_eq!(r[1][1..3], ["daemonset.apps/fluentd-elasticsearch", "1"]);
+    // The seed's revision listing, with both clients.
+    let args = [
+        "get",
+        "controllerrevision",
+        "-n",
+        NS,
+        "-l",
+        "name=fluentd-elasticsearch",
+    ];
+    for revisions in [bosun(&c, &args), kubectl(&c, &args)] {
+        let r = rows(&revisions);
+        assert_eq!(
+            r[0],
+            ["NAME", "CONTROLLER", "REVISION", "AGE"],
+            "{revisions}"
+        );
+        assert_eq!(r.len(), 2, "{revisions}");
+        assert!(r[1][0].starts_with("fluentd-elasticsearch-"), "{revisions}");
+        assert_eq!(r[1][1..3], ["daemonset.apps/fluentd-elasticsearch", "1"]);
+    }
 
-    // A fourth node joins and gets its pod.
+    // A fourth node joins and gets its pod within seconds of being Ready.
     let joined = c.add_agent();
     nodes.push(joined.clone());
     c.wait_nodes_ready(&client).await;
-    let placed = c
-        .poll(
-            "a pod running on the new node",
-            Duration::from_secs(30),
-            || one_ready_each(&client, NS, selector, &nodes, None),
-        )
-        .await;
+    c.poll(
+        "a pod made for the new node",
+        Duration::from_secs(10),
+        || async {
+            pods(&client, NS, selector)
+                .await
+                .iter()
+                .any(|p| node_of(p).as_deref() == Some(joined.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
+    let placed = wait_one_each(&c, &client, NS, selector, &nodes, None).await;
 
     // Cordoned nodes keep their pods, and a deleted one comes back there.
     for node in [&nodes[1], &nodes[2]] {
