@@ -125,7 +125,8 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let (for_orphans, for_nodes, for_gone_nodes) = (sets.clone(), sets.clone(), sets.clone());
     // A node's change matters only when what placement reads changed, not
     // on every heartbeat.
-    let seen: Mutex<HashMap<String, String>> = Mutex::default();
+    let seen: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let forget_node = seen.clone();
     let controller =
         Controller::for_shared_stream(informers.subscribe::<DaemonSet>(), sets.clone())
             .owns_shared_stream(informers.subscribe::<Pod>())
@@ -142,7 +143,8 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
                 }
                 all_sets(&for_nodes)
             })
-            .watches_stream(informers.deleted::<Node>(), move |_node: Node| {
+            .watches_stream(informers.deleted::<Node>(), move |node: Node| {
+                forget_node.lock().unwrap().remove(&node.name_any());
                 all_sets(&for_gone_nodes)
             })
             .reconcile_all_on(

@@ -242,6 +242,9 @@ async fn one_pod_per_node_pinned_by_name_with_daemon_tolerations() {
         .await
         .unwrap();
     wait_placement(&api, &["n1", "n3", "n4"]).await;
+    // The same node back: its pod too.
+    add_node(&api, "n2", json!({}), json!([])).await;
+    wait_placement(&api, &["n1", "n2", "n3", "n4"]).await;
 
     // A cordoned node keeps its pod and, deleted, gets it back.
     patch_node(&api, "n1", json!({"spec": {"unschedulable": true}})).await;
@@ -261,7 +264,7 @@ async fn one_pod_per_node_pinned_by_name_with_daemon_tolerations() {
             .then_some(())
     })
     .await;
-    wait_placement(&api, &["n1", "n3", "n4"]).await;
+    wait_placement(&api, &["n1", "n2", "n3", "n4"]).await;
 }
 
 #[tokio::test]
