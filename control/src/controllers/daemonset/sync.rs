@@ -121,31 +121,50 @@ pub async fn sync(ds: &DaemonSet, ctx: &Ctx) -> Result<Option<Duration>, Error> 
     let nodes = ctx.nodes.state();
     let node_pods = by_node(&pods);
 
-    let mut retry_in = None;
-    if satisfied {
-        let mut changes = manage(ctx, ds, &nodes, &node_pods, &hash);
-        retry_in = changes.retry_in;
-        apply(ctx, ds, &changes, &hash).await?;
-        // The rolling update acts on what the cache shows only once the
-        // creates and deletes above are seen.
-        if changes.is_empty() {
-            if let Some(strategy) = Strategy::of(ds) {
-                let now = ctx.clock.now();
-                changes = update::rolling_update(ds, strategy, &nodes, &node_pods, &hash, now);
-                apply(ctx, ds, &changes, &hash).await?;
-            }
-        }
-        let live: HashSet<String> = pods
-            .iter()
-            .filter_map(|p| p.labels().get(HASH_LABEL).cloned())
-            .collect();
-        cleanup_history(ctx, ds, old, &live).await?;
-    }
-    let due = status::update(ctx, ds, &nodes, &node_pods, &hash, satisfied).await?;
+    // As Kubernetes: the status is written even when acting failed, and
+    // the first error is the one reported.
+    let acted = if satisfied {
+        act(ctx, ds, &nodes, &node_pods, &pods, old, &hash).await
+    } else {
+        Ok(None)
+    };
+    let due = status::update(ctx, ds, &nodes, &node_pods, &hash, satisfied).await;
+    let (retry_in, due) = (acted?, due?);
     Ok(match (due, retry_in) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     })
+}
+
+/// Creates and deletes for placement, then for the rolling update, then
+/// trims the history (`updateDaemonSet`). Returns when a failed pod's
+/// back-off is over.
+async fn act(
+    ctx: &Ctx,
+    ds: &DaemonSet,
+    nodes: &[Arc<Node>],
+    node_pods: &NodePods,
+    pods: &[Arc<Pod>],
+    old: Vec<Arc<ControllerRevision>>,
+    hash: &str,
+) -> Result<Option<Duration>, Error> {
+    let changes = manage(ctx, ds, nodes, node_pods, hash);
+    apply(ctx, ds, &changes, hash).await?;
+    // The rolling update acts on what the cache shows only once the
+    // creates and deletes above are seen.
+    if changes.is_empty() {
+        if let Some(strategy) = Strategy::of(ds) {
+            let now = ctx.clock.now();
+            let rolling = update::rolling_update(ds, strategy, nodes, node_pods, hash, now);
+            apply(ctx, ds, &rolling, hash).await?;
+        }
+    }
+    let live: HashSet<String> = pods
+        .iter()
+        .filter_map(|p| p.labels().get(HASH_LABEL).cloned())
+        .collect();
+    cleanup_history(ctx, ds, old, &live).await?;
+    Ok(changes.retry_in)
 }
 
 /// What should change on each node (`manage` / `podsShouldBeOnNode`).
