@@ -592,3 +592,83 @@ async fn a_failed_pod_is_replaced_with_a_back_off_per_node() {
     })
     .await;
 }
+
+/// A client that counts pod creations and, while `refuse` is set, answers
+/// them as a quota would (as the ReplicaSet tests' one).
+fn quota_client(
+    inner: kube::Client,
+    refuse: Arc<std::sync::atomic::AtomicBool>,
+    attempts: Arc<std::sync::atomic::AtomicUsize>,
+) -> kube::Client {
+    use std::sync::atomic::Ordering;
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (inner, refuse, attempts) = (inner.clone(), refuse.clone(), attempts.clone());
+        async move {
+            if req.method() == http::Method::POST && req.uri().path().ends_with("/pods") {
+                attempts.fetch_add(1, Ordering::SeqCst);
+                if refuse.load(Ordering::SeqCst) {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": "Forbidden", "code": 403,
+                        "message": "pods is forbidden: exceeded quota: pods"});
+                    return Ok::<_, kube::Error>(
+                        http::Response::builder()
+                            .status(403)
+                            .header("content-type", "application/json")
+                            .body(kube::client::Body::from(
+                                serde_json::to_vec(&status).unwrap(),
+                            ))
+                            .unwrap(),
+                    );
+                }
+            }
+            inner.send(req).await
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test]
+async fn refused_creates_are_tried_in_slow_start_and_the_status_still_counts() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let api = TestApi::start().await;
+    for i in 0..6 {
+        add_node(&api, &format!("n{i}"), json!({}), json!([])).await;
+    }
+    let refuse = Arc::new(AtomicBool::new(true));
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let client = quota_client(api.client.clone(), refuse.clone(), attempts.clone());
+    run(&Shared::new(client, api.clock.clone()));
+    let _: DaemonSet = api.create(fluentd(json!({}), json!({}))).await;
+
+    // The failed sync still wrote the status: 6 wanted, none there.
+    let s = wait_status(&api, "desired 6", |s| s.desired_number_scheduled == 6).await;
+    assert_eq!(s.current_number_scheduled, 0);
+    // The first failed sync tried one pod, not six.
+    let so_far = attempts.load(Ordering::SeqCst);
+    assert!((1..6).contains(&so_far), "{so_far} create attempts");
+    let failed = eventually("a FailedCreate event", WAIT, || async {
+        let events = api
+            .api::<k8s_openapi::api::core::v1::Event>(Some("default"))
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        events
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("FailedCreate")
+                    && e.involved_object.name.as_deref() == Some("fluentd-elasticsearch")
+            })
+            .and_then(|e| e.message)
+    })
+    .await;
+    assert!(failed.contains("exceeded quota"), "{failed}");
+
+    // The quota lifted: every node gets its pod.
+    refuse.store(false, Ordering::SeqCst);
+    eventually("6 pods", Duration::from_secs(30), || async {
+        (per_node(&api).await.len() == 6).then_some(())
+    })
+    .await;
+    wait_placement(&api, &["n0", "n1", "n2", "n3", "n4", "n5"]).await;
+}
