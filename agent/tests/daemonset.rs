@@ -604,4 +604,25 @@ async fn the_seed_daemonset_runs_one_pod_per_node_through_joins_cordons_taints_a
     wait_one_each(&c, &client, NS, selector, &nodes, Some(WEB)).await;
 
     recorder.assert_never_two_per_node();
+
+    // Deleting the set takes its pods and their containers with it.
+    let in_kube_system = |n: &String| c.docker_ids_on(n, &["io.bosun.pod.namespace=kube-system"]);
+    assert!(nodes.iter().all(|n| !in_kube_system(n).is_empty()));
+    let deleted = bosun(&c, &["delete", "ds", DS, "-n", NS]);
+    assert_eq!(
+        deleted,
+        "daemonset.apps \"fluentd-elasticsearch\" deleted\n"
+    );
+    c.poll("the set's pods and containers gone", UP, || async {
+        let left = pods(&client, NS, selector).await.len()
+            + nodes
+                .iter()
+                .map(|n| {
+                    c.docker_ids_on(n, &["io.bosun.pod.namespace=kube-system"])
+                        .len()
+                })
+                .sum::<usize>();
+        (left == 0).then_some(())
+    })
+    .await;
 }
