@@ -672,3 +672,64 @@ async fn refused_creates_are_tried_in_slow_start_and_the_status_still_counts() {
     .await;
     wait_placement(&api, &["n0", "n1", "n2", "n3", "n4", "n5"]).await;
 }
+
+#[tokio::test]
+async fn max_surge_starts_the_new_pod_before_the_old_one_goes() {
+    let api = TestApi::start().await;
+    for n in ["n1", "n2"] {
+        add_node(&api, n, json!({}), json!([])).await;
+    }
+    run(&api.shared());
+    let _: DaemonSet = api
+        .create(fluentd(
+            json!({"updateStrategy": {"type": "RollingUpdate",
+                   "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}),
+            json!({}),
+        ))
+        .await;
+    wait_placement(&api, &["n1", "n2"]).await;
+    ready_all(&api).await;
+    wait_status(&api, "2 available", |s| s.number_available == Some(2)).await;
+
+    set_image(&api, "fluentd:2").await;
+    // One node surges: its old pod keeps running next to the new one.
+    let (node, new) = eventually("a surge pod", WAIT, || async {
+        let pods = live_pods(&api).await;
+        let new: Vec<&Pod> = pods.iter().filter(|p| image_of(p) == "fluentd:2").collect();
+        (pods.len() == 3 && new.len() == 1)
+            .then(|| (target_node(new[0]).unwrap(), new[0].name_any()))
+    })
+    .await;
+    let on_node = |pods: &[Pod]| {
+        pods.iter()
+            .filter(|p| target_node(p).as_deref() == Some(node.as_str()))
+            .count()
+    };
+    assert_eq!(
+        on_node(&live_pods(&api).await),
+        2,
+        "old and new side by side"
+    );
+    // Not ready yet: the old pod stays. A spec change that is not a
+    // template change proves a full pass ran since (observedGeneration is
+    // raised only by a pass that acted).
+    patch_ds(&api, json!({"spec": {"revisionHistoryLimit": 5}})).await;
+    wait_status(&api, "generation 3 observed", |s| {
+        s.observed_generation == Some(3)
+    })
+    .await;
+    assert_eq!(live_pods(&api).await.len(), 3, "the old pod stays");
+    // The new one ready: the old one goes, and the rollout carries on to
+    // the end, never more than one extra pod.
+    api.make_ready(&new, api.clock.now()).await;
+    eventually("every pod on fluentd:2", WAIT, || async {
+        let pods = live_pods(&api).await;
+        assert!(pods.len() <= 3, "{} pods for 2 nodes", pods.len());
+        ready_all(&api).await;
+        let pods = live_pods(&api).await;
+        let done = |p: &Pod| image_of(p) == "fluentd:2" && is_ready(p);
+        (pods.len() == 2 && pods.iter().all(done)).then_some(())
+    })
+    .await;
+    wait_placement(&api, &["n1", "n2"]).await;
+}
