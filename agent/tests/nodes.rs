@@ -7,10 +7,10 @@
 
 mod cluster;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cluster::{Cluster, BUSYBOX};
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
@@ -185,19 +185,35 @@ async fn a_lost_node_is_tainted_its_pods_move_and_a_statefulset_identity_never_r
 
     // n1's agent stops; its containers keep running, as when a kubelet dies.
     c.stop_agent_at(1);
-    let stopped = Instant::now();
-    let lost = c
+    // The agent's last sign of life: its Lease's last renewal.
+    let last_renewal = leases
+        .get(&n1)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .renew_time
+        .unwrap()
+        .0;
+    let marked = c
         .poll("n1 Unknown and tainted unreachable", UP, || async {
             let n = nodes.get(&n1).await.unwrap();
-            (ready_status(&n) == "Unknown"
-                && taints(&n).contains(&"node.kubernetes.io/unreachable:NoExecute".to_string()))
-            .then_some(Instant::now())
+            let unreachable =
+                taints(&n).contains(&"node.kubernetes.io/unreachable:NoExecute".to_string());
+            let ready = n
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.status == "Unknown" && unreachable).then_some(ready.last_transition_time?.0)
         })
         .await;
+    // Not before the 6 s grace period after that renewal (the condition's
+    // time has whole seconds).
+    let silent = marked.duration_since(last_renewal).as_secs_f64();
     assert!(
-        lost.duration_since(stopped) >= Duration::from_secs(5),
-        "marked Unknown {:?} after the agent stopped, before the grace period",
-        lost.duration_since(stopped)
+        silent > 5.0,
+        "marked Unknown {silent:.1} s after the last renewal"
     );
     // Its pods are no longer Ready (endpoints and DNS drop them).
     c.poll("db-0 not Ready", UP, || async {
@@ -261,7 +277,7 @@ async fn a_lost_node_is_tainted_its_pods_move_and_a_statefulset_identity_never_r
 }
 
 #[tokio::test]
-async fn drain_evicts_what_a_controller_replaces_and_taints_keep_pods_off() {
+async fn drain_evicts_all_but_daemon_pods_and_taints_keep_pods_off() {
     let c = Cluster::start_nodes(2);
     let client = c.client().await;
     c.wait_nodes_ready(&client).await;
@@ -281,38 +297,78 @@ async fn drain_evicts_what_a_controller_replaces_and_taints_keep_pods_off() {
         .unwrap();
     running_on(&c, &client, "app=app", 2, &n1).await;
     ok(c.bosun().args(["uncordon", &n0]));
+    // A DaemonSet: one pod on each node.
+    let daemons: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "agentd"},
+        "spec": {"selector": {"matchLabels": {"app": "agentd"}},
+                 "template": sleeper(json!({"app": "agentd"}))}
+    }))
+    .unwrap();
+    Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &daemons)
+        .await
+        .unwrap();
+    let daemon_on_n1 = c
+        .poll("a daemon pod on each node", UP, || async {
+            let ps = pods(&client, "app=agentd").await;
+            let ready: Vec<&Pod> = ps.iter().filter(|p| running_ready(p)).collect();
+            if ready.len() == 2 && ready.iter().any(|p| node_of(p) == n0) {
+                ready.into_iter().find(|p| node_of(p) == n1).cloned()
+            } else {
+                None
+            }
+        })
+        .await;
+    let daemon = format!("default/{}", daemon_on_n1.name_any());
 
-    // A pod no controller replaces stops the drain (after cordoning).
+    // A daemon pod, and a pod no controller replaces, stop the drain
+    // (after cordoning).
     let (success, stdout, stderr) = run(c.bosun().args(["drain", &n1]));
     assert!(!success);
     assert_eq!(stdout.trim(), format!("node/{n1} cordoned"));
-    let why =
-        "cannot delete Pods that declare no controller (use --force to override): default/solo";
-    assert_eq!(
-        stderr.lines().collect::<Vec<_>>(),
-        [
-            format!(
-                "error: unable to drain node \"{n1}\" due to error: {why}, continuing command..."
-            ),
-            "There are pending nodes to be drained:".to_string(),
-            format!(" {n1}"),
-            format!("error: {why}"),
-        ]
-    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    assert!(lines[0].starts_with(&format!(
+        "error: unable to drain node \"{n1}\" due to error: ["
+    )));
+    assert!(lines[0].ends_with("], continuing command..."), "{stderr}");
+    for why in [
+        format!(
+            "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): {daemon}"
+        ),
+        "cannot delete Pods that declare no controller (use --force to override): default/solo"
+            .to_string(),
+    ] {
+        assert!(
+            lines[0].contains(&why) && lines[3].contains(&why),
+            "{stderr}"
+        );
+    }
+    assert_eq!(lines[1], "There are pending nodes to be drained:");
+    assert_eq!(lines[2], format!(" {n1}"));
+    assert!(lines[3].starts_with("error: ["), "{stderr}");
     assert!(pods(&client, "app=app")
         .await
         .iter()
         .all(|p| p.metadata.deletion_timestamp.is_none()));
 
-    // --force: everything is evicted, and drain waits until it is gone.
-    let (success, stdout, stderr) =
-        run(c
-            .bosun()
-            .args(["drain", &n1, "--force", "--timeout", "60s"]));
+    // --ignore-daemonsets --force: everything but the daemon pod is
+    // evicted, and drain waits until it is gone.
+    let (success, stdout, stderr) = run(c.bosun().args([
+        "drain",
+        &n1,
+        "--ignore-daemonsets",
+        "--force",
+        "--timeout",
+        "60s",
+    ]));
     assert!(success, "{stderr}");
     assert_eq!(
         stderr.trim(),
-        "Warning: deleting Pods that declare no controller: default/solo"
+        format!(
+            "Warning: ignoring DaemonSet-managed Pods: {daemon}; \
+             deleting Pods that declare no controller: default/solo"
+        )
     );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], format!("node/{n1} already cordoned"));
@@ -334,11 +390,10 @@ async fn drain_evicts_what_a_controller_replaces_and_taints_keep_pods_off() {
         .list(&ListParams::default().fields(&format!("spec.nodeName={n1}")))
         .await
         .unwrap();
-    assert!(
-        on_n1.items.is_empty(),
-        "{:?}",
-        on_n1.items.iter().map(|p| p.name_any()).collect::<Vec<_>>()
-    );
+    // Only the daemon pod is left, still running: cordons do not move it.
+    let left: Vec<String> = on_n1.items.iter().map(|p| p.name_any()).collect();
+    assert_eq!(left, [daemon_on_n1.name_any()]);
+    assert!(on_n1.items.iter().all(running_ready));
     running_on(&c, &client, "app=app", 2, &n0).await;
 
     // kubectl's node verbs against bosun; a NoSchedule taint keeps new

@@ -58,8 +58,25 @@ fn add(list: &mut Vec<(String, Vec<String>)>, message: &str, pod: String) {
     }
 }
 
-/// kubectl's pod filters: finished pods go, DaemonSet pods stay or fail
-/// the drain, emptyDir and unmanaged pods need their flags.
+/// What one filter says about a pod (kubectl's PodDeleteStatus).
+enum Status {
+    Okay,
+    Skip,
+    Warning { delete: bool, message: &'static str },
+    Error(&'static str),
+}
+
+impl Status {
+    fn deletes(&self) -> bool {
+        matches!(self, Status::Okay | Status::Warning { delete: true, .. })
+    }
+}
+
+/// kubectl's pod filters, in its order: a pod runs through them until one
+/// says not to delete it, and the last word is its status. Finished pods
+/// always go; DaemonSet pods stay (warning) or fail the drain; mirror pods
+/// are skipped; emptyDir data and pods without a controller need their
+/// flags.
 pub fn plan(pods: &[Pod], args: &DrainArgs) -> Plan {
     let mut plan = Plan::default();
     for pod in pods {
@@ -68,75 +85,96 @@ pub fn plan(pods: &[Pod], args: &DrainArgs) -> Plan {
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded") | Some("Failed")
         );
-        if pod
-            .annotations()
-            .contains_key("kubernetes.io/config.mirror")
-        {
-            continue;
-        }
         let owner = controller_of(&pod.metadata);
-        if !finished && owner.is_some_and(|o| o.kind == "DaemonSet") {
-            if args.ignore_daemonsets {
-                add(&mut plan.warnings, "ignoring DaemonSet-managed Pods", key);
-            } else {
-                add(
-                    &mut plan.errors,
-                    "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)",
-                    key,
-                );
+        let daemon = |_: &Pod| match owner {
+            Some(o) if o.kind == "DaemonSet" && !finished => {
+                if args.ignore_daemonsets {
+                    Status::Warning {
+                        delete: false,
+                        message: "ignoring DaemonSet-managed Pods",
+                    }
+                } else {
+                    Status::Error(
+                        "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)",
+                    )
+                }
             }
-            continue;
-        }
-        let mut blocked = false;
-        let empty_dir = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.as_ref())
-            .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
-        if !finished && empty_dir {
-            if args.delete_emptydir_data {
-                add(
-                    &mut plan.warnings,
-                    "deleting Pods with local storage",
-                    key.clone(),
-                );
+            _ => Status::Okay,
+        };
+        let mirror = |p: &Pod| {
+            if p.annotations().contains_key("kubernetes.io/config.mirror") {
+                Status::Skip
             } else {
-                add(
-                    &mut plan.errors,
+                Status::Okay
+            }
+        };
+        let local_storage = |p: &Pod| {
+            let empty_dir = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_ref())
+                .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
+            match (empty_dir && !finished, args.delete_emptydir_data) {
+                (false, _) => Status::Okay,
+                (true, true) => Status::Warning {
+                    delete: true,
+                    message: "deleting Pods with local storage",
+                },
+                (true, false) => Status::Error(
                     "cannot delete Pods with local storage (use --delete-emptydir-data to override)",
-                    key.clone(),
-                );
-                blocked = true;
+                ),
+            }
+        };
+        let unreplicated = |_: &Pod| match (owner.is_none() && !finished, args.force) {
+            (false, _) => Status::Okay,
+            (true, true) => Status::Warning {
+                delete: true,
+                message: "deleting Pods that declare no controller",
+            },
+            (true, false) => Status::Error(
+                "cannot delete Pods that declare no controller (use --force to override)",
+            ),
+        };
+        let filters: [&dyn Fn(&Pod) -> Status; 4] =
+            [&daemon, &mirror, &local_storage, &unreplicated];
+        let mut status = Status::Okay;
+        for filter in filters {
+            status = filter(pod);
+            if !status.deletes() {
+                break;
             }
         }
-        if !finished && owner.is_none() {
-            if args.force {
-                add(
-                    &mut plan.warnings,
-                    "deleting Pods that declare no controller",
-                    key.clone(),
-                );
-            } else {
-                add(
-                    &mut plan.errors,
-                    "cannot delete Pods that declare no controller (use --force to override)",
-                    key.clone(),
-                );
-                blocked = true;
-            }
+        match &status {
+            Status::Warning { message, .. } => add(&mut plan.warnings, message, key.clone()),
+            Status::Error(message) => add(&mut plan.errors, message, key.clone()),
+            Status::Okay | Status::Skip => {}
         }
-        if !blocked {
+        if status.deletes() {
             plan.evict.push(key);
         }
     }
     plan
 }
 
-fn joined(list: &[(String, Vec<String>)]) -> String {
+/// kubectl's rendering of the errors: one, or an aggregate in brackets.
+fn errors_message(list: &[(String, Vec<String>)]) -> String {
+    let each: Vec<String> = list
+        .iter()
+        .map(|(m, pods)| format!("{m}: {}", pods.join(", ")))
+        .collect();
+    if each.len() == 1 {
+        each[0].clone()
+    } else {
+        format!("[{}]", each.join(", "))
+    }
+}
+
+/// kubectl's warning line: each message with its pods, joined by `; `.
+fn warnings_message(list: &[(String, Vec<String>)]) -> String {
     list.iter()
         .map(|(m, pods)| format!("{m}: {}", pods.join(", ")))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join("; ")
 }
 
 fn parse_timeout(s: &str) -> Result<Option<Duration>> {
@@ -189,11 +227,11 @@ async fn drain_one(
         .await?
         .items;
     let plan = plan(&pods, args);
-    for (message, pods) in &plan.warnings {
-        eprintln!("Warning: {message}: {}", pods.join(", "));
+    if !plan.warnings.is_empty() {
+        eprintln!("Warning: {}", warnings_message(&plan.warnings));
     }
     if !plan.errors.is_empty() {
-        anyhow::bail!(joined(&plan.errors));
+        anyhow::bail!(errors_message(&plan.errors));
     }
     let started = Instant::now();
     let mut evicted = Vec::new();
@@ -288,10 +326,18 @@ mod tests {
         let p = plan(&pods, &args(&["n1"]));
         assert_eq!(p.evict, ["default/rs", "default/done"]);
         assert_eq!(
-            joined(&p.errors),
-            "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): default/ds, \
+            errors_message(&p.errors),
+            "[cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): default/ds, \
              cannot delete Pods with local storage (use --delete-emptydir-data to override): default/cache, \
-             cannot delete Pods that declare no controller (use --force to override): default/solo"
+             cannot delete Pods that declare no controller (use --force to override): default/solo]"
+        );
+        // A pod's last filter decides: emptyDir allowed, but no controller.
+        let lone_cache = [pod("tmp", None, true, "Running")];
+        let p = plan(&lone_cache, &args(&["n1", "--delete-emptydir-data"]));
+        assert!(p.evict.is_empty() && p.warnings.is_empty());
+        assert_eq!(
+            errors_message(&p.errors),
+            "cannot delete Pods that declare no controller (use --force to override): default/tmp"
         );
         let p = plan(
             &pods,
@@ -312,22 +358,20 @@ mod tests {
                 "default/done"
             ]
         );
+        // kubectl keeps a pod's last word only: the managed pod with an
+        // emptyDir ends on the controller filter's Okay, so no warning.
         assert_eq!(
-            p.warnings,
-            [
-                (
-                    "ignoring DaemonSet-managed Pods".to_string(),
-                    vec!["default/ds".to_string()]
-                ),
-                (
-                    "deleting Pods with local storage".to_string(),
-                    vec!["default/cache".to_string()]
-                ),
-                (
-                    "deleting Pods that declare no controller".to_string(),
-                    vec!["default/solo".to_string()]
-                ),
-            ]
+            warnings_message(&p.warnings),
+            "ignoring DaemonSet-managed Pods: default/ds; \
+             deleting Pods that declare no controller: default/solo"
+        );
+        let p = plan(
+            &[pod("tmp", None, true, "Running")],
+            &args(&["n1", "--delete-emptydir-data", "--force"]),
+        );
+        assert_eq!(
+            warnings_message(&p.warnings),
+            "deleting Pods that declare no controller: default/tmp"
         );
         assert_eq!(parse_timeout("0s").unwrap(), None);
         assert_eq!(parse_timeout("2m").unwrap(), Some(Duration::from_secs(120)));

@@ -16,6 +16,7 @@ mod output;
 mod record;
 mod replica_sets;
 mod rollout;
+mod rollout_daemonset;
 mod rollout_statefulset;
 mod scale;
 mod set;

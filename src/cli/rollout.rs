@@ -17,6 +17,7 @@ use super::describe::{pod_template_text, tabwrite};
 use super::errors;
 use super::record::CHANGE_CAUSE;
 use super::replica_sets::{controlled_by, without_hash};
+use super::rollout_daemonset as daemonset;
 use super::rollout_statefulset as statefulset;
 use super::targets::parse_targets;
 
@@ -143,6 +144,29 @@ pub async fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<bool> {
             (Kind::StatefulSet, RolloutCommand::Restart(_)) => {
                 statefulset::restart(ctx, name, RESTARTED_AT).await
             }
+            (Kind::DaemonSet, RolloutCommand::Status(a)) => {
+                status_of(ctx, daemonset::daemonset_info(), name, a).await
+            }
+            (Kind::DaemonSet, RolloutCommand::History(a)) => {
+                daemonset::history(ctx, name, a.revision).await
+            }
+            (Kind::DaemonSet, RolloutCommand::Undo(a)) => {
+                daemonset::undo(ctx, name, a.to_revision).await
+            }
+            (Kind::DaemonSet, RolloutCommand::Pause(_) | RolloutCommand::Resume(_)) => {
+                let verb = if matches!(args.command, RolloutCommand::Pause(_)) {
+                    "pausing"
+                } else {
+                    "resuming"
+                };
+                Err(anyhow!(
+                    "{} {name:?} {verb} is not supported",
+                    daemonset::daemonset_info().plural_group()
+                ))
+            }
+            (Kind::DaemonSet, RolloutCommand::Restart(_)) => {
+                daemonset::restart(ctx, name, RESTARTED_AT).await
+            }
         };
         if let Some(text) = errors::report(result, &mut ok) {
             print!("{text}");
@@ -164,6 +188,7 @@ fn replicaset_info() -> &'static ResourceInfo {
 enum Kind {
     Deployment,
     StatefulSet,
+    DaemonSet,
 }
 
 /// The objects in `deployment/x sts y` arguments; other kinds get
@@ -175,6 +200,7 @@ fn rollout_targets(resources: &[String], what: &str) -> Result<Vec<(Kind, String
         let kind = match t.info.kind {
             "Deployment" => Kind::Deployment,
             "StatefulSet" => Kind::StatefulSet,
+            "DaemonSet" => Kind::DaemonSet,
             other => bail!("no {what} has been implemented for {other:?}"),
         };
         if t.names.is_empty() {
@@ -267,6 +293,7 @@ async fn status(ctx: &Ctx, name: &str, args: &StatusArgs) -> Result<String> {
 fn message_of(obj: &Value, revision: i64) -> Result<(String, bool)> {
     match obj["kind"].as_str() {
         Some("StatefulSet") => statefulset::status_message(obj),
+        Some("DaemonSet") => daemonset::status_message(obj),
         _ => status_message(obj, revision),
     }
 }

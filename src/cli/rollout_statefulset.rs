@@ -3,7 +3,8 @@
 //! `StatefulSetRollbacker`). A StatefulSet's revisions are the
 //! ControllerRevisions it controls; each holds the patch that sets the pod
 //! template (`{"spec": {"template": {..., "$patch": "replace"}}}`), so undo
-//! sends that patch back to the set.
+//! sends that patch back to the set. DaemonSets keep their revisions the
+//! same way, so [`history_of`] and [`undo_of`] serve both.
 
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
@@ -89,8 +90,8 @@ pub fn status_message(sts: &Value) -> Result<(String, bool)> {
     ))
 }
 
-async fn get_set(ctx: &Ctx, name: &str) -> Result<Value> {
-    let path = Ctx::object_path(statefulset_info(), Some(&ctx.namespace), name);
+async fn get_set(ctx: &Ctx, info: &ResourceInfo, name: &str) -> Result<Value> {
+    let path = Ctx::object_path(info, Some(&ctx.namespace), name);
     Ok(ctx.get_json(&path).await?)
 }
 
@@ -133,7 +134,19 @@ pub fn history_table(revisions: &[Value]) -> String {
 }
 
 pub async fn history(ctx: &Ctx, name: &str, revision: i64) -> Result<String> {
-    let sts = get_set(ctx, name).await?;
+    history_of(ctx, statefulset_info(), name, revision).await
+}
+
+/// `rollout history` of a StatefulSet or DaemonSet (`info`): its
+/// revisions, or the pod template of one.
+pub async fn history_of(
+    ctx: &Ctx,
+    info: &ResourceInfo,
+    name: &str,
+    revision: i64,
+) -> Result<String> {
+    let shown = |name: &str| format!("{}/{name}", info.kind_group());
+    let sts = get_set(ctx, info, name).await?;
     let revisions = owned_revisions(ctx, &sts).await?;
     if revisions.is_empty() {
         return Ok(format!("{} \nNo rollout history found.\n", shown(name)));
@@ -169,7 +182,19 @@ pub fn rollback_target(revisions: &[Value], to_revision: i64) -> Result<Value> {
 }
 
 pub async fn undo(ctx: &Ctx, name: &str, to_revision: i64) -> Result<String> {
-    let sts = get_set(ctx, name).await?;
+    undo_of(ctx, statefulset_info(), name, to_revision).await
+}
+
+/// `rollout undo` of a StatefulSet or DaemonSet (`info`): the chosen
+/// revision's patch sent back to it.
+pub async fn undo_of(
+    ctx: &Ctx,
+    info: &ResourceInfo,
+    name: &str,
+    to_revision: i64,
+) -> Result<String> {
+    let shown = |name: &str| format!("{}/{name}", info.kind_group());
+    let sts = get_set(ctx, info, name).await?;
     let revisions = owned_revisions(ctx, &sts).await?;
     let target = rollback_target(&revisions, to_revision)?;
     let revision = int(&target["revision"]);
@@ -179,7 +204,7 @@ pub async fn undo(ctx: &Ctx, name: &str, to_revision: i64) -> Result<String> {
             shown(name)
         ));
     }
-    let path = Ctx::object_path(statefulset_info(), Some(&ctx.namespace), name);
+    let path = Ctx::object_path(info, Some(&ctx.namespace), name);
     ctx.patch_json(&path, true, &target["data"])
         .await
         .map_err(|e| {
@@ -191,7 +216,7 @@ pub async fn undo(ctx: &Ctx, name: &str, to_revision: i64) -> Result<String> {
 /// Restarts the set's pods by stamping the template; an OnDelete set
 /// would not roll them, so kubectl refuses it.
 pub async fn restart(ctx: &Ctx, name: &str, restarted_at_key: &str) -> Result<String> {
-    let sts = get_set(ctx, name).await?;
+    let sts = get_set(ctx, statefulset_info(), name).await?;
     if sts["spec"]["updateStrategy"]["type"] == "OnDelete" {
         bail!("restart has no effect on statefulset with OnDelete strategy");
     }

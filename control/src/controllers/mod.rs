@@ -9,6 +9,7 @@
 //! syntax: `*` for all, `name` to enable, `-name` to disable).
 
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
@@ -37,6 +38,7 @@ pub const ALL: &[&str] = &[
     "replicaset",
     "deployment",
     "statefulset",
+    "daemonset",
     "job",
     "cronjob",
     "volumebinding",
@@ -129,6 +131,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),
+            "daemonset" => daemonset::start(shared),
             "job" => job::start(shared),
             "cronjob" => cronjob::start(shared),
             "volumebinding" => volumebinding::start(shared),

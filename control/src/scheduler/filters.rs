@@ -152,8 +152,9 @@ fn node_unschedulable(pod: &Pod, node: &Node) -> Option<Reason> {
     (!tolerated).then_some(Reason::Unschedulable)
 }
 
-/// TaintToleration: the first NoSchedule/NoExecute taint not tolerated.
-fn taint_toleration(pod: &Pod, node: &Node) -> Option<Reason> {
+/// TaintToleration: the first NoSchedule/NoExecute taint not tolerated
+/// (the DaemonSet controller asks the same before it makes a node's pod).
+pub fn taint_toleration(pod: &Pod, node: &Node) -> Option<Reason> {
     let tols = tolerations(pod);
     effective_taints(node)
         .into_iter()
@@ -218,8 +219,9 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
         && fields.iter().all(|r| field_requirement_matches(r, node))
 }
 
-/// NodeAffinity: every nodeSelector label, and one of the required terms.
-fn node_affinity(pod: &Pod, node: &Node) -> Option<Reason> {
+/// NodeAffinity: every nodeSelector label, and one of the required terms
+/// (the DaemonSet controller asks the same before it makes a node's pod).
+pub fn node_affinity(pod: &Pod, node: &Node) -> Option<Reason> {
     let spec = pod.spec.as_ref()?;
     let selector_ok = spec
         .node_selector

@@ -64,8 +64,9 @@ fn pod_fingerprint(pod: &Pod) -> String {
     serde_json::to_string(&(&pod.spec, &pod.metadata.labels)).unwrap_or_default()
 }
 
-/// What of a node the filters and scores read (not its heartbeats).
-fn node_fingerprint(node: &Node) -> String {
+/// What of a node the filters and scores read (not its heartbeats); the
+/// DaemonSet controller looks again at its sets when it changes.
+pub(crate) fn node_fingerprint(node: &Node) -> String {
     let status = node.status.as_ref();
     serde_json::to_string(&(
         &node.metadata.labels,

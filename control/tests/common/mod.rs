@@ -27,6 +27,7 @@ pub const OFF_IN_API_TESTS: &[&str] = &[
     "replicaset",
     "deployment",
     "statefulset",
+    "daemonset",
     "job",
     "cronjob",
     "endpoints",

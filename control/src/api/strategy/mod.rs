@@ -8,12 +8,14 @@
 //! - [`service`]: cluster IPs and node ports are allocated on create and
 //!   kept on update;
 //! - [`job`]: a Job selects its pods by its own uid;
+//! - [`daemonset`]: the template generation counts template changes;
 //! - [`statefulset`]: claim templates keep only the apiVersion/kind the
 //!   client sent;
 //! - [`namespace`]: a namespace starts Active, and deleting one deletes
 //!   everything in it;
 //! - [`volume`]: PersistentVolumes start Available, claims Pending.
 
+mod daemonset;
 mod job;
 mod namespace;
 mod pod;
@@ -79,6 +81,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "Service" => &service::ServiceStrategy,
         "Job" => &job::JobStrategy,
         "StatefulSet" => &statefulset::StatefulSetStrategy,
+        "DaemonSet" => &daemonset::DaemonSetStrategy,
         "Namespace" => &namespace::NamespaceStrategy,
         "PersistentVolume" => &volume::PersistentVolumeStrategy,
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
