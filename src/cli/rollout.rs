@@ -130,15 +130,24 @@ pub async fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<bool> {
             (Kind::StatefulSet, RolloutCommand::Undo(a)) => {
                 statefulset::undo(ctx, name, a.to_revision).await
             }
-            (Kind::StatefulSet, RolloutCommand::Pause(_) | RolloutCommand::Resume(_)) => {
+            // Only Deployments pause (kubectl's ObjectPauser/ObjectResumer).
+            (
+                Kind::StatefulSet | Kind::DaemonSet,
+                RolloutCommand::Pause(_) | RolloutCommand::Resume(_),
+            ) => {
                 let verb = if matches!(args.command, RolloutCommand::Pause(_)) {
                     "pausing"
                 } else {
                     "resuming"
                 };
+                let info = if *kind == Kind::StatefulSet {
+                    statefulset::statefulset_info()
+                } else {
+                    daemonset::daemonset_info()
+                };
                 Err(anyhow!(
                     "{} {name:?} {verb} is not supported",
-                    statefulset::statefulset_info().plural_group()
+                    info.plural_group()
                 ))
             }
             (Kind::StatefulSet, RolloutCommand::Restart(_)) => {
@@ -152,17 +161,6 @@ pub async fn rollout(ctx: &Ctx, args: &RolloutArgs) -> Result<bool> {
             }
             (Kind::DaemonSet, RolloutCommand::Undo(a)) => {
                 daemonset::undo(ctx, name, a.to_revision).await
-            }
-            (Kind::DaemonSet, RolloutCommand::Pause(_) | RolloutCommand::Resume(_)) => {
-                let verb = if matches!(args.command, RolloutCommand::Pause(_)) {
-                    "pausing"
-                } else {
-                    "resuming"
-                };
-                Err(anyhow!(
-                    "{} {name:?} {verb} is not supported",
-                    daemonset::daemonset_info().plural_group()
-                ))
             }
             (Kind::DaemonSet, RolloutCommand::Restart(_)) => {
                 daemonset::restart(ctx, name, RESTARTED_AT).await

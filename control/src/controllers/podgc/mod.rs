@@ -21,12 +21,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
-use serde_json::json;
 
-use super::toolkit::{from_chrono, Clock, Shared};
+use super::toolkit::pods::{disrupt_and_delete, Disruption};
+use super::toolkit::{Clock, Shared};
 
 /// Tunables, as kube-controller-manager's flags.
 #[derive(Debug, Clone)]
@@ -166,39 +166,16 @@ async fn gc_terminated(ctx: &Context) {
 /// Deletes the pod at once; an orphan is first marked Failed with a
 /// DisruptionTarget condition, as Kubernetes does.
 async fn force_delete(ctx: &Context, pod: &Pod, orphaned: bool) -> kube::Result<()> {
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let name = pod.name_any();
-    if orphaned && !is_finished(pod) {
-        let mut conditions = serde_json::to_value(
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.clone())
-                .unwrap_or_default(),
-        )
-        .unwrap_or_default();
-        if let Some(list) = conditions.as_array_mut() {
-            list.retain(|c| c["type"] != "DisruptionTarget");
-            list.push(json!({
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "DeletionByPodGC",
-                "message": "PodGC: node no longer exists",
-                "lastTransitionTime": from_chrono(ctx.clock.now()),
-            }));
-        }
-        let patch = json!({
-            "metadata": {"uid": pod.metadata.uid},
-            "status": {"phase": "Failed", "conditions": conditions},
-        });
-        match pods
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(()),
-            Err(e) => return Err(e),
-        }
+    if orphaned {
+        let why = Disruption {
+            reason: "DeletionByPodGC",
+            message: "PodGC: node no longer exists",
+            fail: true,
+            grace: Some(0),
+        };
+        return disrupt_and_delete(&ctx.client, pod, &why, ctx.clock.now()).await;
     }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
     let params = DeleteParams {
         grace_period_seconds: Some(0),
         preconditions: Some(Preconditions {
@@ -207,7 +184,7 @@ async fn force_delete(ctx: &Context, pod: &Pod, orphaned: bool) -> kube::Result<
         }),
         ..Default::default()
     };
-    match pods.delete(&name, &params).await {
+    match pods.delete(&pod.name_any(), &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => Err(e),

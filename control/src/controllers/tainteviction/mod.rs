@@ -23,16 +23,15 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
-use serde_json::json;
 
 use bosun::events::{reference_to, EventRecorder, EventType};
 
-use super::toolkit::{from_chrono, run_controller, to_chrono, Clock, Shared};
+use super::toolkit::pods::{disrupt_and_delete, Disruption};
+use super::toolkit::{run_controller, to_chrono, Clock, Shared};
 use crate::scheduler::filters::tolerates;
 
 const COMPONENT: &str = "taint-eviction-controller";
@@ -186,14 +185,9 @@ fn key(pod: &Pod) -> String {
     format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
-/// Marks the pod as disrupted (condition DisruptionTarget) and deletes it.
+/// Marks the pod as disrupted (condition DisruptionTarget) and deletes it
+/// with its own grace period.
 async fn evict(ctx: &Context, pod: &Pod) -> Result<(), Error> {
-    let name = pod.name_any();
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let err = |source| Error::Evict {
-        pod: key(pod),
-        source,
-    };
     ctx.recorder.record(
         &reference_to(pod),
         EventType::Normal,
@@ -201,47 +195,16 @@ async fn evict(ctx: &Context, pod: &Pod) -> Result<(), Error> {
         format!("Marking for deletion Pod {}", key(pod)),
     );
     tracing::info!(pod = %key(pod), "evicting: its node has a NoExecute taint it does not tolerate");
-    let mut conditions = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    conditions.retain(|c| c.type_ != "DisruptionTarget");
-    let mut all = serde_json::to_value(&conditions).unwrap_or_default();
-    if let Some(list) = all.as_array_mut() {
-        list.push(json!({
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": "DeletionByTaintManager",
-            "message": "Taint manager: deleting due to NoExecute taint",
-            "lastTransitionTime": from_chrono(ctx.clock.now()),
-        }));
-    }
-    match pods
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "metadata": {"uid": pod.metadata.uid},
-                "status": {"conditions": all},
-            })),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(()),
-        Err(e) => return Err(err(e)),
-    }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: pod.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
+    let why = Disruption {
+        reason: "DeletionByTaintManager",
+        message: "Taint manager: deleting due to NoExecute taint",
+        fail: false,
+        grace: None,
     };
-    match pods.delete(&name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(err(e)),
-    }
+    disrupt_and_delete(&ctx.client, pod, &why, ctx.clock.now())
+        .await
+        .map_err(|source| Error::Evict {
+            pod: key(pod),
+            source,
+        })
 }

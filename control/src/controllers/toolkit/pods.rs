@@ -126,6 +126,76 @@ where
     results
 }
 
+/// Why a pod is being deleted against its owner's wishes: a
+/// `DisruptionTarget` condition (Kubernetes 1.26+) with this reason.
+pub struct Disruption<'a> {
+    pub reason: &'a str,
+    pub message: &'a str,
+    /// Also set the phase to Failed (pod GC's orphans, whose node cannot).
+    pub fail: bool,
+    /// The grace period to delete with; None: the pod's own.
+    pub grace: Option<u32>,
+}
+
+/// Marks the pod with a `DisruptionTarget` condition, then deletes it,
+/// both with its uid as a precondition; a pod already gone (or replaced
+/// under the same name) is no error.
+pub async fn disrupt_and_delete(
+    client: &kube::Client,
+    pod: &Pod,
+    why: &Disruption<'_>,
+    now: DateTime<Utc>,
+) -> kube::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    let name = pod.name_any();
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+    let mut conditions = serde_json::to_value(
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    if let Some(list) = conditions.as_array_mut() {
+        list.retain(|c| c["type"] != "DisruptionTarget");
+        list.push(serde_json::json!({
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": why.reason,
+            "message": why.message,
+            "lastTransitionTime": super::from_chrono(now),
+        }));
+    }
+    let mut status = serde_json::json!({"conditions": conditions});
+    if why.fail && !matches!(phase_of(pod), "Succeeded" | "Failed") {
+        status["phase"] = "Failed".into();
+    }
+    let patch = serde_json::json!({"metadata": {"uid": pod.metadata.uid}, "status": status});
+    match pods
+        .patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+    {
+        Err(e) if gone(&e) => return Ok(()),
+        other => other.map(|_| ())?,
+    }
+    let params = DeleteParams {
+        grace_period_seconds: why.grace,
+        preconditions: Some(kube::api::Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match pods.delete(&name, &params).await {
+        Err(e) if gone(&e) => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
+
 /// Creates and deletes one owner's pods, recording what it expects the
 /// cache to see and the events kubectl shows (kube-controller-manager's
 /// `PodControl`): `SuccessfulCreate` "Created pod: X", `FailedCreate`
