@@ -73,6 +73,10 @@ fn sample(kind: &str, name: &str) -> Value {
                    "metrics": [{"type": "Resource", "resource": {"name": "memory",
                        "target": {"type": "Utilization", "averageUtilization": 10}}}]}),
         ),
+        "Lease" => (
+            "coordination.k8s.io/v1",
+            json!({"holderIdentity": name, "leaseDurationSeconds": 40}),
+        ),
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
