@@ -14,6 +14,7 @@ mod get;
 mod list;
 pub mod object;
 mod patch;
+pub mod protobuf;
 pub mod proxy;
 mod request;
 mod scale;
