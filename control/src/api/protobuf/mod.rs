@@ -15,7 +15,8 @@
 //! Presence: Go's generated marshallers write every non-pointer field,
 //! zero or not, where JSON's `omitempty` leaves zeros out. So a zero
 //! scalar (`""`, `0`, `false`) read from the wire is dropped, as JSON
-//! would have it, except for the pointer fields in [`KEEP_ZERO`] whose
+//! would have it (messages stay: `maxUnavailable: 0` is an IntOrString
+//! that was set, and JSON keeps empty structs too), except for the pointer fields in [`KEEP_ZERO`] whose
 //! explicit zero means something (`replicas: 0`, `backoffLimit: 0`,
 //! `automountServiceAccountToken: false`, `storageClassName: ""`).
 
@@ -341,7 +342,10 @@ pub fn decode_message(buf: &[u8], name: &str, path: &str) -> Result<Value> {
             }
         } else {
             let v = decode_single(&mut r, wire, &field.ty, &fpath)?;
-            if v.is_null() || (is_zero(&v) && !KEEP_ZERO.contains(&field.name.as_str())) {
+            // A message on the wire was set (a zero IntOrString such as
+            // `maxUnavailable: 0` stays); only scalars are omitempty's.
+            let scalar = !matches!(field.ty, FieldType::Message(_));
+            if v.is_null() || (scalar && is_zero(&v) && !KEEP_ZERO.contains(&field.name.as_str())) {
                 out.remove(&field.name);
             } else {
                 out.insert(field.name.clone(), v);

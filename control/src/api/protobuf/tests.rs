@@ -253,13 +253,19 @@ fn wire_zeros_of_plain_fields_are_dropped_and_pointer_zeros_kept() {
     put_len(&mut md, 1, b"web");
     put_len(&mut md, 2, b""); // generateName ""
     put_len(&mut md, 8, b""); // creationTimestamp: the zero Time
+    let mut rolling = Vec::new();
+    put_len(&mut rolling, 1, &[0x08, 0x00, 0x10, 0x00]); // maxUnavailable: int 0
+    let mut strategy = Vec::new();
+    put_len(&mut strategy, 2, &rolling);
+    put_len(&mut spec, 4, &strategy);
     let mut dep = Vec::new();
     put_len(&mut dep, 1, &md);
     put_len(&mut dep, 2, &spec);
     let v = decode_message(&dep, "api.apps.v1.Deployment", "").unwrap();
     assert_eq!(
         v,
-        json!({"metadata": {"name": "web"}, "spec": {"replicas": 0}})
+        json!({"metadata": {"name": "web"}, "spec": {"replicas": 0,
+            "strategy": {"rollingUpdate": {"maxUnavailable": 0}}}})
     );
 }
 
