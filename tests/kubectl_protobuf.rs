@@ -1,7 +1,8 @@
 //! kubectl's typed commands against a real `bosun-control`: `create
 //! deployment|job|namespace|service`, `autoscale`, `scale` and `drain` send
 //! their bodies as `application/vnd.kubernetes.protobuf`, and bosun must
-//! store the same objects the JSON path would.
+//! store the same objects the JSON path would; kubectl asks for protobuf
+//! answers too and must read them.
 
 mod common;
 
@@ -35,6 +36,16 @@ fn kubectl_typed_commands_send_protobuf_and_bosun_stores_their_objects() {
         "kubectl should send protobuf:\n{}",
         run.stderr
     );
+    // ... and so is the answer, which kubectl decodes to print the name.
+    assert_eq!(
+        run.stderr
+            .matches("Content-Type: application/vnd.kubernetes.protobuf")
+            .count(),
+        2,
+        "kubectl should get protobuf back:\n{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("deployment.apps/web created"));
     let d = get_json(&c, &["deployment", "web"]);
     assert_eq!(d["spec"]["replicas"], 1);
     assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "web");
@@ -104,6 +115,16 @@ fn kubectl_typed_commands_send_protobuf_and_bosun_stores_their_objects() {
     c.kubectl(&["scale", "deployment", "web", "--replicas=2"])
         .ok();
     assert_eq!(get_json(&c, &["deployment", "web"])["spec"]["replicas"], 2);
+
+    // describe reads through typed clients (protobuf lists and objects).
+    let out = c
+        .kubectl(&["describe", "deployment", "web"])
+        .ok()
+        .to_string();
+    assert!(
+        out.contains("Replicas:") && out.contains("bosun.local/web:1"),
+        "{out}"
+    );
 
     // drain cordons (a JSON patch) and evicts through policy/v1 Evictions
     // (protobuf).

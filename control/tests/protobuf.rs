@@ -272,3 +272,88 @@ async fn bad_protobuf_bodies_get_400_and_unknown_media_types_415() {
     assert_eq!(code, 415, "{st}");
     assert!(st["message"].as_str().unwrap().contains(MEDIA_TYPE), "{st}");
 }
+
+/// A GET with an Accept header: status, Content-Type and body bytes.
+async fn get_as(client: &kube::Client, path: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    let req = http::Request::builder()
+        .method("GET")
+        .uri(path)
+        .header(http::header::ACCEPT, accept)
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let res = client.send(req).await.expect("response");
+    let code = res.status().as_u16();
+    let ct = res
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let bytes = res.into_body().collect_bytes().await.expect("body");
+    (code, ct, bytes.to_vec())
+}
+
+#[tokio::test]
+async fn responses_are_protobuf_when_the_client_prefers_it() {
+    use bosun_control::api::protobuf::decode_object;
+    let cp = ControlPlane::start_with(&["--controllers=-deployment"]);
+    let client = cp.client().await;
+    let deploy = "/apis/apps/v1/namespaces/default/deployments";
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web",
+            "labels": {"app": "web"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+            "strategy": {"rollingUpdate": {"maxUnavailable": 0}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "a", "image": "x:1",
+                    "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}}});
+    let (code, _) = raw(
+        &client,
+        "POST",
+        deploy,
+        JSON,
+        serde_json::to_vec(&d).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let kubectl_accept = "application/vnd.kubernetes.protobuf,application/json";
+
+    // One object: the same as its JSON form.
+    let (code, ct, pb_body) = get_as(&client, &format!("{deploy}/web"), kubectl_accept).await;
+    assert_eq!((code, ct.as_str()), (200, MEDIA_TYPE));
+    let (_, ct, json_body) = get_as(&client, &format!("{deploy}/web"), JSON).await;
+    assert_eq!(ct, JSON);
+    let from_json: Value = serde_json::from_slice(&json_body).unwrap();
+    assert_eq!(decode_object(&pb_body).unwrap(), from_json);
+
+    // A list: the kind's List message.
+    let (code, ct, body) = get_as(&client, deploy, kubectl_accept).await;
+    assert_eq!((code, ct.as_str()), (200, MEDIA_TYPE));
+    let list = decode_object(&body).unwrap();
+    assert_eq!(list["kind"], "DeploymentList");
+    assert_eq!(list["items"][0]["spec"], from_json["spec"]);
+
+    // The scale subresource.
+    let (_, ct, body) = get_as(&client, &format!("{deploy}/web/scale"), kubectl_accept).await;
+    assert_eq!(ct, MEDIA_TYPE);
+    assert_eq!(decode_object(&body).unwrap()["spec"]["replicas"], 2);
+
+    // JSON first, or a Table, stays JSON.
+    let (_, ct, _) = get_as(
+        &client,
+        deploy,
+        "application/json,application/vnd.kubernetes.protobuf",
+    )
+    .await;
+    assert_eq!(ct, JSON);
+    let (_, ct, body) = get_as(
+        &client,
+        deploy,
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    )
+    .await;
+    assert_eq!(ct, JSON);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["kind"],
+        "Table"
+    );
+}
