@@ -357,3 +357,44 @@ async fn responses_are_protobuf_when_the_client_prefers_it() {
         "Table"
     );
 }
+
+#[tokio::test]
+async fn watch_streams_length_prefixed_protobuf_events() {
+    use bosun_control::api::protobuf::decode_watch_frame;
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let ns = "/api/v1/namespaces";
+    for name in ["a", "b"] {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        let (code, _) = raw(&client, "POST", ns, MEDIA_TYPE, pb(&obj)).await;
+        assert_eq!(code, 201);
+    }
+    // Without a resourceVersion the watch starts with every object ADDED;
+    // it ends after timeoutSeconds.
+    let (code, ct, body) = get_as(
+        &client,
+        &format!("{ns}?watch=1&timeoutSeconds=1"),
+        "application/vnd.kubernetes.protobuf,application/json",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(ct, "application/vnd.kubernetes.protobuf;stream=watch");
+    let mut rest = &body[..];
+    let mut seen = Vec::new();
+    while !rest.is_empty() {
+        let (event_type, obj, used) = decode_watch_frame(rest).expect("a frame");
+        let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+        assert_eq!(obj["kind"], "Namespace");
+        if ["a", "b"].contains(&name.as_str()) {
+            seen.push((event_type, name));
+        }
+        rest = &rest[used..];
+    }
+    assert_eq!(
+        seen,
+        [
+            ("ADDED".to_string(), "a".to_string()),
+            ("ADDED".to_string(), "b".to_string())
+        ]
+    );
+}

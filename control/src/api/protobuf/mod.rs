@@ -207,6 +207,58 @@ pub fn encode_object(obj: &Value) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// One frame of a protobuf watch stream: a `meta/v1 WatchEvent` (`type`,
+/// `object.raw` = the enveloped object) after its length as four
+/// big-endian bytes.
+pub fn encode_watch_frame(event_type: &str, obj: &Value) -> Result<Vec<u8>> {
+    let mut object = Vec::new();
+    put_len(&mut object, 1, &encode_object(obj)?);
+    let mut event = Vec::new();
+    put_len(&mut event, 1, event_type.as_bytes());
+    put_len(&mut event, 2, &object);
+    let len = u32::try_from(event.len()).map_err(|_| Error("watch event too large".into()))?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend(event);
+    Ok(out)
+}
+
+/// Reads one frame of a protobuf watch stream from the front of `buf`:
+/// the event type, the object, and how many bytes the frame took.
+pub fn decode_watch_frame(buf: &[u8]) -> Result<(String, Value, usize)> {
+    let Some(len) = buf.get(..4) else {
+        return err("truncated frame length");
+    };
+    let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
+    let Some(event) = buf.get(4..4 + len) else {
+        return err("truncated frame");
+    };
+    let mut r = Reader { buf: event, pos: 0 };
+    let (mut event_type, mut raw) = (String::new(), &[][..]);
+    while !r.done() {
+        let tag = r.varint()?;
+        match ((tag >> 3) as u32, (tag & 7) as u8) {
+            (1, LEN) => {
+                event_type = String::from_utf8_lossy(r.len_delimited()?).into_owned();
+            }
+            (2, LEN) => {
+                let mut ext = Reader {
+                    buf: r.len_delimited()?,
+                    pos: 0,
+                };
+                while !ext.done() {
+                    let tag = ext.varint()?;
+                    match ((tag >> 3) as u32, (tag & 7) as u8) {
+                        (1, LEN) => raw = ext.len_delimited()?,
+                        (_, wire) => ext.skip(wire)?,
+                    }
+                }
+            }
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Ok((event_type, decode_object(raw)?, 4 + len))
+}
+
 // ---------------------------------------------------------------- wire
 
 const VARINT: u8 = 0;
