@@ -50,6 +50,8 @@ pub const KEEP_ZERO: &[&str] = &[
     "activeDeadlineSeconds",
     "startingDeadlineSeconds",
     "terminationGracePeriodSeconds",
+    "tolerationSeconds",
+    "stabilizationWindowSeconds",
     "gracePeriodSeconds",
     "revisionHistoryLimit",
     "progressDeadlineSeconds",

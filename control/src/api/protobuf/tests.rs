@@ -70,7 +70,9 @@ fn pod_spec() -> Value {
         "automountServiceAccountToken": false, "dnsPolicy": "ClusterFirst",
         "nodeSelector": {"disk": "ssd"},
         "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
-            "effect": "NoExecute", "tolerationSeconds": 300}],
+            "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+            "effect": "NoExecute", "tolerationSeconds": 0}],
         "schedulerName": "default-scheduler", "securityContext": {}})
 }
 
@@ -183,7 +185,8 @@ fn every_served_kind_round_trips() {
                     "target": {"type": "Utilization", "averageUtilization": 50}}},
                     {"type": "Pods", "pods": {"metric": {"name": "qps"},
                         "target": {"type": "AverageValue", "averageValue": "1k"}}}],
-                "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300,
+                "behavior": {"scaleUp": {"stabilizationWindowSeconds": 0},
+                    "scaleDown": {"stabilizationWindowSeconds": 300,
                     "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}},
             "status": {"currentReplicas": 1, "desiredReplicas": 2, "lastScaleTime": t}}),
         json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": meta("h"),
