@@ -1,4 +1,5 @@
-//! Decoding what clients send: JSON or YAML by Content-Type, checked
+//! Decoding what clients send: JSON, YAML or Kubernetes protobuf (read into
+//! the same JSON form, see [`super::protobuf`]) by Content-Type, checked
 //! against the typed schema (unknown fields warned about or refused per
 //! `fieldValidation`), normalized by the kind's strategy, converted to the
 //! storage version.
@@ -8,7 +9,11 @@ use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::object::{self, to_storage_version};
-use super::{strategy, ApiRequest};
+use super::{protobuf, strategy, ApiRequest};
+
+/// The media types a request body may be in.
+pub(super) const BODY_MEDIA_TYPES: &[&str] =
+    &["application/json", "application/yaml", protobuf::MEDIA_TYPE];
 
 pub(super) fn content_type(req: &ApiRequest) -> &str {
     req.headers
@@ -29,7 +34,10 @@ pub(super) fn decode_body(req: &ApiRequest) -> ApiResult<Value> {
         "application/json" | "" | "*/*" => serde_json::from_slice(&req.body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
-        other => return Err(ApiError::unsupported_media_type(other)),
+        protobuf::MEDIA_TYPE => protobuf::decode_object(&req.body).map_err(|e| {
+            ApiError::bad_request(format!("error decoding protobuf request body: {e}"))
+        })?,
+        other => return Err(ApiError::unsupported_media_type(other, BODY_MEDIA_TYPES)),
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(

@@ -8,12 +8,13 @@ use bosun::resources::ResourceInfo;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::decode::content_type;
 use super::error::{ApiError, ApiResult};
 use super::list::list_matching;
 use super::object::{self, from_storage_version, meta_str, metadata_mut};
 use super::request::{dry_run, load, name_of, respond, store_delete, store_update, MAX_ATTEMPTS};
 use super::update::{finalizers, without_revision};
-use super::{json_response, strategy, ApiRequest, ApiState};
+use super::{json_response, protobuf, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,9 @@ pub(super) struct DeleteOptions {
 fn delete_options(req: &ApiRequest) -> ApiResult<DeleteOptions> {
     let body: Value = if req.body.is_empty() {
         json!({})
+    } else if content_type(req) == protobuf::MEDIA_TYPE {
+        protobuf::decode_object(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     } else {
         serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?

@@ -152,11 +152,14 @@ impl ApiError {
         )
     }
 
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type:?})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {} (got {content_type:?})",
+                accepted.join(", ")
+            ),
         )
     }
 

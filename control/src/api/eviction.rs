@@ -13,7 +13,7 @@ use super::delete::{delete_options_from, delete_with};
 use super::error::{ApiError, ApiResult};
 use super::object::meta_str;
 use super::request::name_of;
-use super::{json_response, ApiRequest, ApiState};
+use super::{object_response, ApiRequest, ApiState};
 
 pub(super) async fn evict(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
     let eviction = decode_body(req)?;
@@ -32,7 +32,8 @@ pub(super) async fn evict(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
         .unwrap_or_else(|| json!({}));
     let opts = delete_options_from(req, &options)?;
     delete_with(state, req, &opts).await?;
-    Ok(json_response(
+    Ok(object_response(
+        &req.headers,
         StatusCode::CREATED,
         &json!({
             "kind": "Status",

@@ -10,7 +10,7 @@ use super::filter::Filter;
 use super::object::{self, from_storage_version, meta_str};
 use super::request::namespace_of;
 use super::table::{self, IncludeObject};
-use super::{json_response, ApiRequest, ApiState};
+use super::{json_response, object_response, ApiRequest, ApiState};
 
 fn list_prefix(req: &ApiRequest) -> String {
     let res = req.target.res;
@@ -82,7 +82,8 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
         t["metadata"] = list_meta;
         return Ok(json_response(StatusCode::OK, &t));
     }
-    Ok(json_response(
+    Ok(object_response(
+        &req.headers,
         StatusCode::OK,
         &json!({
             "kind": format!("{}List", res.kind),

@@ -14,6 +14,7 @@ mod get;
 mod list;
 pub mod object;
 mod patch;
+pub mod protobuf;
 pub mod proxy;
 mod request;
 mod scale;
@@ -142,6 +143,49 @@ fn json_response(code: StatusCode, body: &Value) -> Response {
         serde_json::to_vec(body).unwrap_or_default(),
     )
         .into_response()
+}
+
+/// Whether the client's Accept header prefers Kubernetes protobuf: its
+/// first media range that bosun can serve is protobuf (kubectl's typed
+/// clients send `application/vnd.kubernetes.protobuf,application/json`).
+/// A Table request is always answered in JSON, as kube-apiserver does.
+pub fn prefers_protobuf(headers: &HeaderMap) -> bool {
+    if table::wants_table(headers) {
+        return false;
+    }
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|m| m.split(';').next().unwrap_or("").trim())
+        .find(|m| {
+            matches!(
+                *m,
+                protobuf::MEDIA_TYPE | "application/json" | "application/*" | "*/*"
+            )
+        })
+        == Some(protobuf::MEDIA_TYPE)
+}
+
+/// An object (or list, or Status) in the encoding the client prefers:
+/// protobuf when it asks for it first and the kind has a message, JSON
+/// otherwise.
+pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> Response {
+    if prefers_protobuf(headers) {
+        match protobuf::encode_object(body) {
+            Ok(bytes) => {
+                return (
+                    code,
+                    [(http::header::CONTENT_TYPE, protobuf::MEDIA_TYPE)],
+                    bytes,
+                )
+                    .into_response()
+            }
+            Err(e) => tracing::debug!(error = %e, "answering in JSON: no protobuf form"),
+        }
+    }
+    json_response(code, body)
 }
 
 fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {

@@ -24,7 +24,14 @@ pub(super) fn patch_type(req: &ApiRequest) -> ApiResult<PatchType> {
         "application/json-patch+json" => Ok(PatchType::Json),
         "application/merge-patch+json" => Ok(PatchType::Merge),
         "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-        other => Err(ApiError::unsupported_media_type(other)),
+        other => Err(ApiError::unsupported_media_type(
+            other,
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+            ],
+        )),
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::error::{ApiError, ApiResult};
 use super::object::{self, from_storage_version, meta_str};
 use super::table::{self, IncludeObject};
-use super::{json_response, ApiRequest, ApiState};
+use super::{json_response, object_response, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 /// How often a read-modify-write without a client precondition is retried
@@ -62,7 +62,7 @@ pub(super) fn respond(
             ),
         )
     } else {
-        json_response(code, &obj)
+        object_response(&req.headers, code, &obj)
     };
     for w in warnings {
         let text = format!("299 - \"{}\"", w.replace('"', "'"));

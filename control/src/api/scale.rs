@@ -12,7 +12,7 @@ use super::object::{self, requested_revision};
 use super::patch::{apply_patch, parse_patch};
 use super::request::{load, name_of, MAX_ATTEMPTS};
 use super::update::{commit_write, merge_write, Part, Written};
-use super::{json_response, ApiRequest, ApiState};
+use super::{object_response, ApiRequest, ApiState};
 use crate::store::StoreError;
 
 fn scale_of(obj: &Value) -> Value {
@@ -38,7 +38,11 @@ fn scale_of(obj: &Value) -> Value {
 
 pub(super) async fn get_scale(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
     let (_, obj) = load(state, req).await?;
-    Ok(json_response(StatusCode::OK, &scale_of(&obj)))
+    Ok(object_response(
+        &req.headers,
+        StatusCode::OK,
+        &scale_of(&obj),
+    ))
 }
 
 pub(super) async fn write_scale(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
@@ -85,7 +89,7 @@ pub(super) async fn write_scale(state: &ApiState, req: &ApiRequest) -> ApiResult
         let next = merge_write(res, &current, next, Part::Main);
         match commit_write(state, req, &kv, &current, next, Part::Main).await? {
             Ok(Written::Stored(o) | Written::Unchanged(o) | Written::Deleted(o)) => {
-                return Ok(json_response(StatusCode::OK, &scale_of(&o)))
+                return Ok(object_response(&req.headers, StatusCode::OK, &scale_of(&o)))
             }
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
             Err(e) => return Err(ApiError::from_store(e, res, &name)),

@@ -24,7 +24,7 @@ use super::filter::Filter;
 use super::list::list_matching;
 use super::object::{self, from_storage_version};
 use super::table::{self, IncludeObject};
-use super::{ApiRequest, ApiState};
+use super::{prefers_protobuf, protobuf, ApiRequest, ApiState};
 use crate::store::{Event, EventStream, EventType, StoreError};
 
 /// How a watch renders objects.
@@ -32,6 +32,24 @@ use crate::store::{Event, EventStream, EventType, StoreError};
 struct Render {
     res: &'static ResourceInfo,
     table: Option<IncludeObject>,
+    /// Length-prefixed protobuf WatchEvents instead of JSON lines.
+    protobuf: bool,
+}
+
+/// One event as the stream encodes it: a JSON line, or a protobuf frame
+/// (an object without a protobuf form becomes an ERROR event).
+fn frame(protobuf: bool, kind: &str, obj: Value) -> Bytes {
+    if protobuf {
+        let framed = protobuf::encode_watch_frame(kind, &obj).or_else(|e| {
+            let status = ApiError::internal(format!("encoding the event in protobuf: {e}"));
+            protobuf::encode_watch_frame("ERROR", &status.status())
+        });
+        return Bytes::from(framed.unwrap_or_default());
+    }
+    let mut line =
+        serde_json::to_vec(&json!({"type": kind, "object": obj})).expect("a JSON value serializes");
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 impl Render {
@@ -45,10 +63,7 @@ impl Render {
             }
             None => obj,
         };
-        let mut line = serde_json::to_vec(&json!({"type": kind, "object": obj}))
-            .expect("a JSON value serializes");
-        line.push(b'\n');
-        Bytes::from(line)
+        frame(self.protobuf, kind, obj)
     }
 
     fn bookmark(&self, rev: u64, initial_events_end: bool) -> Bytes {
@@ -61,25 +76,25 @@ impl Render {
             "apiVersion": self.res.api_version(),
             "metadata": metadata,
         });
-        let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": obj}))
-            .expect("a JSON value serializes");
-        line.push(b'\n');
-        Bytes::from(line)
+        frame(self.protobuf, "BOOKMARK", obj)
+    }
+
+    fn error(&self, err: &ApiError) -> Bytes {
+        frame(self.protobuf, "ERROR", err.status())
     }
 }
 
-fn error_line(err: &ApiError) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": err.status()}))
-        .expect("a JSON value serializes");
-    line.push(b'\n');
-    Bytes::from(line)
-}
-
-fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
+fn stream_response(rx: mpsc::Receiver<Bytes>, protobuf: bool) -> Response {
+    let content_type = if protobuf {
+        // kube-apiserver names the stream's framing this way.
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    } else {
+        "application/json"
+    };
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     Response::builder()
         .status(StatusCode::OK)
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, content_type)
         .header(http::header::CACHE_CONTROL, "no-cache, private")
         .body(body)
         .expect("a valid response")
@@ -119,7 +134,9 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
         res,
         table: table::wants_table(&req.headers)
             .then(|| IncludeObject::parse(req.param("includeObject"))),
+        protobuf: prefers_protobuf(&req.headers),
     };
+    let protobuf = render.protobuf;
     let bookmarks = req.flag("allowWatchBookmarks");
     let send_initial = req.flag("sendInitialEvents");
     let timeout = req
@@ -153,8 +170,8 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
         Ok(s) => s,
         Err(StoreError::Compacted { requested, oldest }) => {
             let err = ApiError::gone(format!("too old resource version: {requested} ({oldest})"));
-            let _ = tx.send(error_line(&err)).await;
-            return Ok(stream_response(rx));
+            let _ = tx.send(render.error(&err)).await;
+            return Ok(stream_response(rx, render.protobuf));
         }
         Err(e) => return Err(ApiError::from_store(e, res, "")),
     };
@@ -185,7 +202,7 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
         )
         .await;
     });
-    Ok(stream_response(rx))
+    Ok(stream_response(rx, protobuf))
 }
 
 struct FollowState {
@@ -216,7 +233,7 @@ async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: Follow
                 }
                 Some(Err(e)) => {
                     let err = ApiError::from_store(e, st.render.res, "");
-                    let _ = tx.send(error_line(&err)).await;
+                    let _ = tx.send(st.render.error(&err)).await;
                     return;
                 }
                 None => return,
