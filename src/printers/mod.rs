@@ -47,6 +47,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::EVENT,
     &core_group::PERSISTENT_VOLUME,
     &core_group::PERSISTENT_VOLUME_CLAIM,
+    &core_group::CONFIG_MAP,
+    &core_group::SECRET,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &apps::DEPLOYMENT,
