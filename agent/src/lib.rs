@@ -3,6 +3,7 @@
 
 pub mod claims;
 pub mod config;
+pub mod config_sources;
 pub mod dns;
 pub mod events;
 pub mod node;

@@ -1,0 +1,152 @@
+//! ConfigMaps and Secrets in pods on real Docker: environment from
+//! `env[].valueFrom` key references and `envFrom` (prefix, optional,
+//! invalid names skipped with an event), and a pod waiting with
+//! CreateContainerConfigError until the ConfigMap it reads is created.
+
+mod cluster;
+
+use std::time::Duration;
+
+use cluster::{Cluster, BUSYBOX};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use kube::api::{Api, ListParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+
+const UP: Duration = Duration::from_secs(60);
+
+fn is_running(p: &Value) -> bool {
+    p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+}
+
+async fn create_config_map(client: &Client, name: &str, data: Value) {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"}, "data": data,
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+}
+
+async fn create_secret(client: &Client, name: &str, string_data: Value) {
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"}, "stringData": string_data,
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+}
+
+fn env_of(c: &Cluster, pod: &str) -> Vec<String> {
+    c.exec(pod, "app", &["env"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn environment_from_config_maps_and_secrets() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    create_config_map(
+        &client,
+        "app",
+        json!({"MODE": "fast", "LEVEL": "2", "1st": "x"}),
+    )
+    .await;
+    create_secret(
+        &client,
+        "db",
+        json!({"password": "s3cret", "user": "admin"}),
+    )
+    .await;
+    c.create_pod(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "envs"},
+        "spec": {"containers": [{"name": "app", "image": BUSYBOX,
+            "command": ["sleep", "3600"],
+            "envFrom": [
+                {"configMapRef": {"name": "app"}},
+                {"prefix": "DB_", "secretRef": {"name": "db"}},
+                {"configMapRef": {"name": "absent", "optional": true}},
+            ],
+            "env": [
+                {"name": "LEVEL", "value": "overridden"},
+                {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+                {"name": "GREETING", "value": "mode $(MODE)"},
+                {"name": "MAYBE", "valueFrom": {"configMapKeyRef":
+                    {"name": "app", "key": "nope", "optional": true}}},
+            ]}]}}),
+    )
+    .await;
+    c.wait_pod(&client, "envs", "Running", UP, is_running).await;
+    let env = env_of(&c, "envs");
+    for want in [
+        "MODE=fast",
+        "LEVEL=overridden",
+        "DB_password=s3cret",
+        "DB_user=admin",
+        "PW=s3cret",
+        "GREETING=mode fast",
+    ] {
+        assert!(env.iter().any(|l| l == want), "{want} in {env:?}");
+    }
+    assert!(!env.iter().any(|l| l.starts_with("MAYBE=")), "{env:?}");
+    assert!(!env.iter().any(|l| l.starts_with("1st=")), "{env:?}");
+    let event = c
+        .poll("an InvalidEnvironmentVariableNames event", UP, || async {
+            Api::<Event>::namespaced(client.clone(), "default")
+                .list(&ListParams::default().fields("involvedObject.name=envs"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("InvalidEnvironmentVariableNames"))
+        })
+        .await;
+    assert_eq!(
+        event.message.as_deref(),
+        Some("Keys [1st] from the EnvFrom configMap default/app were skipped since they are considered invalid environment variable names.")
+    );
+}
+
+#[tokio::test]
+async fn a_pod_waits_for_its_config_map_and_starts_once_it_is_created() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    c.create_pod(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "waits"},
+            "spec": {"containers": [{"name": "app", "image": BUSYBOX,
+                "command": ["sleep", "3600"],
+                "env": [{"name": "COLOR", "valueFrom": {"configMapKeyRef":
+                    {"name": "later", "key": "color"}}}]}]}}),
+    )
+    .await;
+    let waiting = c
+        .wait_pod(&client, "waits", "CreateContainerConfigError", UP, |p| {
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+                == "CreateContainerConfigError"
+        })
+        .await;
+    assert_eq!(
+        waiting["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+        "configmap \"later\" not found"
+    );
+    create_config_map(&client, "later", json!({"color": "blue"})).await;
+    // The agent reads the ConfigMap again on its next sync (within a
+    // second while a container waits on one).
+    c.wait_pod(
+        &client,
+        "waits",
+        "Running",
+        Duration::from_secs(20),
+        is_running,
+    )
+    .await;
+    assert!(env_of(&c, "waits").contains(&"COLOR=blue".to_string()));
+}
