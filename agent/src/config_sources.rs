@@ -10,7 +10,7 @@
 //! (`configmap "x" not found`), and starts on a later sync once it
 //! appears: the pod worker re-syncs within a second while one waits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::api::Api;
@@ -22,11 +22,17 @@ use bosun::validation::names::is_env_var_name;
 /// words: `configmap "x" not found`); `None` when it does not exist.
 type Lookup = BTreeMap<String, Result<Option<BTreeMap<String, String>>, String>>;
 
+/// An object's keys as file contents (a ConfigMap's `data` and
+/// `binaryData`, a Secret's decoded `data`), by name.
+pub type FilesLookup = BTreeMap<String, Result<Option<BTreeMap<String, Vec<u8>>>, String>>;
+
 /// The referenced ConfigMaps' `data` and Secrets' decoded `data`, by name.
 #[derive(Debug, Default, Clone)]
 pub struct ConfigSources {
     pub config_maps: Lookup,
     pub secrets: Lookup,
+    pub config_map_files: FilesLookup,
+    pub secret_files: FilesLookup,
 }
 
 /// The names of the ConfigMaps and Secrets container `c` reads its
@@ -54,12 +60,38 @@ fn env_refs(c: &Container) -> (Vec<String>, Vec<String>) {
     (cms, secrets)
 }
 
-/// Whether any container of `pod` reads a ConfigMap or Secret.
-pub fn references_any(pod: &Pod) -> bool {
-    containers(pod).any(|c| {
+/// The ConfigMaps and Secrets the pod's containers and volumes read.
+fn pod_refs(pod: &Pod) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut cms, mut secrets) = (BTreeSet::new(), BTreeSet::new());
+    for c in containers(pod) {
         let (a, b) = env_refs(c);
-        !a.is_empty() || !b.is_empty()
-    })
+        cms.extend(a);
+        secrets.extend(b);
+    }
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        if let Some(cm) = &v.config_map {
+            cms.insert(cm.name.clone());
+        }
+        if let Some(name) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            secrets.insert(name);
+        }
+    }
+    (cms, secrets)
+}
+
+/// Whether the pod reads any ConfigMap or Secret.
+pub fn references_any(pod: &Pod) -> bool {
+    let (a, b) = pod_refs(pod);
+    !a.is_empty() || !b.is_empty()
+}
+
+/// Whether the pod has a configMap or secret volume (kept up to date
+/// with its object while the pod runs).
+pub fn has_config_volumes(pod: &Pod) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| v.config_map.is_some() || v.secret.is_some())
 }
 
 fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
@@ -72,40 +104,65 @@ fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
     })
 }
 
-/// Reads every ConfigMap and Secret the pod's containers refer to.
+/// Reads every ConfigMap and Secret the pod refers to.
 pub async fn resolve(client: &Client, pod: &Pod) -> ConfigSources {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = ConfigSources::default();
-    for c in containers(pod) {
-        let (cms, secrets) = env_refs(c);
-        for name in cms {
-            if out.config_maps.contains_key(&name) {
-                continue;
-            }
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-            let got = match api.get_opt(&name).await {
-                Ok(cm) => Ok(cm.map(|cm| cm.data.unwrap_or_default())),
-                Err(e) => Err(format!("couldn't get configMap {ns}/{name}: {e}")),
-            };
-            out.config_maps.insert(name, got);
-        }
-        for name in secrets {
-            if out.secrets.contains_key(&name) {
-                continue;
-            }
-            let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-            let got = match api.get_opt(&name).await {
-                Ok(s) => Ok(s.map(|s| {
+    let (cms, secrets) = pod_refs(pod);
+    for name in cms {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let got = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| format!("couldn't get configMap {ns}/{name}: {e}"));
+        let env = got
+            .as_ref()
+            .map(|cm| cm.as_ref().map(|cm| cm.data.clone().unwrap_or_default()))
+            .map_err(Clone::clone);
+        let files = got.map(|cm| {
+            cm.map(|cm| {
+                let mut f: BTreeMap<String, Vec<u8>> = cm
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_bytes()))
+                    .collect();
+                f.extend(
+                    cm.binary_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0)),
+                );
+                f
+            })
+        });
+        out.config_maps.insert(name.clone(), env);
+        out.config_map_files.insert(name, files);
+    }
+    for name in secrets {
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let got = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| format!("couldn't get secret {ns}/{name}: {e}"))
+            .map(|s| {
+                s.map(|s| {
                     s.data
                         .unwrap_or_default()
                         .into_iter()
-                        .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                        .collect()
-                })),
-                Err(e) => Err(format!("couldn't get secret {ns}/{name}: {e}")),
-            };
-            out.secrets.insert(name, got);
-        }
+                        .map(|(k, v)| (k, v.0))
+                        .collect::<BTreeMap<String, Vec<u8>>>()
+                })
+            });
+        let env = got.as_ref().map_err(Clone::clone).map(|s| {
+            s.as_ref().map(|s| {
+                s.iter()
+                    .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+                    .collect()
+            })
+        });
+        out.secrets.insert(name.clone(), env);
+        out.secret_files.insert(name, got);
     }
     out
 }
@@ -122,6 +179,20 @@ pub struct ResolvedEnv {
 }
 
 impl ConfigSources {
+    /// The files of a ConfigMap (or Secret, with `secret`), if it was read.
+    #[allow(clippy::type_complexity)]
+    pub fn files(
+        &self,
+        secret: bool,
+        name: &str,
+    ) -> Option<&Result<Option<BTreeMap<String, Vec<u8>>>, String>> {
+        if secret {
+            self.secret_files.get(name)
+        } else {
+            self.config_map_files.get(name)
+        }
+    }
+
     fn data<'a>(
         &'a self,
         secret: bool,

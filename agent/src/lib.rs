@@ -4,6 +4,7 @@
 pub mod claims;
 pub mod config;
 pub mod config_sources;
+pub mod config_volumes;
 pub mod dns;
 pub mod events;
 pub mod node;

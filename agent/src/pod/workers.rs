@@ -220,6 +220,10 @@ pub async fn pod_worker_loop(
         let waiting_for_config = reads_config && worker_waits_on_config(&last_status);
         let wake_after = if waiting_for_claims || waiting_for_config {
             wake_after.min(Duration::from_secs(1))
+        } else if crate::config_sources::has_config_volumes(&seen) {
+            // configMap and secret volumes follow their objects within
+            // seconds: read them again every two.
+            wake_after.min(Duration::from_secs(2))
         } else {
             wake_after
         };
