@@ -186,6 +186,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["cm"], cat: [], sub: []),
     res!("", "v1", "Secret", "secrets", "secret", true,
          short: [], cat: [], sub: []),
+    res!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true,
+         short: ["sa"], cat: [], sub: []),
     res!("apps", "v1", "Deployment", "deployments", "deployment", true,
          short: ["deploy"], cat: ["all"], sub: ["status", "scale"]),
     res!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true,
@@ -276,6 +278,7 @@ mod tests {
         assert_eq!(by_name("ep").unwrap().kind, "Endpoints");
         assert_eq!(by_name("cm").unwrap().kind, "ConfigMap");
         assert_eq!(by_name("secrets").unwrap().kind, "Secret");
+        assert_eq!(by_name("sa").unwrap().kind, "ServiceAccount");
         assert!(by_name("deployments.batch").is_none());
         assert!(by_name("widgets").is_none());
     }

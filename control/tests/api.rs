@@ -22,7 +22,9 @@ fn sample(kind: &str, name: &str) -> Value {
     let template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec});
     let selector = json!({"matchLabels": {"app": name}});
     let (api_version, spec) = match kind {
-        "Namespace" | "Event" | "Endpoints" | "ConfigMap" | "Secret" => ("v1", Value::Null),
+        "Namespace" | "Event" | "Endpoints" | "ConfigMap" | "Secret" | "ServiceAccount" => {
+            ("v1", Value::Null)
+        }
         "Node" => ("v1", json!({"podCIDR": "10.244.1.0/24"})),
         "Pod" => ("v1", pod_spec.clone()),
         "Service" => (

@@ -1,6 +1,7 @@
 //! ConfigMaps and Secrets through the API server, as kube-rs sends them:
 //! create/get/list, `stringData` folded into `data`, Kubernetes' validation
-//! errors naming the field, and `immutable`.
+//! errors naming the field, and `immutable`; ServiceAccounts stored and
+//! printed.
 
 mod common;
 
@@ -338,4 +339,32 @@ async fn immutable_config_maps_and_secrets_refuse_changes() {
         .unwrap();
     assert_eq!(changed.data["data"]["k"], "w");
     assert_eq!(changed.data["immutable"], true);
+}
+
+#[tokio::test]
+async fn service_accounts_are_stored_and_printed() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let (code, body) = post(
+        &client,
+        "serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder"},
+            "secrets": [{"name": "builder-token"}], "automountServiceAccountToken": false}),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let sas = dynamic_api(&client, "sa", Some("default"));
+    let got = sas.get("builder").await.unwrap();
+    assert_eq!(got.data["automountServiceAccountToken"], false);
+    let (code, body) = post(
+        &client,
+        "serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "Bad_Name"}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        message(&body).contains("metadata.name: Invalid value: \"Bad_Name\""),
+        "{body}"
+    );
 }

@@ -511,3 +511,23 @@ fn secret_cells(secret: &Value, now: DateTime<Utc>) -> Vec<Value> {
         age_cell(secret, now),
     ]
 }
+
+pub(super) const SERVICE_ACCOUNT: KindPrinter = KindPrinter {
+    group: "",
+    kind: "ServiceAccount",
+    columns: &[
+        NAME,
+        Column::text("Secrets", "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount."),
+        AGE,
+    ],
+    cells: service_account_cells,
+};
+
+/// SECRETS counts `secrets`, as kubectl's printer does.
+fn service_account_cells(sa: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let secrets = sa
+        .get("secrets")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    vec![name_cell(sa), (secrets as i64).into(), age_cell(sa, now)]
+}

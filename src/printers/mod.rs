@@ -49,6 +49,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::PERSISTENT_VOLUME_CLAIM,
     &core_group::CONFIG_MAP,
     &core_group::SECRET,
+    &core_group::SERVICE_ACCOUNT,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &apps::DEPLOYMENT,

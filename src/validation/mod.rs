@@ -463,6 +463,7 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("", "v1", "PersistentVolumeClaim") => roundtrip::<corev1::PersistentVolumeClaim>(v),
         ("", "v1", "ConfigMap") => roundtrip::<corev1::ConfigMap>(v),
         ("", "v1", "Secret") => roundtrip::<corev1::Secret>(v),
+        ("", "v1", "ServiceAccount") => roundtrip::<corev1::ServiceAccount>(v),
         ("apps", "v1", "Deployment") => roundtrip::<apps::Deployment>(v),
         ("apps", "v1", "ReplicaSet") => roundtrip::<apps::ReplicaSet>(v),
         ("apps", "v1", "StatefulSet") => roundtrip::<apps::StatefulSet>(v),
@@ -514,7 +515,8 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("", "Service") => core::validate_service(obj, old, &mut errs),
         ("", "Endpoints") => core::validate_endpoints(obj, &mut errs),
         ("", "Node") => core::validate_node(obj, &mut errs),
-        ("", "Namespace") | ("", "Event") => {}
+        // ValidateServiceAccount checks only the metadata.
+        ("", "Namespace") | ("", "Event") | ("", "ServiceAccount") => {}
         ("", "ConfigMap") => config::validate_config_map(obj, old, &mut errs),
         ("", "Secret") => config::validate_secret(obj, old, &mut errs),
         ("", "PersistentVolume") => core::validate_pv(spec, &mut errs),
