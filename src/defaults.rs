@@ -206,6 +206,8 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 );
             }
         }
+        // SetDefaults_Secret.
+        ("", "Secret") => set_str(root, "type", "Opaque"),
         _ => {}
     }
 }

@@ -182,6 +182,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["pv"], cat: [], sub: ["status"]),
     res!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true,
          short: ["pvc"], cat: [], sub: ["status"]),
+    res!("", "v1", "ConfigMap", "configmaps", "configmap", true,
+         short: ["cm"], cat: [], sub: []),
+    res!("", "v1", "Secret", "secrets", "secret", true,
+         short: [], cat: [], sub: []),
+    res!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true,
+         short: ["sa"], cat: [], sub: []),
     res!("apps", "v1", "Deployment", "deployments", "deployment", true,
          short: ["deploy"], cat: ["all"], sub: ["status", "scale"]),
     res!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true,
@@ -270,6 +276,9 @@ mod tests {
         assert_eq!(by_name("Deployment").unwrap().group, "apps");
         assert_eq!(by_name("hpa").unwrap().version, "v2");
         assert_eq!(by_name("ep").unwrap().kind, "Endpoints");
+        assert_eq!(by_name("cm").unwrap().kind, "ConfigMap");
+        assert_eq!(by_name("secrets").unwrap().kind, "Secret");
+        assert_eq!(by_name("sa").unwrap().kind, "ServiceAccount");
         assert!(by_name("deployments.batch").is_none());
         assert!(by_name("widgets").is_none());
     }

@@ -3,6 +3,8 @@
 
 pub mod claims;
 pub mod config;
+pub mod config_sources;
+pub mod config_volumes;
 pub mod dns;
 pub mod events;
 pub mod node;

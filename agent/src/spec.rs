@@ -10,6 +10,7 @@ use bosun::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::config::AgentConfig;
+use crate::config_sources::ConfigSources;
 use crate::runtime::{ContainerConfig, DnsConfig, Mount, PodRef, PortMapping, SandboxConfig};
 use crate::volumes;
 
@@ -211,10 +212,15 @@ pub fn container_config(
     pod_ip: Option<&str>,
     restart_count: u32,
     cfg: &AgentConfig,
+    sources: &ConfigSources,
 ) -> Result<ContainerConfig, ConfigError> {
     let spec = pod.spec.clone().unwrap_or_default();
-    let mut env = Vec::new();
-    let mut vars = BTreeMap::new();
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    // envFrom first, then env, a later name replacing an earlier one (the
+    // kubelet's makeEnvironmentVariables).
+    let from_sources = sources.env_for(ns, c).map_err(ConfigError)?;
+    let mut env: Vec<(String, String)> = from_sources.from.clone();
+    let mut vars: BTreeMap<String, String> = env.iter().cloned().collect();
     for e in c.env.clone().unwrap_or_default() {
         let value = match (&e.value, &e.value_from) {
             (Some(v), _) => expand(v, &vars),
@@ -231,9 +237,15 @@ pub fn container_config(
                         .get(&r.resource.replace("limits.", ""))
                         .map(|q| q.0.clone())
                         .unwrap_or_default()
+                } else if from.config_map_key_ref.is_some() || from.secret_key_ref.is_some() {
+                    match from_sources.keys.get(&e.name).cloned().flatten() {
+                        Some(v) => v,
+                        // An optional key that is missing: no variable.
+                        None => continue,
+                    }
                 } else {
                     return Err(ConfigError(format!(
-                        "env {}: only fieldRef and resourceFieldRef sources are supported",
+                        "env {}: valueFrom has no source",
                         e.name
                     )));
                 }
@@ -241,6 +253,7 @@ pub fn container_config(
             (None, None) => String::new(),
         };
         vars.insert(e.name.clone(), value.clone());
+        env.retain(|(n, _)| *n != e.name);
         env.push((e.name, value));
     }
     let mut mounts = Vec::new();
@@ -343,7 +356,15 @@ mod tests {
                 "resources": {"limits": {"memory": "200Mi", "cpu": "500m"}}}]}
         })).unwrap();
         let c = &pod.spec.as_ref().unwrap().containers[0];
-        let cc = container_config(&pod, c, Some("10.244.0.5"), 2, &cfg()).unwrap();
+        let cc = container_config(
+            &pod,
+            c,
+            Some("10.244.0.5"),
+            2,
+            &cfg(),
+            &ConfigSources::default(),
+        )
+        .unwrap();
         let env: BTreeMap<_, _> = cc.env.iter().cloned().collect();
         assert_eq!(env["POD"], "web");
         assert_eq!(env["NS"], "shop");

@@ -1,6 +1,7 @@
 //! Pod volumes on the node: emptyDir (a directory under the agent's data
-//! dir, tmpfs with `medium: Memory`, removed with the pod) and hostPath
-//! (with Kubernetes' `type` checks).
+//! dir, tmpfs with `medium: Memory`, removed with the pod), hostPath
+//! (with Kubernetes' `type` checks), and configMap and secret volumes
+//! (written by [`crate::config_volumes`]; a secret's directory is a tmpfs).
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
 use crate::config::AgentConfig;
+use crate::config_sources::ConfigSources;
+use crate::config_volumes;
 
 pub fn pod_dir(cfg: &AgentConfig, uid: &str) -> PathBuf {
     cfg.data_dir.join("pods").join(uid)
@@ -18,6 +21,11 @@ fn empty_dir_path(cfg: &AgentConfig, uid: &str, name: &str) -> PathBuf {
         .join("volumes")
         .join("empty-dir")
         .join(name)
+}
+
+/// Where a configMap (`configmap`) or secret (`secret`) volume lives.
+fn config_volume_path(cfg: &AgentConfig, uid: &str, kind: &str, name: &str) -> PathBuf {
+    pod_dir(cfg, uid).join("volumes").join(kind).join(name)
 }
 
 fn volume<'a>(pod: &'a Pod, name: &str) -> Option<&'a Volume> {
@@ -41,7 +49,20 @@ pub fn host_path_of(pod: &Pod, name: &str, cfg: &AgentConfig) -> Result<String, 
     if let Some(hp) = &v.host_path {
         return Ok(hp.path.clone());
     }
-    Err("only emptyDir and hostPath volumes are supported by this agent".into())
+    for (kind, is) in [
+        ("configmap", v.config_map.is_some()),
+        ("secret", v.secret.is_some()),
+    ] {
+        if is {
+            return Ok(config_volume_path(cfg, uid, kind, name)
+                .to_string_lossy()
+                .into_owned());
+        }
+    }
+    Err(
+        "only emptyDir, hostPath, configMap, secret and claim volumes are supported by this agent"
+            .into(),
+    )
 }
 
 fn is_mounted(path: &Path) -> bool {
@@ -94,8 +115,56 @@ fn check_host_path(path: &str, kind: &str) -> Result<(), String> {
     }
 }
 
+fn mount_tmpfs(dir: &Path, opts: &str) -> Result<(), String> {
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+        .arg(dir)
+        .status()
+        .map_err(|e| format!("mount: {e}"))?;
+    if !status.success() {
+        return Err("mount tmpfs failed".into());
+    }
+    Ok(())
+}
+
+/// Writes a configMap or secret volume's files (when they changed). A
+/// volume already written keeps its files when its object cannot be read
+/// any more, as the kubelet's do.
+fn setup_config_volume(
+    v: &k8s_openapi::api::core::v1::Volume,
+    uid: &str,
+    cfg: &AgentConfig,
+    sources: &ConfigSources,
+) -> Result<(), String> {
+    let secret = v.secret.is_some();
+    let kind = if secret { "secret" } else { "configmap" };
+    let dir = config_volume_path(cfg, uid, kind, &v.name);
+    let files = match config_volumes::payload(v, sources) {
+        Ok(Some(files)) => files,
+        Ok(None) => return Ok(()),
+        Err(e) if dir.join("..data").exists() => {
+            tracing::warn!(volume = %v.name, error = %e, "keeping the volume's last contents");
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(format!(
+                "MountVolume.SetUp failed for volume {:?} : {e}",
+                v.name
+            ))
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{kind} volume {}: {e}", v.name))?;
+    if secret && !is_mounted(&dir) {
+        // Secrets never touch the node's disk.
+        mount_tmpfs(&dir, "mode=0755")
+            .map_err(|e| format!("secret volume {} (tmpfs): {e}", v.name))?;
+    }
+    config_volumes::write(&dir, &files).map_err(|e| format!("{kind} volume {}: {e}", v.name))?;
+    Ok(())
+}
+
 /// Makes every volume of the pod ready to mount.
-pub fn setup(pod: &Pod, cfg: &AgentConfig) -> Result<(), String> {
+pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<(), String> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let volumes = pod
         .spec
@@ -125,6 +194,9 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig) -> Result<(), String> {
                 }
             }
         }
+        if v.config_map.is_some() || v.secret.is_some() {
+            setup_config_volume(&v, uid, cfg, sources)?;
+        }
         if let Some(hp) = &v.host_path {
             check_host_path(&hp.path, hp.type_.as_deref().unwrap_or(""))
                 .map_err(|e| format!("hostPath {}: {e}", v.name))?;
@@ -136,8 +208,10 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig) -> Result<(), String> {
 /// Removes the pod's volumes dir (unmounting tmpfs emptyDirs first).
 pub fn teardown(cfg: &AgentConfig, uid: &str) {
     let dir = pod_dir(cfg, uid);
-    let empty = dir.join("volumes").join("empty-dir");
-    if let Ok(entries) = std::fs::read_dir(&empty) {
+    for kind in ["empty-dir", "secret"] {
+        let Ok(entries) = std::fs::read_dir(dir.join("volumes").join(kind)) else {
+            continue;
+        };
         for e in entries.flatten() {
             if is_mounted(&e.path()) {
                 let _ = std::process::Command::new("umount").arg(e.path()).status();

@@ -22,7 +22,9 @@ fn sample(kind: &str, name: &str) -> Value {
     let template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec});
     let selector = json!({"matchLabels": {"app": name}});
     let (api_version, spec) = match kind {
-        "Namespace" | "Event" | "Endpoints" => ("v1", Value::Null),
+        "Namespace" | "Event" | "Endpoints" | "ConfigMap" | "Secret" | "ServiceAccount" => {
+            ("v1", Value::Null)
+        }
         "Node" => ("v1", json!({"podCIDR": "10.244.1.0/24"})),
         "Pod" => ("v1", pod_spec.clone()),
         "Service" => (
@@ -96,6 +98,8 @@ fn sample(kind: &str, name: &str) -> Value {
                 json!([{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}]);
         }
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
+        "ConfigMap" => obj["data"] = json!({"k": "v"}),
+        "Secret" => obj["data"] = json!({"k": "dg=="}),
         "EndpointSlice" => {
             obj["addressType"] = json!("IPv4");
             obj["endpoints"] = json!([{"addresses": ["10.244.1.5"]}]);

@@ -1,12 +1,15 @@
 //! `bosun create`: from files (as `apply`'s loader reads them), or one of
 //! kubectl's generators — `create job NAME --from=cronjob/X` (a Job from a
-//! CronJob's template, run at once) and `create job NAME --image=I -- CMD`.
+//! CronJob's template, run at once), `create job NAME --image=I -- CMD`,
+//! `create configmap` and `create secret generic|tls|docker-registry`
+//! (their objects built in [`super::create_data`]).
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Map, Value};
 
 use super::apply;
 use super::client::Ctx;
+use super::create_data::{self, DataSources};
 use bosun::resources::by_name;
 
 /// The annotation kubectl marks a Job made by hand from a CronJob with.
@@ -32,6 +35,60 @@ pub struct CreateArgs {
 enum Generator {
     /// Create a job with the specified name.
     Job(JobArgs),
+    /// Create a config map from a local file, directory or literal value.
+    #[command(visible_alias = "cm")]
+    Configmap(ConfigMapArgs),
+    /// Create a secret.
+    Secret {
+        #[command(subcommand)]
+        kind: SecretKind,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct ConfigMapArgs {
+    name: String,
+    #[command(flatten)]
+    sources: DataSources,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SecretKind {
+    /// Create a secret from a local file, directory or literal value.
+    Generic {
+        name: String,
+        #[command(flatten)]
+        sources: DataSources,
+        /// The type of secret to create.
+        #[arg(long = "type")]
+        type_: Option<String>,
+    },
+    /// Create a TLS secret from a certificate and its key.
+    Tls {
+        name: String,
+        /// Path to PEM encoded public key certificate.
+        #[arg(long)]
+        cert: String,
+        /// Path to private key associated with given certificate.
+        #[arg(long)]
+        key: String,
+    },
+    /// Create a secret for use with a Docker registry.
+    DockerRegistry {
+        name: String,
+        /// Server location for Docker registry.
+        #[arg(long, default_value = "https://index.docker.io/v1/")]
+        docker_server: String,
+        /// Username for Docker registry authentication.
+        #[arg(long)]
+        docker_username: String,
+        /// Password for Docker registry authentication.
+        #[arg(long)]
+        docker_password: String,
+        /// Email for Docker registry.
+        #[arg(long, default_value = "")]
+        docker_email: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -52,6 +109,48 @@ struct JobArgs {
 pub async fn create(ctx: &Ctx, args: &CreateArgs, explicit_ns: bool) -> Result<bool> {
     match &args.generator {
         Some(Generator::Job(job)) => create_job(ctx, job).await,
+        Some(Generator::Configmap(cm)) => {
+            let entries = create_data::gather("ConfigMap", &cm.name, &cm.sources)?;
+            post(
+                ctx,
+                "configmaps",
+                &cm.name,
+                create_data::config_map(&cm.name, entries),
+            )
+            .await
+        }
+        Some(Generator::Secret { kind }) => {
+            let (name, secret) = match kind {
+                SecretKind::Generic {
+                    name,
+                    sources,
+                    type_,
+                } => {
+                    let entries = create_data::gather("Secret", name, sources)?;
+                    (name, create_data::secret(name, type_.as_deref(), entries))
+                }
+                SecretKind::Tls { name, cert, key } => {
+                    (name, create_data::tls_secret(name, cert, key)?)
+                }
+                SecretKind::DockerRegistry {
+                    name,
+                    docker_server,
+                    docker_username,
+                    docker_password,
+                    docker_email,
+                } => (
+                    name,
+                    create_data::docker_registry_secret(
+                        name,
+                        docker_server,
+                        docker_username,
+                        docker_password,
+                        docker_email,
+                    ),
+                ),
+            };
+            post(ctx, "secrets", name, secret).await
+        }
         None => {
             if args.files.is_empty() {
                 bail!("must specify one of -f and -k");
@@ -108,6 +207,22 @@ fn job_from_image(name: &str, image: &str, command: &[String]) -> Value {
         "metadata": {"name": name},
         "spec": {"template": {"spec": {"containers": [container], "restartPolicy": "Never"}}},
     })
+}
+
+/// Creates `obj` in the context's namespace and prints kubectl's
+/// `configmap/NAME created`.
+async fn post(ctx: &Ctx, resource: &str, name: &str, obj: Value) -> Result<bool> {
+    let res = by_name(resource).expect("served");
+    ctx.request_json(
+        http::Method::POST,
+        &res.collection_path(Some(&ctx.namespace)),
+        None,
+        Some("application/json"),
+        Some(&obj),
+    )
+    .await?;
+    println!("{}/{name} created", res.kind_group());
+    Ok(true)
 }
 
 async fn create_job(ctx: &Ctx, args: &JobArgs) -> Result<bool> {

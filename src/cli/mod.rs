@@ -3,6 +3,7 @@
 mod apply;
 mod client;
 mod create;
+mod create_data;
 mod delete;
 mod describe;
 mod drain;

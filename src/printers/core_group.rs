@@ -464,3 +464,70 @@ fn string_or_unset(obj: &Value, ptr: &str) -> String {
         _ => "<unset>".to_string(),
     }
 }
+
+// ConfigMaps and Secrets.
+
+pub(super) const CONFIG_MAP: KindPrinter = KindPrinter {
+    group: "",
+    kind: "ConfigMap",
+    columns: &[
+        NAME,
+        Column::integer("Data", "Number of data in configmap"),
+        AGE,
+    ],
+    cells: config_map_cells,
+};
+
+/// DATA counts the keys of `data` and `binaryData`.
+fn data_count(obj: &Value) -> i64 {
+    ["data", "binaryData"]
+        .iter()
+        .filter_map(|k| obj.get(k).and_then(Value::as_object))
+        .map(|m| m.len() as i64)
+        .sum()
+}
+
+fn config_map_cells(cm: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    vec![name_cell(cm), data_count(cm).into(), age_cell(cm, now)]
+}
+
+pub(super) const SECRET: KindPrinter = KindPrinter {
+    group: "",
+    kind: "Secret",
+    columns: &[
+        NAME,
+        Column::text("Type", "The type of the secret"),
+        Column::integer("Data", "Number of data in secret"),
+        AGE,
+    ],
+    cells: secret_cells,
+};
+
+fn secret_cells(secret: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    vec![
+        name_cell(secret),
+        str_at(secret, "/type").into(),
+        data_count(secret).into(),
+        age_cell(secret, now),
+    ]
+}
+
+pub(super) const SERVICE_ACCOUNT: KindPrinter = KindPrinter {
+    group: "",
+    kind: "ServiceAccount",
+    columns: &[
+        NAME,
+        Column::text("Secrets", "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount."),
+        AGE,
+    ],
+    cells: service_account_cells,
+};
+
+/// SECRETS counts `secrets`, as kubectl's printer does.
+fn service_account_cells(sa: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let secrets = sa
+        .get("secrets")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    vec![name_cell(sa), (secrets as i64).into(), age_cell(sa, now)]
+}

@@ -803,3 +803,29 @@ fn event_and_namespace_columns() {
         vec![json!("default"), json!("Active"), json!("45d")]
     );
 }
+
+#[test]
+fn config_maps_and_secrets_count_their_keys() {
+    assert_eq!(headers("cm", true), ["NAME", "DATA", "AGE"]);
+    assert_eq!(headers("secret", true), ["NAME", "TYPE", "DATA", "AGE"]);
+    let cm = json!({
+        "metadata": {"name": "app", "creationTimestamp": ago(90)},
+        "data": {"a": "1", "b": "2"},
+        "binaryData": {"c": "AA=="},
+    });
+    assert_eq!(cells("cm", &cm), vec![json!("app"), json!(3), json!("90s")]);
+    let secret = json!({
+        "metadata": {"name": "tls", "creationTimestamp": ago(90)},
+        "type": "kubernetes.io/tls",
+        "data": {"tls.crt": "", "tls.key": ""},
+    });
+    assert_eq!(
+        cells("secret", &secret),
+        vec![
+            json!("tls"),
+            json!("kubernetes.io/tls"),
+            json!(2),
+            json!("90s")
+        ]
+    );
+}

@@ -10,6 +10,7 @@
 mod apps;
 mod autoscaling;
 mod batch;
+mod config;
 mod container;
 mod coordination;
 mod core;
@@ -460,6 +461,9 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("", "v1", "Event") => roundtrip::<corev1::Event>(v),
         ("", "v1", "PersistentVolume") => roundtrip::<corev1::PersistentVolume>(v),
         ("", "v1", "PersistentVolumeClaim") => roundtrip::<corev1::PersistentVolumeClaim>(v),
+        ("", "v1", "ConfigMap") => roundtrip::<corev1::ConfigMap>(v),
+        ("", "v1", "Secret") => roundtrip::<corev1::Secret>(v),
+        ("", "v1", "ServiceAccount") => roundtrip::<corev1::ServiceAccount>(v),
         ("apps", "v1", "Deployment") => roundtrip::<apps::Deployment>(v),
         ("apps", "v1", "ReplicaSet") => roundtrip::<apps::ReplicaSet>(v),
         ("apps", "v1", "StatefulSet") => roundtrip::<apps::StatefulSet>(v),
@@ -511,7 +515,10 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("", "Service") => core::validate_service(obj, old, &mut errs),
         ("", "Endpoints") => core::validate_endpoints(obj, &mut errs),
         ("", "Node") => core::validate_node(obj, &mut errs),
-        ("", "Namespace") | ("", "Event") => {}
+        // ValidateServiceAccount checks only the metadata.
+        ("", "Namespace") | ("", "Event") | ("", "ServiceAccount") => {}
+        ("", "ConfigMap") => config::validate_config_map(obj, old, &mut errs),
+        ("", "Secret") => config::validate_secret(obj, old, &mut errs),
         ("", "PersistentVolume") => core::validate_pv(spec, &mut errs),
         ("", "PersistentVolumeClaim") => core::validate_pvc(spec, old_spec, &mut errs),
         ("apps", "Deployment") => apps::validate_deployment(spec, old_spec, &mut errs),

@@ -232,6 +232,38 @@ pub fn is_env_var_name(s: &str) -> Vec<String> {
     errs
 }
 
+const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
+const CONFIG_MAP_KEY_ERR: &str =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+
+/// A key of a ConfigMap's or Secret's data (`IsConfigMapKey`): it becomes a
+/// file name in a volume, so no `/`, and not `.`, `..` or `..x` (the atomic
+/// writer's own names start with `..`).
+pub fn is_config_map_key(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 253 {
+        errs.push(max_len_error(253));
+    }
+    let ok = !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_');
+    if !ok {
+        errs.push(regex_error(
+            CONFIG_MAP_KEY_ERR,
+            CONFIG_MAP_KEY_FMT,
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    if s == "." {
+        errs.push("must not be '.'".to_string());
+    } else if s == ".." {
+        errs.push("must not be '..'".to_string());
+    } else if s.starts_with("..") {
+        errs.push("must not start with '..'".to_string());
+    }
+    errs
+}
+
 /// A name usable as one URL path segment (PersistentVolumes, HPA targets).
 pub fn is_valid_path_segment_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();

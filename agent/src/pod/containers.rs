@@ -195,6 +195,7 @@ impl PodWorker {
             sandbox.pod_ip.as_deref(),
             restart_count,
             &self.cfg,
+            &self.config_sources,
         ) {
             Ok(cfg) => cfg,
             Err(e) => {
@@ -203,6 +204,13 @@ impl PodWorker {
             }
         };
         let pod_ref = spec::pod_ref(pod);
+        // envFrom keys that are not variable names were left out; say so,
+        // as the kubelet does.
+        if let Ok(env) = self.config_sources.env_for(&pod_ref.namespace, c) {
+            for msg in env.skipped {
+                self.record(PodEvent::warning("InvalidEnvironmentVariableNames", msg));
+            }
+        }
         match self
             .rt
             .create_container(&self.cfg.node_name, &pod_ref, role, &sandbox.id, &config)

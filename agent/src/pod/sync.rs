@@ -104,7 +104,7 @@ impl PodWorker {
     /// container waiting in ContainerCreating) if they cannot be.
     pub(super) fn mount_volumes(&mut self, pod: &Pod) -> bool {
         let result = if self.unmountable_claims.is_empty() {
-            volumes::setup(pod, &self.cfg)
+            volumes::setup(pod, &self.cfg, &self.config_sources)
         } else {
             // As the kubelet's volume manager says it.
             let names: Vec<&str> = pod

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use super::backoff::Backoff;
 use crate::config::AgentConfig;
+use crate::config_sources::ConfigSources;
 use crate::events::PodEvent;
 use crate::probes::ProbeRunner;
 use crate::runtime::{ContainerInfo, ContainerRuntime, Role, RuntimeError};
@@ -37,6 +38,9 @@ pub struct PodWorker {
     /// Why claim-backed volumes cannot be mounted yet (claims missing or
     /// not bound), as [`crate::claims::resolve`] found before this sync.
     pub unmountable_claims: Vec<String>,
+    /// The ConfigMaps and Secrets the containers' environment reads, as
+    /// [`crate::config_sources::resolve`] found them before this sync.
+    pub config_sources: ConfigSources,
 }
 
 impl PodWorker {
@@ -52,6 +56,7 @@ impl PodWorker {
             waiting: BTreeMap::new(),
             events: Vec::new(),
             unmountable_claims: Vec::new(),
+            config_sources: ConfigSources::default(),
         }
     }
 

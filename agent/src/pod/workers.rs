@@ -183,6 +183,13 @@ pub async fn pod_worker_loop(
         let (seen, unmountable) = crate::claims::resolve(&client, &seen).await;
         let waiting_for_claims = !unmountable.is_empty();
         worker.unmountable_claims = unmountable;
+        // ConfigMaps and Secrets the environment reads, read afresh each
+        // sync: a container waiting for one starts on the sync after it
+        // appears.
+        let reads_config = crate::config_sources::references_any(&seen);
+        if reads_config {
+            worker.config_sources = crate::config_sources::resolve(&client, &seen).await;
+        }
         let wake_after = match worker.sync_pod(&seen).await {
             Ok(synced) => {
                 retry = Duration::from_millis(500);
@@ -210,8 +217,13 @@ pub async fn pod_worker_loop(
             }
         };
         // A claim is bound moments after its pod is placed: look again soon.
-        let wake_after = if waiting_for_claims {
+        let waiting_for_config = reads_config && worker_waits_on_config(&last_status);
+        let wake_after = if waiting_for_claims || waiting_for_config {
             wake_after.min(Duration::from_secs(1))
+        } else if crate::config_sources::has_config_volumes(&seen) {
+            // configMap and secret volumes follow their objects within
+            // seconds: read them again every two.
+            wake_after.min(Duration::from_secs(2))
         } else {
             wake_after
         };
@@ -222,6 +234,21 @@ pub async fn pod_worker_loop(
             _ = tokio::time::sleep(wake_after) => {}
         }
     }
+}
+
+/// Whether a container of the pod waits with CreateContainerConfigError
+/// (a ConfigMap or Secret it reads is missing): the pod is synced again
+/// within a second, so it starts soon after the object is created.
+fn worker_waits_on_config(status: &Option<Value>) -> bool {
+    let Some(status) = status else { return false };
+    ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .any(|k| {
+            status[k].as_array().is_some_and(|list| {
+                list.iter()
+                    .any(|c| c["state"]["waiting"]["reason"] == "CreateContainerConfigError")
+            })
+        })
 }
 
 /// Deletes the pod object once its containers are gone (grace period 0,

@@ -13,12 +13,14 @@
 //!   client sent;
 //! - [`namespace`]: a namespace starts Active, and deleting one deletes
 //!   everything in it;
-//! - [`volume`]: PersistentVolumes start Available, claims Pending.
+//! - [`volume`]: PersistentVolumes start Available, claims Pending;
+//! - [`secret`]: `stringData` is folded into `data` on every write.
 
 mod daemonset;
 mod job;
 mod namespace;
 mod pod;
+mod secret;
 mod service;
 mod statefulset;
 mod volume;
@@ -83,6 +85,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "StatefulSet" => &statefulset::StatefulSetStrategy,
         "DaemonSet" => &daemonset::DaemonSetStrategy,
         "Namespace" => &namespace::NamespaceStrategy,
+        "Secret" => &secret::SecretStrategy,
         "PersistentVolume" => &volume::PersistentVolumeStrategy,
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
         _ => &Default,
