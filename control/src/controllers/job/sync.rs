@@ -552,7 +552,7 @@ async fn delete_pods(job: &Job, ctx: &Context, victims: &[&Pod]) -> Result<(), E
 
 /// Writes the status when it changed; zero counts are left out, as the
 /// API's omitempty does.
-async fn update_status(
+pub(super) async fn update_status(
     job: &Job,
     ctx: &Context,
     old: &JobStatus,
@@ -568,7 +568,10 @@ async fn update_status(
     if &status == old {
         return Ok(());
     }
-    let patch = json!({"status": {
+    // The status is computed from the cached Job: written only over that
+    // version, so a sync on a stale cache cannot erase a condition a
+    // newer sync wrote (409, and the retry reads the newer Job).
+    let patch = json!({"metadata": {"resourceVersion": job.metadata.resource_version}, "status": {
         "active": status.active,
         "ready": status.ready,
         "succeeded": status.succeeded,

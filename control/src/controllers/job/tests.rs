@@ -543,3 +543,40 @@ async fn a_finished_job_goes_after_its_ttl() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_sync_on_a_stale_job_cannot_erase_a_newer_condition() {
+    let api = TestApi::start().await;
+    let shared = api.shared();
+    let ctx = Context::new(&shared);
+    let stale: Job = api
+        .create(job(
+            "flaky",
+            json!({"backoffLimit": 2, "restartPolicy": "OnFailure"}),
+        ))
+        .await;
+    // A newer sync recorded FailureTarget...
+    let now = api.clock.now().to_rfc3339();
+    api.api::<Job>(Some("default"))
+        .patch_status(
+            "flaky",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{"type": FAILURE_TARGET,
+                "status": "True", "reason": "BackoffLimitExceeded",
+                "lastTransitionTime": now, "lastProbeTime": now}]}})),
+        )
+        .await
+        .unwrap();
+    // ...and a sync that read the Job before it writes a status without it.
+    let old = stale.status.clone().unwrap_or_default();
+    let next = k8s_openapi::api::batch::v1::JobStatus {
+        active: Some(1),
+        ..old.clone()
+    };
+    let result = sync::update_status(&stale, &ctx, &old, next).await;
+    assert!(result.is_err(), "a stale write must conflict");
+    assert_eq!(
+        condition(&get_job(&api, "flaky").await, FAILURE_TARGET),
+        Some(("True".into(), "BackoffLimitExceeded".into()))
+    );
+}
