@@ -7,7 +7,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 
-use crate::validation::names::{is_qualified_name, is_valid_label_value};
+use crate::names::{is_qualified_name, is_valid_label_value};
 
 /// A selector that could not be parsed or built; the message names the bad part.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

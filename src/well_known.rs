@@ -1,6 +1,6 @@
 //! Names Kubernetes gives a fixed meaning (`k8s.io/api/core/v1`'s
-//! well-known taints, the node lease namespace), shared by the control
-//! plane, the agent and the CLI.
+//! well-known taints, the node lease namespace, volume finalizers and
+//! annotations), shared by the control plane, the agent and the CLI.
 
 /// The node's Ready condition is False.
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
@@ -15,3 +15,11 @@ pub const TAINT_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavaila
 
 /// Where each node's heartbeat Lease lives.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// The finalizer that keeps a claim while pods use it.
+pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+/// The finalizer that keeps a volume while it is bound.
+pub const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+/// The claim annotation naming the node the scheduler chose for a
+/// `WaitForFirstConsumer` claim's pod.
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use kube::api::Api;
 use kube::Client;
 
-use bosun::validation::names::is_env_var_name;
+use bosun::names::is_env_var_name;
 
 /// An object's data by key, or why it could not be read (the kubelet's
 /// words: `configmap "x" not found`); `None` when it does not exist.

@@ -5,13 +5,17 @@
 //!   agents for logs, exec and attach);
 //! - [`store`]: the `Store` trait and its embedded backend;
 //! - [`scheduler`]: places pods on nodes;
-//! - [`controllers`]: one folder per controller, on the shared toolkit in
-//!   `controllers/toolkit/` (informers, claims, pod templates, revisions);
+//! - [`controllers`]: one folder per controller;
+//! - [`toolkit`]: what the scheduler and the controllers share (informers,
+//!   claims, pod templates, revisions, node and volume matching);
+//! - [`manager`]: which of them run, started as equals;
 //! - [`server`]: starts it all; [`tls`]: the CA and serving certificate.
 
 pub mod api;
 pub mod controllers;
+pub mod manager;
 pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod toolkit;

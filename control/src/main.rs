@@ -5,7 +5,7 @@ use std::time::Duration;
 use bosun_control::api::ApiOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
 use bosun_control::controllers::podgc::PodGcOptions;
-use bosun_control::controllers::ControllerOptions;
+use bosun_control::manager::ControllerOptions;
 use bosun_control::server::{self, Config};
 use bosun_control::store::StoreOptions;
 use clap::Parser;

@@ -11,9 +11,10 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::api::{self, ApiOptions, ApiState};
-use crate::controllers::{self, ControllerOptions, Shared, SystemClock};
+use crate::manager::{self, ControllerOptions};
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
 use crate::tls;
+use crate::toolkit::{Shared, SystemClock};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -146,10 +147,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let router = api::router(state);
     let shared = Shared::new(
-        controllers::in_process_client(router.clone(), &token),
+        manager::in_process_client(router.clone(), &token),
         Arc::new(SystemClock),
     );
-    let loops: Vec<_> = controllers::start(&shared, &config.controllers)
+    let loops: Vec<_> = manager::start(&shared, &config.controllers)
         .into_iter()
         .map(tokio::spawn)
         .collect();

@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use base64::Engine;
 use serde_json::{json, Value};
 
-use bosun::validation::names::{is_config_map_key, is_env_var_name};
+use bosun::names::{is_config_map_key, is_env_var_name};
 
 /// The flags `create configmap` and `create secret generic` share.
 #[derive(Debug, Default, clap::Args)]

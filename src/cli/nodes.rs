@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::client::Ctx;
-use bosun::validation::names::{is_qualified_name, is_valid_label_value};
+use bosun::names::{is_qualified_name, is_valid_label_value};
 
 #[derive(Debug, Args)]
 pub struct CordonArgs {

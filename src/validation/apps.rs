@@ -4,9 +4,9 @@ use serde_json::Value;
 
 use super::core::validate_pvc_spec;
 use super::meta::{selector_is_empty, validate_label_selector};
-use super::names::{is_dns1035_label, is_dns1123_subdomain, is_valid_percent};
 use super::pod::{template_labels, template_labels_value, validate_pod_template};
 use super::{arr_of, child, get, index, int_of, nonnegative, str_of, sub, FieldError, IS_NEGATIVE};
+use crate::names::{is_dns1035_label, is_dns1123_subdomain, is_valid_percent};
 use crate::selector::LabelSelector;
 
 const SELECTOR_MISMATCH: &str = "`selector` does not match template `labels`";

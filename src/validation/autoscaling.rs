@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::names::is_valid_path_segment_name;
 use super::{arr_of, child, get, index, int_of, str_of, sub, FieldError};
+use crate::names::is_valid_path_segment_name;
 use crate::quantity::parse_quantity;
 
 const METRIC_TYPES: [&str; 5] = [

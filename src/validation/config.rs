@@ -9,8 +9,8 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::names::is_config_map_key;
 use super::{get, key, obj_of, str_of, FieldError};
+use crate::names::is_config_map_key;
 
 /// Kubernetes' `MaxSecretSize`, the limit of a ConfigMap's too.
 pub const MAX_SIZE: usize = 1024 * 1024;

@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::names::*;
 use super::{
     arr_of, child, get, index, int_of, key, nonnegative, obj_of, str_of, sub, FieldError,
     IS_NEGATIVE,
 };
+use crate::names::*;
 use crate::quantity::parse_quantity;
 
 pub(crate) const PROTOCOLS: [&str; 3] = ["SCTP", "TCP", "UDP"];

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::container::{validate_port_num_or_name, PROTOCOLS};
 use super::meta::{validate_label_selector, validate_labels};
-use super::names::*;
 use super::{arr_of, child, get, index, int_of, key, obj_of, str_of, sub, FieldError};
+use crate::names::*;
 use crate::quantity::parse_quantity;
 
 const SERVICE_TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];

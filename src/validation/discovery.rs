@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::container::PROTOCOLS;
-use super::names::*;
 use super::{arr_of, child, get, index, str_of, ErrorKind, FieldError};
+use crate::names::*;
 
 const ADDRESS_TYPES: [&str; 3] = ["FQDN", "IPv4", "IPv6"];
 const MAX_ENDPOINTS: usize = 1000;

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use super::names::*;
 use super::{arr_of, child, get, index, obj_of, str_of, FieldError};
+use crate::names::*;
 use crate::resources::ResourceInfo;
 
 /// Kubernetes' cap on the total size of an object's annotations.

@@ -16,7 +16,6 @@ mod coordination;
 mod core;
 mod discovery;
 mod meta;
-pub mod names;
 mod pod;
 mod storage;
 

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::container::{validate_container, validate_quantity};
 use super::meta::{validate_annotations, validate_labels};
-use super::names::*;
 use super::{arr_of, child, get, index, int_of, nonnegative, obj_of, str_of, sub, FieldError};
+use crate::names::*;
 
 pub(crate) const RESTART_POLICIES: [&str; 3] = ["Always", "OnFailure", "Never"];
 const DNS_POLICIES: [&str; 4] = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::names::is_qualified_name;
 use super::{get, str_of, FieldError};
+use crate::names::is_qualified_name;
 
 pub(crate) fn validate_storage_class(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
     let provisioner = str_of(obj, "provisioner");

@@ -10,7 +10,7 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 
-use super::toolkit::{to_chrono, Clock, Shared};
+use crate::toolkit::{to_chrono, Clock, Shared};
 
 fn micro_to_chrono(t: &k8s_openapi::jiff::Timestamp) -> DateTime<Utc> {
     DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32).unwrap_or_default()
@@ -87,7 +87,7 @@ pub fn start(shared: &Arc<Shared>, ttl: Duration) -> BoxFuture<'static, ()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::toolkit::testing::TestApi;
+    use crate::toolkit::testing::TestApi;
     use serde_json::json;
 
     #[tokio::test]

@@ -19,7 +19,7 @@ pub mod scores;
 mod tests;
 pub mod volumes;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +36,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 use serde_json::json;
 
-use crate::controllers::toolkit::{key_of, Shared};
+use crate::toolkit::{key_of, Shared};
 use nodeinfo::NodeInfo;
 use queue::SchedulingQueue;
 
@@ -62,19 +62,6 @@ pub fn needs_scheduling(pod: &Pod) -> bool {
 /// What may make an unschedulable pod fit: its spec and labels.
 fn pod_fingerprint(pod: &Pod) -> String {
     serde_json::to_string(&(&pod.spec, &pod.metadata.labels)).unwrap_or_default()
-}
-
-/// What of a node the filters and scores read (not its heartbeats); the
-/// DaemonSet controller looks again at its sets when it changes.
-pub(crate) fn node_fingerprint(node: &Node) -> String {
-    let status = node.status.as_ref();
-    serde_json::to_string(&(
-        &node.metadata.labels,
-        node.spec.as_ref().map(|s| (&s.taints, s.unschedulable)),
-        status.map(|s| &s.allocatable),
-        filters::is_ready(node),
-    ))
-    .unwrap_or_default()
 }
 
 fn pod_ref(key: &str) -> ObjectRef<Pod> {
@@ -243,7 +230,7 @@ impl Scheduler {
 
     fn on_node(&mut self, node: &Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let print = node_fingerprint(node);
+        let print = crate::toolkit::scheduling::node_fingerprint(node);
         if self.node_fingerprints.get(&name) != Some(&print) {
             self.node_fingerprints.insert(name, print);
             self.queue.move_all_to_active();
@@ -401,7 +388,7 @@ impl Scheduler {
     /// (`volume.kubernetes.io/selected-node`), so their volumes are
     /// provisioned there, before the pod is bound.
     async fn select_node(&self, volumes: &volumes::PodVolumes, node: &str) -> kube::Result<()> {
-        use crate::controllers::volumebinding::ANN_SELECTED_NODE;
+        use bosun::well_known::ANN_SELECTED_NODE;
         for (ns, name) in &volumes.to_select {
             let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
             api.patch(

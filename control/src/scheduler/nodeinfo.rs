@@ -146,7 +146,7 @@ pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
 
 /// The uid of the pod's controlling owner, if it has one.
 pub fn controller_uid(pod: &Pod) -> Option<&str> {
-    crate::controllers::toolkit::controller_of(&pod.metadata).map(|o| o.uid.as_str())
+    crate::toolkit::controller_of(&pod.metadata).map(|o| o.uid.as_str())
 }
 
 /// Whether a pod has finished: it no longer takes anything from its node.

@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::filters::{effective_taints, term_matches, tolerates, tolerations};
 use super::nodeinfo::{controller_uid, pod_requests, NodeInfo, Resources};
+use crate::toolkit::scheduling::{effective_taints, term_matches, tolerates, tolerations};
 
 pub const MAX_SCORE: i64 = 100;
 /// NodeResourcesFit (LeastAllocated).

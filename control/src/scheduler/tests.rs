@@ -13,7 +13,7 @@ use super::filters::{filter, Reason};
 use super::message::fit_error;
 use super::nodeinfo::{pod_requests, snapshot, NodeInfo, Resources};
 use super::scores;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 
 fn node_value(name: &str, cpu: &str, memory: &str) -> Value {
     json!({

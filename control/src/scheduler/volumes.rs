@@ -14,7 +14,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 
 use super::filters::Reason;
-use crate::controllers::volumebinding::matching::{claim_class, node_affinity_admits};
+use crate::toolkit::volumes::{claim_class, node_affinity_admits};
 
 /// What the pod's claims ask of its node.
 #[derive(Debug, Default)]

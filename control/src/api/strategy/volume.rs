@@ -19,7 +19,7 @@ use crate::api::error::ApiResult;
 use crate::api::request::list_all;
 use crate::api::{object, ApiOptions, ApiState};
 
-use crate::controllers::volumebinding::{PVC_PROTECTION, PV_PROTECTION};
+use bosun::well_known::{PVC_PROTECTION, PV_PROTECTION};
 
 fn add_finalizer(obj: &mut Value, finalizer: &str) {
     let md = object::metadata_mut(obj);

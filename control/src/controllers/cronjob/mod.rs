@@ -38,7 +38,7 @@ use kube::Client;
 
 use bosun::events::EventRecorder;
 
-use super::toolkit::{run_controller, synced, Clock, Shared};
+use crate::toolkit::{run_controller, synced, Clock, Shared};
 
 pub const COMPONENT: &str = "cronjob-controller";
 

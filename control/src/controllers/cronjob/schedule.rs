@@ -9,7 +9,7 @@ use bosun::cron::{Schedule, TimeZone};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::batch::v1::CronJob;
 
-use crate::controllers::toolkit::to_chrono;
+use crate::toolkit::to_chrono;
 
 /// More missed times than this and only the latest is considered, with a
 /// warning (Kubernetes' arbitrary "more than 80, less than lots").

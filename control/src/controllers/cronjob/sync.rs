@@ -39,8 +39,8 @@ use bosun::owners::controller_of;
 use super::schedule::{most_recent_schedule_time, requeue_after, MANY_MISSED};
 use super::{Context, Error};
 use crate::controllers::job::sync::{has_condition, COMPLETE, FAILED};
-use crate::controllers::toolkit::api_errors::{is_status, message_of};
-use crate::controllers::toolkit::{controller_ref, from_chrono, to_chrono};
+use crate::toolkit::api_errors::{is_status, message_of};
+use crate::toolkit::{controller_ref, from_chrono, to_chrono};
 
 /// The annotation with a scheduled Job's nominal time (RFC 3339 in the
 /// CronJob's zone).

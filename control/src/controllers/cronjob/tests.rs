@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use super::schedule::{most_recent_schedule_time, requeue_after};
 use super::sync::{job_name, sync, SCHEDULED_TIMESTAMP};
 use super::Context;
-use crate::controllers::toolkit::from_chrono;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::from_chrono;
+use crate::toolkit::testing::{eventually, TestApi};
 use bosun::cron::{Schedule, TimeZone};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -442,7 +442,7 @@ async fn finished_jobs_beyond_the_history_limits_are_deleted_oldest_first() {
             t0(),
         )
         .await;
-    let owner = crate::controllers::toolkit::controller_ref(&cj);
+    let owner = crate::toolkit::controller_ref(&cj);
     // Five succeeded (started in the order 3, 1, 4, 0, 2), two failed.
     let runs = [
         ("ok-a", "Complete", 3),
@@ -594,8 +594,7 @@ async fn the_controller_loop_creates_jobs_on_its_own() {
     tokio::spawn(controller);
     api.clock.set(Utc::now());
     let cj: CronJob = api.create(cronjob("auto", "*/1 * * * *", json!({}))).await;
-    let created =
-        crate::controllers::toolkit::to_chrono(cj.metadata.creation_timestamp.as_ref().unwrap());
+    let created = crate::toolkit::to_chrono(cj.metadata.creation_timestamp.as_ref().unwrap());
     // Two minutes on: the run at the minute after creation is due.
     api.clock.set(created + secs(120));
     api.api::<CronJob>(Some("default"))

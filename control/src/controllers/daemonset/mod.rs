@@ -26,6 +26,7 @@
 //! gets two pods from two quick syncs.
 
 mod failed;
+mod node_pods;
 pub mod placement;
 pub mod revision;
 mod status;
@@ -50,8 +51,8 @@ use kube::{Client, ResourceExt};
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
-use super::toolkit::claim::{owners_that_may_adopt, ClaimError};
-use super::toolkit::{expectations_key, run_controller, synced, Clock, Expectations, Shared};
+use crate::toolkit::claim::{owners_that_may_adopt, ClaimError};
+use crate::toolkit::{expectations_key, run_controller, synced, Clock, Expectations, Shared};
 
 /// How often every set is synced even without a change.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -136,7 +137,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
                 sets_that_may_adopt(&for_orphans, &pod)
             })
             .watches_shared_stream(informers.subscribe::<Node>(), move |node: Arc<Node>| {
-                let print = crate::scheduler::node_fingerprint(&node);
+                let print = crate::toolkit::scheduling::node_fingerprint(&node);
                 let changed = seen.lock().unwrap().insert(node.name_any(), print.clone());
                 if changed.as_ref() == Some(&print) {
                     return Vec::new();

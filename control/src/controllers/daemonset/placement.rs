@@ -16,7 +16,9 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::ResourceExt;
 
-use crate::scheduler::filters::{node_affinity, taint_toleration, tolerates, tolerations};
+use crate::toolkit::scheduling::{
+    required_affinity_matches, taints_with_effect, tolerates, tolerations, untolerated_taint,
+};
 
 /// The field a node is selected by name with (`metav1.ObjectNameField`).
 pub const NODE_NAME_FIELD: &str = "metadata.name";
@@ -155,19 +157,14 @@ pub fn placement(ds: &DaemonSet, node: &Node) -> Placement {
     if wanted_node.is_some_and(|n| Some(n) != node.metadata.name.as_deref()) {
         return NOWHERE;
     }
-    if node_affinity(&pod, node).is_some() {
+    if !required_affinity_matches(&pod, node) {
         return NOWHERE;
     }
-    if taint_toleration(&pod, node).is_some() {
+    if untolerated_taint(&pod, node).is_some() {
         // Only an untolerated NoExecute taint evicts a pod already there.
         let tols = tolerations(&pod);
-        let evicts = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or(&[])
-            .iter()
-            .filter(|t| t.effect == "NoExecute")
+        let evicts = taints_with_effect(node, "NoExecute")
+            .into_iter()
             .any(|t| !tols.iter().any(|tol| tolerates(tol, t)));
         return Placement {
             should_run: false,

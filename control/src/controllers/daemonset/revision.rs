@@ -23,9 +23,9 @@ use serde_json::{json, Value};
 use bosun::owners::controller_ref;
 
 use super::{Ctx, Error, HASH_LABEL};
-use crate::controllers::toolkit::api_errors::is_status;
-use crate::controllers::toolkit::hash::hash_value;
-use crate::controllers::toolkit::history::{number_of, revision_name, sort_revisions, History};
+use crate::toolkit::api_errors::is_status;
+use crate::toolkit::hash::hash_value;
+use crate::toolkit::history::{number_of, revision_name, sort_revisions, History};
 
 /// The revision data for the set's template (`getPatch`).
 pub fn revision_data(ds: &DaemonSet) -> Value {

@@ -13,12 +13,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
+use super::node_pods::{sort_oldest_first, NodePods};
 use super::placement::placement;
-use super::sync::{sort_oldest_first, NodePods};
 use super::update::min_ready;
 use super::{is_updated, template_generation, Ctx, Error};
-use crate::controllers::toolkit::api_errors::is_status;
-use crate::controllers::toolkit::pods::{is_ready, until_available};
+use crate::toolkit::api_errors::is_status;
+use crate::toolkit::pods::{is_ready, until_available};
 
 /// The counts the set's pods add up to, and the soonest a ready pod turns
 /// available.

@@ -10,7 +10,7 @@
 //! the pod loses all of them. Unbound pods for nodes that no longer
 //! exist are deleted (bound ones are pod GC's). Then the rolling update, the history clean-up and the status.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,61 +21,19 @@ use kube::ResourceExt;
 
 use bosun::events::{reference_to, EventType};
 
-use super::placement::{add_daemon_tolerations, pin_to_node, placement, target_node};
+use super::node_pods::{by_node, sort_oldest_first, Changes, NodePods};
+use super::placement::{add_daemon_tolerations, pin_to_node, placement};
 use super::revision::{cleanup_history, construct_history};
 use super::update::{self, Strategy};
 use super::{
     is_updated, selector_of, status, template_generation, Ctx, Error, BURST_REPLICAS,
     GENERATION_LABEL, HASH_LABEL,
 };
-use crate::controllers::toolkit::clock::to_chrono;
-use crate::controllers::toolkit::pods::{is_ready, phase_of, until_available, PodControl};
-use crate::controllers::toolkit::{expectations_key, pod_from_template, ClaimManager};
-
-/// The set's pods by the node they are for (bound, or pinned by affinity).
-pub type NodePods = BTreeMap<String, Vec<Arc<Pod>>>;
-
-pub fn by_node(pods: &[Arc<Pod>]) -> NodePods {
-    let mut out = NodePods::new();
-    for pod in pods {
-        if let Some(node) = target_node(pod) {
-            out.entry(node).or_default().push(pod.clone());
-        }
-    }
-    out
-}
-
-/// Oldest first, bound pods before unbound ones
-/// (`podByCreationTimestampAndPhase`).
-pub fn sort_oldest_first(pods: &mut [Arc<Pod>]) {
-    pods.sort_by_key(|p| {
-        let unbound = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_none();
-        let created = p.metadata.creation_timestamp.as_ref().map(to_chrono);
-        (unbound, created, p.name_any())
-    });
-}
+use crate::toolkit::pods::{is_ready, phase_of, until_available, PodControl};
+use crate::toolkit::{expectations_key, pod_from_template, ClaimManager};
 
 fn terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
-}
-
-/// What one pass decided: pods to make (by node) and pods to delete.
-#[derive(Default)]
-pub struct Changes {
-    pub create_on: Vec<String>,
-    pub delete: Vec<Arc<Pod>>,
-    /// A failed pod left for now by its back-off: look again then.
-    pub retry_in: Option<Duration>,
-}
-
-impl Changes {
-    fn is_empty(&self) -> bool {
-        self.create_on.is_empty() && self.delete.is_empty()
-    }
 }
 
 /// One sync of a set. Returns when to look again (a pod due to become

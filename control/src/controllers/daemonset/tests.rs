@@ -16,8 +16,8 @@ use bosun::owners::controller_of;
 
 use super::placement::target_node;
 use super::*;
-use crate::controllers::toolkit::pods::is_ready;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::pods::is_ready;
+use crate::toolkit::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -20,10 +20,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use super::node_pods::{Changes, NodePods};
 use super::placement::placement;
-use super::sync::{Changes, NodePods};
 use super::{is_updated, template_generation};
-use crate::controllers::toolkit::pods::until_available;
+use crate::toolkit::pods::until_available;
 
 /// `maxUnavailable` and `maxSurge` as the set wrote them.
 #[derive(Debug, Clone)]

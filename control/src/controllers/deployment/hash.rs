@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::Value;
 
 use super::POD_TEMPLATE_HASH;
-use crate::controllers::toolkit::hash::hash_value;
+use crate::toolkit::hash::hash_value;
 
 /// The hash of `template` (as the Deployment has it, without a hash
 /// label) and the collision count.
@@ -60,7 +60,7 @@ mod tests {
         assert!(
             (1..=10).contains(&a.len())
                 && a.bytes()
-                    .all(|b| crate::controllers::toolkit::hash::ALPHABET.contains(&b)),
+                    .all(|b| crate::toolkit::hash::ALPHABET.contains(&b)),
             "{a}"
         );
         assert_ne!(a, compute_hash(&template("web:2"), None));

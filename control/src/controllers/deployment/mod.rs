@@ -22,6 +22,7 @@ mod progress;
 mod recreate;
 mod replicas;
 mod rolling;
+mod rollout;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -39,7 +40,7 @@ use kube::runtime::Controller;
 
 use bosun::events::EventRecorder;
 
-use super::toolkit::{run_controller, Clock, Shared};
+use crate::toolkit::{run_controller, Clock, Shared};
 
 pub use hash::compute_hash;
 
@@ -62,7 +63,7 @@ pub enum Error {
     #[error("API: {0}")]
     Api(#[from] kube::Error),
     #[error(transparent)]
-    Claim(#[from] crate::controllers::toolkit::claim::ClaimError),
+    Claim(#[from] crate::toolkit::claim::ClaimError),
     #[error("deployment {0}: invalid selector: {1}")]
     Selector(String, String),
     #[error("deployment {0}: {1}")]
@@ -128,11 +129,11 @@ fn deployment_of_pod(replica_sets: &Store<ReplicaSet>, pod: &Pod) -> Option<Obje
     (d.kind == "Deployment").then(|| ObjectRef::new(&d.name).within(ns))
 }
 
-pub(crate) use crate::controllers::toolkit::controller_of;
+pub(crate) use crate::toolkit::controller_of;
 
 /// One sync of one Deployment (`syncDeployment`).
 pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let mut run = sync::Rollout::new(&ctx, (*d).clone());
+    let mut run = rollout::Rollout::new(&ctx, (*d).clone());
     run.sync_deployment().await?;
     Ok(run.next_action())
 }

@@ -8,9 +8,9 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStat
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::replicas;
-use super::sync::Rollout;
+use super::rollout::Rollout;
 use super::Error;
-use crate::controllers::toolkit::{from_chrono, to_chrono, Clock};
+use crate::toolkit::{from_chrono, to_chrono, Clock};
 
 pub const PROGRESSING: &str = "Progressing";
 pub const AVAILABLE: &str = "Available";

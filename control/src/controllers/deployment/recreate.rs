@@ -2,7 +2,7 @@
 //! is created (or grown) only once no old pod is left running.
 
 use super::replicas::{self, spec_replicas};
-use super::sync::Rollout;
+use super::rollout::Rollout;
 use super::Error;
 
 impl Rollout<'_> {

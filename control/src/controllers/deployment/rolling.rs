@@ -5,7 +5,7 @@
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use super::replicas::{self, available_replicas, spec_replicas};
-use super::sync::Rollout;
+use super::rollout::Rollout;
 use super::Error;
 
 fn name_of(rs: &ReplicaSet) -> String {

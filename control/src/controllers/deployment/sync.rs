@@ -3,27 +3,27 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::{DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use bosun::events::{reference_to, EventType};
+use bosun::events::EventType;
 use bosun::selector::LabelSelector;
 
 use super::hash::{compute_hash, equal_ignore_hash};
 use super::progress::{self, has_progress_deadline};
 use super::replicas::{self, spec_replicas};
+use super::rollout::Rollout;
 use super::{
-    controller_of, Ctx, Error, DESIRED_REPLICAS, MAX_REPLICAS, POD_TEMPLATE_HASH, RESYNC, REVISION,
+    controller_of, Error, DESIRED_REPLICAS, MAX_REPLICAS, POD_TEMPLATE_HASH, RESYNC, REVISION,
     REVISION_HISTORY,
 };
-use crate::controllers::toolkit::api_errors::is_status;
-use crate::controllers::toolkit::{controller_ref, ClaimManager};
+use crate::toolkit::api_errors::is_status;
+use crate::toolkit::{controller_ref, ClaimManager};
 
 /// The longest `revision-history` annotation Kubernetes keeps.
 const MAX_REVISION_HISTORY_CHARS: usize = 2000;
@@ -38,19 +38,6 @@ const NOT_COPIED: &[&str] = &[
     "deprecated.deployment.rollback.to",
 ];
 
-/// One sync of one Deployment: the Deployment as this sync sees and
-/// writes it, and the sets it owns (kept up to date with every write).
-pub struct Rollout<'a> {
-    pub ctx: &'a Ctx,
-    pub d: Deployment,
-    /// The claimed sets, oldest first.
-    pub rss: Vec<ReplicaSet>,
-    /// Live pods of the claimed sets, by set uid.
-    pub pods_by_rs: HashMap<String, Vec<Pod>>,
-    /// When to look at the Deployment again for its progress deadline.
-    pub requeue: Option<Duration>,
-}
-
 pub fn revision_of(rs: &ReplicaSet) -> i64 {
     rs.metadata
         .annotations
@@ -64,51 +51,7 @@ fn name_of(md: &ObjectMeta) -> String {
     md.name.clone().unwrap_or_default()
 }
 
-impl<'a> Rollout<'a> {
-    pub fn new(ctx: &'a Ctx, d: Deployment) -> Self {
-        Rollout {
-            ctx,
-            d,
-            rss: Vec::new(),
-            pods_by_rs: HashMap::new(),
-            requeue: None,
-        }
-    }
-
-    pub fn name(&self) -> String {
-        name_of(&self.d.metadata)
-    }
-
-    pub fn namespace(&self) -> String {
-        self.d
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into())
-    }
-
-    fn rs_api(&self) -> Api<ReplicaSet> {
-        Api::namespaced(self.ctx.client.clone(), &self.namespace())
-    }
-
-    fn deployment_api(&self) -> Api<Deployment> {
-        Api::namespaced(self.ctx.client.clone(), &self.namespace())
-    }
-
-    pub fn paused(&self) -> bool {
-        self.d.spec.paused.unwrap_or(false)
-    }
-
-    pub fn status(&self) -> DeploymentStatus {
-        self.d.status.clone().unwrap_or_default()
-    }
-
-    pub fn event(&self, type_: EventType, reason: &str, message: String) {
-        self.ctx
-            .recorder
-            .record(&reference_to(&self.d), type_, reason, message);
-    }
-
+impl Rollout<'_> {
     /// `syncDeployment`.
     pub async fn sync_deployment(&mut self) -> Result<(), Error> {
         let spec = self.d.spec.clone();

@@ -19,7 +19,7 @@ use serde_json::json;
 use super::progress::{get_condition, AVAILABLE, PROGRESSING};
 use super::replicas::spec_replicas;
 use super::{controller_of, POD_TEMPLATE_HASH, REVISION, REVISION_HISTORY};
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(20);
 

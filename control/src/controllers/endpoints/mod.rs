@@ -30,7 +30,7 @@ pub mod subsets;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,8 +45,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
 
-use super::toolkit::api_errors::is_status;
-use super::toolkit::{run_controller, Shared};
+use crate::toolkit::api_errors::is_status;
+use crate::toolkit::{run_controller, Shared};
 use pods::{is_headless, selected_pods, selector_of, Membership};
 
 /// How often every service is synced, and leftovers swept, without a change.

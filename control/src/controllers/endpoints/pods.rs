@@ -77,7 +77,7 @@ pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
-pub use crate::controllers::toolkit::pods::is_ready;
+pub use crate::toolkit::pods::is_ready;
 
 /// The node the pod is bound to, if any.
 pub fn node_name_of(pod: &Pod) -> Option<String> {

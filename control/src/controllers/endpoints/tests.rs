@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 

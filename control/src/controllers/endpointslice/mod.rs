@@ -31,7 +31,7 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,8 +49,8 @@ use kube::{Client, ResourceExt};
 
 use super::endpoints::pods::{is_headless, selected_pods, selector_of, Membership};
 use super::endpoints::HEADLESS_LABEL;
-use super::toolkit::api_errors::is_status;
-use super::toolkit::{controller_ref, run_controller, Shared};
+use crate::toolkit::api_errors::is_status;
+use crate::toolkit::{controller_ref, run_controller, Shared};
 use desired::{ports_of, PortsKey};
 use plan::MAX_ENDPOINTS_PER_SLICE;
 

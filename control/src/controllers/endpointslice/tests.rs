@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::controllers::endpoints::tests::{pod, pod_status, service, WAIT};
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 
 fn run(shared: &Arc<Shared>) {
     let controller = start(shared);

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 use bosun::resources::{self, ResourceInfo, RESOURCES};
 
-use super::toolkit::{KeyBackoff, Shared};
+use crate::toolkit::{KeyBackoff, Shared};
 
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";

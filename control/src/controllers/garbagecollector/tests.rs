@@ -1,7 +1,7 @@
 //! The garbage collector against the real API handlers on an in-memory store.
 
 use super::*;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;

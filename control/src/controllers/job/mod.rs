@@ -25,7 +25,7 @@ pub mod sync;
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,9 +41,9 @@ use kube::{Client, ResourceExt};
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
-use super::toolkit::claim::owners_that_may_adopt;
-use super::toolkit::claim::ClaimError;
-use super::toolkit::{expectations_key, run_controller, Clock, Expectations, Shared};
+use crate::toolkit::claim::owners_that_may_adopt;
+use crate::toolkit::claim::ClaimError;
+use crate::toolkit::{expectations_key, run_controller, Clock, Expectations, Shared};
 
 /// How often every Job is synced even without a change.
 const RESYNC: Duration = Duration::from_secs(60);

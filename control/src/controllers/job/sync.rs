@@ -38,9 +38,9 @@ use bosun::events::{reference_to, EventType};
 
 use super::indexes::{self, index_of, set_index};
 use super::{expectations_key, selector_of, Context, Error, MAX_CREATE_PER_SYNC, RESYNC};
-use crate::controllers::toolkit::api_errors::{code_of, message_of};
-use crate::controllers::toolkit::pods::{is_active, is_ready, phase_of, PodControl};
-use crate::controllers::toolkit::{from_chrono, pod_from_template, to_chrono, ClaimManager};
+use crate::toolkit::api_errors::{code_of, message_of};
+use crate::toolkit::pods::{is_active, is_ready, phase_of, PodControl};
+use crate::toolkit::{from_chrono, pod_from_template, to_chrono, ClaimManager};
 
 pub const COMPLETE: &str = "Complete";
 pub const FAILED: &str = "Failed";

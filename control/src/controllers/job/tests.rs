@@ -17,8 +17,8 @@ use super::sync::{
     SUCCESS_CRITERIA_MET, SUSPENDED,
 };
 use super::*;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
-use crate::controllers::toolkit::{to_chrono, Clock, Shared};
+use crate::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::{to_chrono, Clock, Shared};
 
 const WAIT: Duration = Duration::from_secs(10);
 const BASE: Duration = Duration::from_secs(10);

@@ -13,7 +13,7 @@ use serde_json::json;
 use bosun::events::{reference_to, EventType};
 
 use super::Context;
-use crate::controllers::toolkit::{from_chrono, to_chrono};
+use crate::toolkit::{from_chrono, to_chrono};
 
 use bosun::well_known::NODE_LEASE_NAMESPACE as LEASE_NAMESPACE;
 

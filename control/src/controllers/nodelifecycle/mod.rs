@@ -27,7 +27,7 @@ pub mod taints;
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,7 +41,7 @@ use kube::Client;
 
 use bosun::events::EventRecorder;
 
-use super::toolkit::{Clock, Shared};
+use crate::toolkit::{Clock, Shared};
 use health::Observed;
 
 const COMPONENT: &str = "node-controller";

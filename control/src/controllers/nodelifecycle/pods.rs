@@ -10,7 +10,7 @@ use bosun::events::{reference_to, EventType};
 
 use super::health::ready_status;
 use super::Context;
-use crate::controllers::toolkit::from_chrono;
+use crate::toolkit::from_chrono;
 
 /// Marks the pods bound to `node` not Ready, if the node is not Ready.
 pub async fn mark_not_ready(ctx: &Context, node: &Node) {

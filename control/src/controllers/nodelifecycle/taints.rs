@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::health::ready_status;
 use super::Context;
-use crate::controllers::toolkit::from_chrono;
+use crate::toolkit::from_chrono;
 use bosun::well_known::{
     TAINT_DISK_PRESSURE as DISK_PRESSURE_TAINT, TAINT_MEMORY_PRESSURE as MEMORY_PRESSURE_TAINT,
     TAINT_NETWORK_UNAVAILABLE as NETWORK_UNAVAILABLE_TAINT, TAINT_NOT_READY as NOT_READY_TAINT,

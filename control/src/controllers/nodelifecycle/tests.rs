@@ -10,7 +10,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(10);
 

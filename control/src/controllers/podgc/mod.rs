@@ -13,7 +13,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +25,8 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use super::toolkit::pods::{disrupt_and_delete, Disruption};
-use super::toolkit::{Clock, Shared};
+use crate::toolkit::pods::{disrupt_and_delete, Disruption};
+use crate::toolkit::{Clock, Shared};
 
 /// Tunables, as kube-controller-manager's flags.
 #[derive(Debug, Clone)]

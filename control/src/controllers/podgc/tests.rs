@@ -7,7 +7,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::*;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(10);
 

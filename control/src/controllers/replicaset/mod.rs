@@ -24,7 +24,7 @@ pub mod victims;
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,11 +42,11 @@ use kube::{Client, ResourceExt};
 use bosun::events::{reference_to, EventRecorder};
 use bosun::selector::LabelSelector;
 
-use super::toolkit::api_errors::{code_of, message_of};
-use super::toolkit::claim::owners_that_may_adopt;
-use super::toolkit::claim::ClaimError;
-use super::toolkit::pods::{is_active, PodControl};
-use super::toolkit::{
+use crate::toolkit::api_errors::{code_of, message_of};
+use crate::toolkit::claim::owners_that_may_adopt;
+use crate::toolkit::claim::ClaimError;
+use crate::toolkit::pods::{is_active, PodControl};
+use crate::toolkit::{
     controller_of, expectations_key, pod_from_template, run_controller, ClaimManager, Clock,
     Expectations, Shared,
 };

@@ -11,8 +11,8 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::{code_of, message_of, min_ready_seconds, replicas_of, Context, Error, REPLICA_FAILURE};
-use crate::controllers::toolkit::from_chrono;
-use crate::controllers::toolkit::pods::{is_ready, ready_since};
+use crate::toolkit::from_chrono;
+use crate::toolkit::pods::{is_ready, ready_since};
 
 /// The status the set should have, and how long until one of its ready
 /// pods becomes available (`calculateStatus`).

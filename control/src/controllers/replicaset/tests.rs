@@ -12,8 +12,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
-use crate::controllers::toolkit::{from_chrono, Clock, Shared};
+use crate::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::{from_chrono, Clock, Shared};
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -28,8 +28,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::controllers::toolkit::pods::{is_active, is_ready, phase_of, ready_since};
-use crate::controllers::toolkit::to_chrono;
+use crate::toolkit::pods::{is_active, is_ready, phase_of, ready_since};
+use crate::toolkit::to_chrono;
 
 /// The annotation that tells the controller how costly a pod's deletion is.
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::ResourceExt;
 
-use crate::controllers::toolkit::pod_from_template;
+use crate::toolkit::pod_from_template;
 
 /// The label with the pod's own name, so a Service can select one pod.
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";

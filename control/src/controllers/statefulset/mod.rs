@@ -22,7 +22,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,9 +38,9 @@ use kube::{Client, ResourceExt};
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
-use super::toolkit::claim::owners_that_may_adopt;
-use super::toolkit::claim::ClaimError;
-use super::toolkit::{run_controller, Clock, Shared};
+use crate::toolkit::claim::owners_that_may_adopt;
+use crate::toolkit::claim::ClaimError;
+use crate::toolkit::{run_controller, Clock, Shared};
 
 /// How often every set is synced even without a change.
 const RESYNC: Duration = Duration::from_secs(60);

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::{Ctx, Error};
-use crate::controllers::toolkit::history::{
+use crate::toolkit::history::{
     self, find_equal_revisions, new_revision, next_revision, number_of, sort_revisions, History,
 };
 

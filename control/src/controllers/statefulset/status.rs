@@ -13,8 +13,8 @@ use serde_json::json;
 
 use super::identity::revision_of;
 use super::{Ctx, Error};
-use crate::controllers::toolkit::api_errors::is_status;
-use crate::controllers::toolkit::pods::{running_and_ready, until_available};
+use crate::toolkit::api_errors::is_status;
+use crate::toolkit::pods::{running_and_ready, until_available};
 
 /// The status the set's pods add up to.
 pub fn compute(

@@ -34,9 +34,9 @@ use bosun::events::{reference_to, EventType};
 use super::identity::{self, claims_for, identity_matches, is_member_of, ordinal_of};
 use super::revision::{apply_revision, current_and_update, truncate_history};
 use super::{selector_of, status, Ctx, Error};
-use crate::controllers::toolkit::api_errors::{is_status, message_of};
-use crate::controllers::toolkit::pods::{phase_of, until_available};
-use crate::controllers::toolkit::ClaimManager;
+use crate::toolkit::api_errors::{is_status, message_of};
+use crate::toolkit::pods::{phase_of, until_available};
+use crate::toolkit::ClaimManager;
 
 /// One sync of a set: claim its pods and revisions, run a pass, write its
 /// status, trim its history. Returns when to look again for a pod that is

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use super::identity::{POD_NAME_LABEL, REVISION_LABEL};
 use super::*;
-use crate::controllers::toolkit::history::HASH_LABEL;
-use crate::controllers::toolkit::testing::{eventually, TestApi};
+use crate::toolkit::history::HASH_LABEL;
+use crate::toolkit::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(10);
 

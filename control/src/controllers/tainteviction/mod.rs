@@ -14,7 +14,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +22,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
@@ -30,9 +30,9 @@ use kube::{Client, ResourceExt};
 
 use bosun::events::{reference_to, EventRecorder, EventType};
 
-use super::toolkit::pods::{disrupt_and_delete, Disruption};
-use super::toolkit::{run_controller, to_chrono, Clock, Shared};
-use crate::scheduler::filters::tolerates;
+use crate::toolkit::pods::{disrupt_and_delete, Disruption};
+use crate::toolkit::scheduling::{taints_with_effect, tolerates, tolerations};
+use crate::toolkit::{run_controller, to_chrono, Clock, Shared};
 
 const COMPONENT: &str = "taint-eviction-controller";
 
@@ -57,22 +57,11 @@ pub enum Decision {
 /// may stay for the shortest `tolerationSeconds` of the tolerations used
 /// (none: for good), counted from when the newest taint was added.
 pub fn decide(pod: &Pod, node: &Node, now: DateTime<Utc>) -> Decision {
-    let taints: Vec<&Taint> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or(&[])
-        .iter()
-        .filter(|t| t.effect == "NoExecute")
-        .collect();
+    let taints = taints_with_effect(node, "NoExecute");
     if taints.is_empty() {
         return Decision::Keep;
     }
-    let tolerations: &[Toleration] = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.tolerations.as_deref())
-        .unwrap_or(&[]);
+    let tolerations = tolerations(pod);
     let mut used: Vec<&Toleration> = Vec::new();
     for taint in &taints {
         let matching: Vec<&Toleration> =

@@ -1,6 +1,6 @@
 //! One sync of a claim (the PV controller's `syncClaim`).
 //!
-//! An unbound claim binds to the volume [`matching::best_match`] picks,
+//! An unbound claim binds to the volume [`crate::toolkit::volumes::best_match`] picks,
 //! both ways and in Kubernetes' order (the volume's claimRef, the
 //! volume's phase, the claim's volumeName, the claim's phase, capacity
 //! and access modes), so a sync cut short anywhere is finished by the
@@ -16,12 +16,12 @@ use serde_json::json;
 
 use bosun::events::EventType;
 
-use super::matching::{best_match, claim_class};
 use super::{
     protection, provisioner, reference, Ctx, Error, ANN_BETA_STORAGE_PROVISIONER,
     ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
     LOCAL_PATH_PROVISIONER,
 };
+use crate::toolkit::volumes::{best_match, claim_class};
 
 /// A write that lost a race (the object changed or went) is no failure:
 /// the watch brings the object as it now is and the next sync.
@@ -172,7 +172,9 @@ async fn sync_bound(claim: &PersistentVolumeClaim, name: &str, ctx: &Ctx) -> Res
     let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
     match claim_ref {
         None => bind(claim, &pv, ctx).await,
-        Some(_) if super::matching::is_pre_bound_to(&pv, claim) => bind(claim, &pv, ctx).await,
+        Some(_) if crate::toolkit::volumes::is_pre_bound_to(&pv, claim) => {
+            bind(claim, &pv, ctx).await
+        }
         Some(_) => {
             let completed = claim.annotations().contains_key(ANN_BIND_COMPLETED);
             if completed {
@@ -273,7 +275,7 @@ pub async fn bind(
         .spec
         .as_ref()
         .and_then(|s| s.claim_ref.as_ref())
-        .is_some_and(|r| r.uid.is_some() && super::matching::is_pre_bound_to(&pv, claim));
+        .is_some_and(|r| r.uid.is_some() && crate::toolkit::volumes::is_pre_bound_to(&pv, claim));
     if !ref_done {
         let spec = pv.spec.get_or_insert_with(Default::default);
         if spec.claim_ref.is_none() {

@@ -28,14 +28,13 @@
 //! deleted.
 
 pub mod claims;
-pub mod matching;
 pub mod protection;
 pub mod provisioner;
 #[cfg(test)]
 mod tests;
 pub mod volumes;
 
-use crate::controllers::toolkit::synced;
+use crate::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,14 +51,11 @@ use kube::{Client, Resource, ResourceExt};
 
 use bosun::events::EventRecorder;
 
-use super::toolkit::{run_controller, Shared};
+use crate::toolkit::{run_controller, Shared};
 
 /// The provisioner name of bosun's local-path volumes.
 pub const LOCAL_PATH_PROVISIONER: &str = "bosun.io/local-path";
-/// The finalizer that keeps a claim while pods use it.
-pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
-/// The finalizer that keeps a volume while it is bound.
-pub const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
+pub use bosun::well_known::{ANN_SELECTED_NODE, PVC_PROTECTION, PV_PROTECTION};
 /// The finalizer the node's agent removes once a provisioned volume's
 /// directory is gone.
 pub const CLEANUP_FINALIZER: &str = "bosun.io/local-path-cleanup";
@@ -71,7 +67,6 @@ pub const DATA_DIR_ANNOTATION: &str = "bosun.io/data-dir";
 pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 pub const ANN_PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
-pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
 pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
 

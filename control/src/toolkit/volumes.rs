@@ -1,5 +1,5 @@
-//! Which volume a claim gets (the PV controller's `findBestMatchForClaim`):
-//! a volume pre-bound to the claim, else the smallest Available volume
+//! Which volume a claim gets (the PV controller's `findBestMatchForClaim`,
+//! which the scheduler asks too): a volume pre-bound to the claim, else the smallest Available volume
 //! whose capacity covers the request, whose access modes include the
 //! claim's, of the claim's class (no class matches no class), volume mode
 //! and label selector, and, for a claim whose pod is placed already
@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 
 use bosun::quantity::parse_quantity;
 use bosun::selector::LabelSelector;
+
+use super::scheduling::term_matches;
 
 /// The claim's class: `spec.storageClassName`, else the beta annotation.
 pub fn claim_class(claim: &PersistentVolumeClaim) -> String {
@@ -93,7 +95,7 @@ pub fn node_affinity_admits(pv: &PersistentVolume, node: &Node) -> bool {
     required
         .node_selector_terms
         .iter()
-        .any(|t| crate::scheduler::filters::term_matches(t, node))
+        .any(|t| term_matches(t, node))
 }
 
 /// Whether `pv` satisfies `claim` apart from being free: capacity, access

@@ -1,4 +1,4 @@
-//! What every controller shares, on top of kube-runtime.
+//! What the scheduler and every controller share, on top of kube-runtime.
 //!
 //! kube-runtime gives us the watcher, the reflector (a watch-fed cache with
 //! one writer and many readers) and `Controller`, whose scheduler already
@@ -19,7 +19,12 @@
 //! - [`history`]: ControllerRevisions, the template history StatefulSets
 //!   and DaemonSets keep, and the hash that names them;
 //! - [`clock`]: time as a dependency, so unit tests move it by hand;
-//! - [`api_errors`]: reading a kube client's error as the API's status.
+//! - [`api_errors`]: reading a kube client's error as the API's status;
+//! - [`scheduling`]: whether a pod may run on a node (taints, tolerations,
+//!   node affinity), asked by the scheduler and by the DaemonSet and taint
+//!   eviction controllers;
+//! - [`volumes`]: which volume a claim gets, asked by the binder and the
+//!   scheduler.
 
 pub mod api_errors;
 pub mod backoff;
@@ -31,8 +36,10 @@ pub mod history;
 pub mod informers;
 pub mod pods;
 pub mod run;
+pub mod scheduling;
 #[cfg(test)]
 pub mod testing;
+pub mod volumes;
 
 use std::sync::Arc;
 

@@ -42,7 +42,7 @@ impl TestApi {
             },
             shutdown: rx,
         });
-        let client = crate::controllers::in_process_client(crate::api::router(state), TOKEN);
+        let client = crate::manager::in_process_client(crate::api::router(state), TOKEN);
         TestApi {
             client,
             store,

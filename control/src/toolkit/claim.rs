@@ -220,7 +220,7 @@ impl<'a, O: Namespaced> ClaimManager<'a, O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::toolkit::testing::TestApi;
+    use crate::toolkit::testing::TestApi;
     use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     use serde_json::Value;
 

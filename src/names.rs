@@ -1,5 +1,5 @@
-//! Kubernetes' name and value format checks (`k8s.io/apimachinery/pkg/util/validation`),
-//! returning the same messages.
+//! The syntax of names, labels, keys and ports, as Kubernetes checks it
+//! (`k8s.io/apimachinery/pkg/util/validation`), with the same messages.
 
 pub const DNS1123_LABEL_MAX: usize = 63;
 pub const DNS1123_SUBDOMAIN_MAX: usize = 253;
@@ -222,14 +222,21 @@ pub fn is_env_var_name(s: &str) -> Vec<String> {
             &["my.env-name", "MY_ENV.NAME", "MyEnvName1"],
         ));
     }
-    if s == "." {
-        errs.push("must not be '.'".to_string());
-    } else if s == ".." {
-        errs.push("must not be '..'".to_string());
-    } else if s.starts_with("..") {
-        errs.push("must not start with '..'".to_string());
-    }
+    errs.extend(dot_errors(s));
     errs
+}
+
+/// What env var names and config keys share: not `.`, `..` or `..x`.
+fn dot_errors(s: &str) -> Option<String> {
+    if s == "." {
+        Some("must not be '.'".to_string())
+    } else if s == ".." {
+        Some("must not be '..'".to_string())
+    } else if s.starts_with("..") {
+        Some("must not start with '..'".to_string())
+    } else {
+        None
+    }
 }
 
 const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
@@ -254,13 +261,7 @@ pub fn is_config_map_key(s: &str) -> Vec<String> {
             &["key.name", "KEY_NAME", "key-name"],
         ));
     }
-    if s == "." {
-        errs.push("must not be '.'".to_string());
-    } else if s == ".." {
-        errs.push("must not be '..'".to_string());
-    } else if s.starts_with("..") {
-        errs.push("must not start with '..'".to_string());
-    }
+    errs.extend(dot_errors(s));
     errs
 }
 

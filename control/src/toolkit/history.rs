@@ -216,7 +216,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::toolkit::testing::TestApi;
+    use crate::toolkit::testing::TestApi;
     use k8s_openapi::api::apps::v1::StatefulSet;
 
     fn owner() -> StatefulSet {

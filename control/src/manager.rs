@@ -1,0 +1,159 @@
+//! kube-scheduler and kube-controller-manager in one: which loops run
+//! (`--controllers`, kube-controller-manager's syntax: `*` for all, `name`
+//! to enable, `-name` to disable), their options, and starting them. The
+//! scheduler and the controllers are equal siblings here; they talk to the
+//! API in process ([`in_process_client`]): every write goes through the
+//! same handlers, validation and watch fan-out as kubectl's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::Client;
+
+use crate::controllers::{
+    cronjob, daemonset, deployment, endpoints, endpointslice, eventttl, garbagecollector, job,
+    nodelifecycle, podgc, replicaset, statefulset, tainteviction, volumebinding,
+};
+use crate::toolkit::Shared;
+
+/// Every controller `--controllers` can name, in start order.
+pub const ALL: &[&str] = &[
+    "scheduler",
+    "replicaset",
+    "deployment",
+    "statefulset",
+    "daemonset",
+    "job",
+    "cronjob",
+    "volumebinding",
+    "endpoints",
+    "endpointslice",
+    "nodelifecycle",
+    "tainteviction",
+    "podgc",
+    "garbagecollector",
+    "eventttl",
+];
+
+/// Tunables of the controllers.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// kube-controller-manager's `--controllers` list.
+    pub controllers: Vec<String>,
+    /// How long an Event is kept after its last occurrence.
+    pub event_ttl: Duration,
+    pub node_lifecycle: nodelifecycle::NodeLifecycleOptions,
+    pub pod_gc: podgc::PodGcOptions,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            controllers: vec!["*".into()],
+            event_ttl: Duration::from_secs(3600),
+            node_lifecycle: Default::default(),
+            pod_gc: Default::default(),
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// Checks the `--controllers` list names only known controllers.
+    pub fn validate(&self) -> Result<(), String> {
+        for entry in &self.controllers {
+            let name = entry.strip_prefix('-').unwrap_or(entry);
+            if name != "*" && !ALL.contains(&name) {
+                return Err(format!(
+                    "--controllers: unknown controller {name:?}; known: {}",
+                    ALL.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `name` runs: named or `*`, and not `-name`.
+    pub fn enabled(&self, name: &str) -> bool {
+        let mut on = false;
+        for entry in &self.controllers {
+            if entry == "*" || entry == name {
+                on = true;
+            }
+        }
+        on && !self
+            .controllers
+            .iter()
+            .any(|e| e.strip_prefix('-') == Some(name))
+    }
+}
+
+/// A kube client that calls `router` in process, authenticated with the
+/// admin token: no socket, no TLS, the same handlers as any client.
+pub fn in_process_client(router: axum::Router, token: &str) -> Client {
+    use tower::ServiceExt;
+    let bearer = http::HeaderValue::from_str(&format!("Bearer {token}")).expect("token is ASCII");
+    let service = router.map_request(move |mut req: http::Request<kube::client::Body>| {
+        req.headers_mut()
+            .insert(http::header::AUTHORIZATION, bearer.clone());
+        req.map(axum::body::Body::new)
+    });
+    Client::new(service, "default")
+}
+
+/// Sets up every enabled controller, starts the shared caches and returns
+/// the controllers' loops (spawn them; abort them to stop).
+pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture<'static, ()>> {
+    let mut loops = Vec::new();
+    for name in ALL {
+        if !options.enabled(name) {
+            continue;
+        }
+        let fut = match *name {
+            "scheduler" => crate::scheduler::start(shared),
+            "replicaset" => replicaset::start(shared),
+            "garbagecollector" => garbagecollector::start(shared),
+            "eventttl" => eventttl::start(shared, options.event_ttl),
+            "deployment" => deployment::start(shared),
+            "statefulset" => statefulset::start(shared),
+            "daemonset" => daemonset::start(shared),
+            "job" => job::start(shared),
+            "cronjob" => cronjob::start(shared),
+            "volumebinding" => volumebinding::start(shared),
+            "endpoints" => endpoints::start(shared),
+            "endpointslice" => endpointslice::start(shared),
+            "nodelifecycle" => nodelifecycle::start(shared, options.node_lifecycle.clone()),
+            "tainteviction" => tainteviction::start(shared),
+            "podgc" => podgc::start(shared, options.pod_gc.clone()),
+            _ => unreachable!("every name in ALL is started"),
+        };
+        tracing::info!(controller = name, "starting");
+        loops.push(fut);
+    }
+    shared.informers.start();
+    loops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(list: &[&str]) -> ControllerOptions {
+        ControllerOptions {
+            controllers: list.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn controllers_flag_works_like_kube_controller_manager() {
+        assert!(opts(&["*"]).enabled("eventttl"));
+        assert!(!opts(&["*", "-eventttl"]).enabled("eventttl"));
+        assert!(opts(&["*", "-scheduler"]).enabled("eventttl"));
+        assert!(opts(&["eventttl"]).enabled("eventttl"));
+        assert!(!opts(&["scheduler"]).enabled("eventttl"));
+        assert!(!opts(&[]).enabled("eventttl"));
+        let err = opts(&["*", "-replicaset-typo"]).validate().unwrap_err();
+        assert!(err.contains("replicaset-typo"), "{err}");
+    }
+}
