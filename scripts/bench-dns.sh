@@ -35,7 +35,7 @@ NODE="bench-dns-$$"
 CIDR=10.244.201.0/24
 GW=10.244.201.1
 CONTROL_PID="" AGENT_PID="" DNSMASQ_PID=""
-stop() { [ -n "$1" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true; }
+. scripts/bench-lib.sh
 cleanup() {
   stop "$DNSMASQ_PID"; stop "$AGENT_PID"; stop "$CONTROL_PID"
   docker network rm "bosun-$NODE" >/dev/null 2>&1 || true
@@ -43,10 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN/bosun-control" --data-dir "$WORK/control" --port 0 2>"$WORK/control.log" &
-CONTROL_PID=$!
-for _ in $(seq 200); do [ -s "$WORK/control/address" ] && break; sleep 0.1; done
-KC="$WORK/control/admin.kubeconfig"
+start_control
 
 start_agent() {
   BOSUN_LOG=warn "$BIN/bosun-agent" --kubeconfig "$KC" --node-name "$NODE" \

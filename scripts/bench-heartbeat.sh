@@ -23,7 +23,7 @@ WORK=$(mktemp -d)
 NODE="bench-hb-$$"
 CIDR=10.244.202.0/24
 CONTROL_PID="" AGENT_PID="" WATCH_PIDS=()
-stop() { [ -n "$1" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true; }
+. scripts/bench-lib.sh
 cleanup() {
   for p in "${WATCH_PIDS[@]}"; do stop "$p"; done
   stop "$AGENT_PID"; stop "$CONTROL_PID"
@@ -32,10 +32,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BIN/bosun-control" --data-dir "$WORK/control" --port 0 2>"$WORK/control.log" &
-CONTROL_PID=$!
-for _ in $(seq 200); do [ -s "$WORK/control/address" ] && break; sleep 0.1; done
-KC="$WORK/control/admin.kubeconfig"
+start_control
 k() { kubectl --kubeconfig "$KC" "$@"; }
 revision() { k get --raw '/api/v1/namespaces?limit=1' | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])'; }
 

@@ -211,10 +211,7 @@ pub fn inclusive_range_error(lo: i64, hi: i64) -> String {
 pub fn is_env_var_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && !b[0].is_ascii_digit()
-        && b.iter()
-            .all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_');
+    let ok = !b.is_empty() && !b[0].is_ascii_digit() && b.iter().all(|&c| is_key_char(c));
     if !ok {
         errs.push(regex_error(
             ENV_VAR_ERR,
@@ -224,6 +221,11 @@ pub fn is_env_var_name(s: &str) -> Vec<String> {
     }
     errs.extend(dot_errors(s));
     errs
+}
+
+/// A character of an env var name or a config key: `[-._a-zA-Z0-9]`.
+fn is_key_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')
 }
 
 /// What env var names and config keys share: not `.`, `..` or `..x`.
@@ -251,9 +253,7 @@ pub fn is_config_map_key(s: &str) -> Vec<String> {
     if s.len() > 253 {
         errs.push(max_len_error(253));
     }
-    let ok = !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_');
+    let ok = !s.is_empty() && s.bytes().all(is_key_char);
     if !ok {
         errs.push(regex_error(
             CONFIG_MAP_KEY_ERR,

@@ -1,6 +1,7 @@
 //! What bosun's two servers (the control plane's API and the agent's
-//! stream API) share: their log setup, the query string as Kubernetes
-//! clients send it, and the `Status` object every error answers with.
+//! stream API) share: their log setup, the bearer token check, the query
+//! string as Kubernetes clients send it, and the `Status` object every
+//! error answers with.
 
 use serde_json::{json, Value};
 
@@ -15,6 +16,26 @@ pub fn init_logging() {
         .init();
 }
 
+/// Whether the request's `Authorization: Bearer` token is `token` (never
+/// when `token` is empty).
+pub fn bearer_token_matches(token: &str, headers: &http::HeaderMap) -> bool {
+    let presented = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        // Every byte is compared so the time taken does not reveal a prefix.
+        Some(t) if t.len() == token.len() && !token.is_empty() => {
+            t.bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        }
+        _ => false,
+    }
+}
+
 /// The query's key/value pairs, decoded, in order, repeated keys kept
 /// (exec's `command=sh&command=-c`).
 pub fn query_pairs(uri: &http::Uri) -> Vec<(String, String)> {
@@ -25,6 +46,18 @@ pub fn query_pairs(uri: &http::Uri) -> Vec<(String, String)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A `metav1.Status` of a request that succeeded without an object to
+/// return (a binding, an eviction).
+pub fn success_status(code: u16) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": code,
+    })
 }
 
 /// A `metav1.Status` of a failed request.
@@ -43,6 +76,21 @@ pub fn failure_status(code: u16, reason: &str, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_configured_token_is_accepted() {
+        let mut headers = http::HeaderMap::new();
+        assert!(!bearer_token_matches("secret", &headers));
+        headers.insert(
+            http::header::AUTHORIZATION,
+            "Bearer secret".parse().unwrap(),
+        );
+        assert!(bearer_token_matches("secret", &headers));
+        assert!(!bearer_token_matches("secreT", &headers));
+        assert!(!bearer_token_matches("", &http::HeaderMap::new()));
+        headers.insert(http::header::AUTHORIZATION, "Bearer ".parse().unwrap());
+        assert!(!bearer_token_matches("", &headers));
+    }
 
     #[test]
     fn queries_keep_repeated_keys_in_order_and_decode() {

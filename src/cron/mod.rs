@@ -66,24 +66,21 @@ struct Bounds {
     name_base: u32,
 }
 
-const MINUTES: Bounds = Bounds {
-    min: 0,
-    max: 59,
-    names: &[],
-    name_base: 0,
-};
-const HOURS: Bounds = Bounds {
-    min: 0,
-    max: 23,
-    names: &[],
-    name_base: 0,
-};
-const DOM: Bounds = Bounds {
-    min: 1,
-    max: 31,
-    names: &[],
-    name_base: 0,
-};
+impl Bounds {
+    /// A field of numbers only.
+    const fn numbers(min: u32, max: u32) -> Bounds {
+        Bounds {
+            min,
+            max,
+            names: &[],
+            name_base: 0,
+        }
+    }
+}
+
+const MINUTES: Bounds = Bounds::numbers(0, 59);
+const HOURS: Bounds = Bounds::numbers(0, 23);
+const DOM: Bounds = Bounds::numbers(1, 31);
 const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,

@@ -172,14 +172,5 @@ pub async fn bind(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
 
 /// What kube-apiserver answers a binding with: a `Status` of success.
 fn success() -> Response {
-    json_response(
-        StatusCode::CREATED,
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }),
-    )
+    json_response(StatusCode::CREATED, &bosun::serving::success_status(201))
 }

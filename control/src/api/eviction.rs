@@ -35,12 +35,6 @@ pub(super) async fn evict(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
     Ok(object_response(
         &req.headers,
         StatusCode::CREATED,
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }),
+        &bosun::serving::success_status(201),
     ))
 }

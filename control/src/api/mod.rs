@@ -189,21 +189,7 @@ pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> R
 }
 
 fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {
-    let presented = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        // Compare every byte so the time taken does not reveal the prefix.
-        Some(t) if t.len() == state.token.len() => {
-            t.bytes()
-                .zip(state.token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
-        }
-        _ => false,
-    }
+    bosun::serving::bearer_token_matches(&state.token, headers)
 }
 
 /// Everything a verb handler needs of the request.

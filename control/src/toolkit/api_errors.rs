@@ -21,3 +21,8 @@ pub fn message_of(e: &kube::Error) -> String {
         other => other.to_string(),
     }
 }
+
+/// The error of a controller whose syncs fail only by the API failing.
+#[derive(Debug, thiserror::Error)]
+#[error("API: {0}")]
+pub struct ApiError(#[from] pub kube::Error);

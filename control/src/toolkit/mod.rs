@@ -15,6 +15,8 @@
 //!   seen what the last sync created and deleted;
 //! - [`claim`]: adopting matching orphans and releasing what no longer
 //!   matches (`ControllerRefManager`);
+//! - [`owners`]: what wakes a controller of pods, and forgetting a deleted
+//!   owner's expectations;
 //! - [`pods`]: a pod from a template, and creating in slow-start batches;
 //! - [`history`]: ControllerRevisions, the template history StatefulSets
 //!   and DaemonSets keep, and the hash that names them;
@@ -23,6 +25,7 @@
 //! - [`scheduling`]: whether a pod may run on a node (taints, tolerations,
 //!   node affinity), asked by the scheduler and by the DaemonSet and taint
 //!   eviction controllers;
+//! - [`status`]: writing a status onto the object it was computed from;
 //! - [`volumes`]: which volume a claim gets, asked by the binder and the
 //!   scheduler.
 
@@ -34,9 +37,11 @@ pub mod expectations;
 pub mod hash;
 pub mod history;
 pub mod informers;
+pub mod owners;
 pub mod pods;
 pub mod run;
 pub mod scheduling;
+pub mod status;
 #[cfg(test)]
 pub mod testing;
 pub mod volumes;
@@ -53,6 +58,7 @@ pub use claim::ClaimManager;
 pub use clock::{from_chrono, to_chrono, Clock, FakeClock, SystemClock};
 pub use expectations::{expectations_key, Expectations, EXPECTATIONS_TIMEOUT};
 pub use informers::{synced, Cached, Informers};
+pub use owners::{forget_deleted, pod_owner_controller};
 pub use pods::{pod_from_template, slow_start_batch, PodControl};
 pub use run::{key_of, run_controller};
 

@@ -40,19 +40,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
 
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
-use crate::toolkit::claim::{owners_that_may_adopt, ClaimError};
-use crate::toolkit::{expectations_key, run_controller, synced, Clock, Expectations, Shared};
+use crate::toolkit::claim::ClaimError;
+use crate::toolkit::{forget_deleted, pod_owner_controller};
+use crate::toolkit::{run_controller, synced, Clock, Expectations, Shared};
 
 /// How often every set is synced even without a change.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -123,49 +123,36 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(Ctx::new(shared));
     let informers = &shared.informers;
     let sets = ctx.sets.clone();
-    let (for_orphans, for_nodes, for_gone_nodes) = (sets.clone(), sets.clone(), sets.clone());
+    let (for_nodes, for_gone_nodes) = (sets.clone(), sets.clone());
     // A node's change matters only when what placement reads changed, not
     // on every heartbeat.
     let seen: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let forget_node = seen.clone();
-    let controller =
-        Controller::for_shared_stream(informers.subscribe::<DaemonSet>(), sets.clone())
-            .owns_shared_stream(informers.subscribe::<Pod>())
-            .owns_stream(informers.deleted::<Pod>())
-            .owns_shared_stream(informers.subscribe::<ControllerRevision>())
-            .watches_shared_stream(informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
-                sets_that_may_adopt(&for_orphans, &pod)
-            })
-            .watches_shared_stream(informers.subscribe::<Node>(), move |node: Arc<Node>| {
-                let print = crate::toolkit::scheduling::node_fingerprint(&node);
-                let changed = seen.lock().unwrap().insert(node.name_any(), print.clone());
-                if changed.as_ref() == Some(&print) {
-                    return Vec::new();
-                }
-                all_sets(&for_nodes)
-            })
-            .watches_stream(informers.deleted::<Node>(), move |node: Node| {
-                forget_node.lock().unwrap().remove(&node.name_any());
-                all_sets(&for_gone_nodes)
-            })
-            .reconcile_all_on(
-                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
-                    .map(|_| ()),
-            );
+    // An orphan pod may join a set in its namespace whose selector matches it.
+    let controller = pod_owner_controller(
+        informers,
+        sets,
+        |s, pod| selector_of(s).is_some_and(|sel| sel.matches(pod.labels())),
+        RESYNC,
+    )
+    .owns_shared_stream(informers.subscribe::<ControllerRevision>())
+    .watches_shared_stream(informers.subscribe::<Node>(), move |node: Arc<Node>| {
+        let print = crate::toolkit::scheduling::node_fingerprint(&node);
+        let changed = seen.lock().unwrap().insert(node.name_any(), print.clone());
+        if changed.as_ref() == Some(&print) {
+            return Vec::new();
+        }
+        all_sets(&for_nodes)
+    })
+    .watches_stream(informers.deleted::<Node>(), move |node: Node| {
+        forget_node.lock().unwrap().remove(&node.name_any());
+        all_sets(&for_gone_nodes)
+    });
     let deleted_sets = informers.deleted::<DaemonSet>();
     async move {
-        let forget_ctx = ctx.clone();
-        let forget = deleted_sets.for_each(move |ds| {
-            if let Ok(ds) = ds {
-                forget_ctx.expectations.forget(&expectations_key(&ds));
-            }
-            futures::future::ready(())
-        });
-        futures::future::join(
-            forget,
-            run_controller("daemonset", controller, ctx, reconcile),
-        )
-        .await;
+        let forget = forget_deleted(deleted_sets, &ctx.expectations);
+        let run = run_controller("daemonset", controller, ctx.clone(), reconcile);
+        futures::future::join(forget, run).await;
     }
     .boxed()
 }
@@ -183,13 +170,6 @@ pub fn selector_of(ds: &DaemonSet) -> Option<LabelSelector> {
     LabelSelector::from_label_selector(&ds.spec.selector)
         .ok()
         .filter(|s| !s.is_empty())
-}
-
-/// The sets in an orphan pod's namespace whose selector matches it.
-fn sets_that_may_adopt(sets: &Store<DaemonSet>, pod: &Pod) -> Vec<ObjectRef<DaemonSet>> {
-    owners_that_may_adopt(sets, pod, |s| {
-        selector_of(s).is_some_and(|sel| sel.matches(pod.labels()))
-    })
 }
 
 /// The set's template generation (None if the annotation is missing or

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -17,8 +16,8 @@ use super::node_pods::{sort_oldest_first, NodePods};
 use super::placement::placement;
 use super::update::min_ready;
 use super::{is_updated, template_generation, Ctx, Error};
-use crate::toolkit::api_errors::is_status;
 use crate::toolkit::pods::{is_ready, until_available};
+use crate::toolkit::status::patch_status;
 
 /// The counts the set's pods add up to, and the soonest a ready pod turns
 /// available.
@@ -83,26 +82,19 @@ pub async fn update(
     let old = ds.status.clone().unwrap_or_default();
     let generation = ds.metadata.generation.unwrap_or(0);
     let up_to_date = old.observed_generation.unwrap_or(0) >= generation;
-    let same = |a: &DaemonSetStatus, b: &DaemonSetStatus| {
+    // The counts, not the conditions or the generation.
+    let counts = |s: &DaemonSetStatus| {
         (
-            a.desired_number_scheduled,
-            a.current_number_scheduled,
-            a.number_misscheduled,
-            a.number_ready,
-            a.updated_number_scheduled.unwrap_or(0),
-            a.number_available.unwrap_or(0),
-            a.number_unavailable.unwrap_or(0),
-        ) == (
-            b.desired_number_scheduled,
-            b.current_number_scheduled,
-            b.number_misscheduled,
-            b.number_ready,
-            b.updated_number_scheduled.unwrap_or(0),
-            b.number_available.unwrap_or(0),
-            b.number_unavailable.unwrap_or(0),
+            s.desired_number_scheduled,
+            s.current_number_scheduled,
+            s.number_misscheduled,
+            s.number_ready,
+            s.updated_number_scheduled.unwrap_or(0),
+            s.number_available.unwrap_or(0),
+            s.number_unavailable.unwrap_or(0),
         )
     };
-    if same(&status, &old) && up_to_date {
+    if counts(&status) == counts(&old) && up_to_date {
         return Ok(due);
     }
     status.observed_generation = if observed {
@@ -112,18 +104,6 @@ pub async fn update(
     };
     status.collision_count = old.collision_count;
     status.conditions = old.conditions;
-    let api: Api<DaemonSet> =
-        Api::namespaced(ctx.client.clone(), &ds.namespace().unwrap_or_default());
-    match api
-        .patch_status(
-            &ds.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": status})),
-        )
-        .await
-    {
-        Ok(_) => Ok(due),
-        Err(e) if is_status(&e, 404) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    patch_status(&ctx.client, ds, json!(status), false).await?;
+    Ok(due)
 }

@@ -29,6 +29,7 @@ use super::{
     is_updated, selector_of, status, template_generation, Ctx, Error, BURST_REPLICAS,
     GENERATION_LABEL, HASH_LABEL,
 };
+use crate::toolkit::pods::in_namespace;
 use crate::toolkit::pods::{is_ready, phase_of, until_available, PodControl};
 use crate::toolkit::{expectations_key, pod_from_template, ClaimManager};
 
@@ -54,12 +55,7 @@ pub async fn sync(ds: &DaemonSet, ctx: &Ctx) -> Result<Option<Duration>, Error> 
     };
     let ns = ds.namespace();
     let key = expectations_key(ds);
-    let in_ns: Vec<Arc<Pod>> = ctx
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace() == ns)
-        .collect();
+    let in_ns = in_namespace(&ctx.pods, ns.as_deref().unwrap_or_default());
     let satisfied = ctx.expectations.satisfied_by(&key, &in_ns);
     let claims = ClaimManager::new(ctx.client.clone(), ds, Some(&selector));
     let pods = claims.claim(in_ns).await?;

@@ -29,6 +29,7 @@ pub mod pods;
 pub mod subsets;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod wake;
 
 use crate::toolkit::synced;
 use std::collections::BTreeMap;
@@ -36,18 +37,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
 
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::{run_controller, Shared};
 use pods::{is_headless, selected_pods, selector_of, Membership};
+use wake::{on_deleted_services, service_controller};
 
 /// How often every service is synced, and leftovers swept, without a change.
 const RESYNC: Duration = Duration::from_secs(60);
@@ -63,11 +64,7 @@ pub const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
 pub const MAX_CAPACITY: usize = 1000;
 pub const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("API: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// What every sync needs.
 pub struct Ctx {
@@ -75,7 +72,7 @@ pub struct Ctx {
     pub services: Store<Service>,
     pub pods: Store<Pod>,
     pub endpoints: Store<Endpoints>,
-    pub membership: Membership,
+    pub membership: Arc<Membership>,
     /// At most this many addresses per Endpoints (Kubernetes' maxCapacity).
     pub max_capacity: usize,
 }
@@ -88,7 +85,7 @@ impl Ctx {
             services: shared.informers.store::<Service>(),
             pods: shared.informers.store::<Pod>(),
             endpoints: shared.informers.store::<Endpoints>(),
-            membership: Membership::default(),
+            membership: Arc::default(),
             max_capacity: MAX_CAPACITY,
         }
     }
@@ -108,43 +105,24 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(ctx);
     let informers = &shared.informers;
-    let (on_pod, on_deleted_pod) = (ctx.clone(), ctx.clone());
-    let controller =
-        Controller::for_shared_stream(informers.subscribe::<Service>(), ctx.services.clone())
-            .watches_shared_stream(informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
-                on_pod.membership.services_for(&on_pod.services, &pod)
-            })
-            .watches_stream(informers.deleted::<Pod>(), move |pod: Pod| {
-                on_deleted_pod
-                    .membership
-                    .services_for(&on_deleted_pod.services, &pod)
-            })
-            // An edited or deleted Endpoints is put back by its service.
-            .watches_shared_stream(informers.subscribe::<Endpoints>(), |ep: Arc<Endpoints>| {
-                Some(service_of(&ep))
-            })
-            .watches_stream(informers.deleted::<Endpoints>(), |ep: Endpoints| {
-                Some(service_of(&ep))
-            })
-            .reconcile_all_on(
-                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
-                    .map(|_| ()),
-            );
-    let deleted_services = informers.deleted::<Service>();
-    async move {
-        let cleanup_ctx = ctx.clone();
-        let cleanup = deleted_services.for_each(move |svc| {
-            let ctx = cleanup_ctx.clone();
-            async move {
-                if let Ok(svc) = svc {
-                    let ns = svc.namespace().unwrap_or_default();
-                    ctx.membership.forget(&ns, &svc.name_any());
-                    if let Err(e) = delete_managed(&ctx.client, &ns, &svc.name_any()).await {
-                        tracing::warn!(service = %svc.name_any(), error = %e, "deleting endpoints");
-                    }
-                }
-            }
+    let controller = service_controller(informers, ctx.services.clone(), &ctx.membership, RESYNC)
+        // An edited or deleted Endpoints is put back by its service.
+        .watches_shared_stream(informers.subscribe::<Endpoints>(), |ep: Arc<Endpoints>| {
+            Some(service_of(&ep))
+        })
+        .watches_stream(informers.deleted::<Endpoints>(), |ep: Endpoints| {
+            Some(service_of(&ep))
         });
+    let client = ctx.client.clone();
+    let cleanup = on_deleted_services(
+        informers.deleted::<Service>(),
+        ctx.membership.clone(),
+        move |ns, name| {
+            let client = client.clone();
+            async move { delete_managed(&client, &ns, &name).await }
+        },
+    );
+    async move {
         let sweep_ctx = ctx.clone();
         let sweep = async move {
             let mut every = tokio::time::interval(RESYNC);

@@ -37,17 +37,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
 
 use super::endpoints::pods::{is_headless, selected_pods, selector_of, Membership};
+use super::endpoints::wake::{on_deleted_services, service_controller};
 use super::endpoints::HEADLESS_LABEL;
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::{controller_ref, run_controller, Shared};
@@ -62,18 +62,14 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("API: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// What every sync needs.
 pub struct Ctx {
     pub client: Client,
     pub services: Store<Service>,
     pub pods: Store<Pod>,
-    pub membership: Membership,
+    pub membership: Arc<Membership>,
     /// At most this many endpoints per slice.
     pub max_per_slice: usize,
 }
@@ -85,7 +81,7 @@ impl Ctx {
             client: shared.client.clone(),
             services: shared.informers.store::<Service>(),
             pods: shared.informers.store::<Pod>(),
-            membership: Membership::default(),
+            membership: Arc::default(),
             max_per_slice: MAX_ENDPOINTS_PER_SLICE,
         }
     }
@@ -100,38 +96,19 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(ctx);
     let informers = &shared.informers;
-    let (on_pod, on_deleted_pod) = (ctx.clone(), ctx.clone());
-    let controller =
-        Controller::for_shared_stream(informers.subscribe::<Service>(), ctx.services.clone())
-            .watches_shared_stream(informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
-                on_pod.membership.services_for(&on_pod.services, &pod)
-            })
-            .watches_stream(informers.deleted::<Pod>(), move |pod: Pod| {
-                on_deleted_pod
-                    .membership
-                    .services_for(&on_deleted_pod.services, &pod)
-            })
-            .owns_shared_stream(informers.subscribe::<EndpointSlice>())
-            .owns_stream(informers.deleted::<EndpointSlice>())
-            .reconcile_all_on(
-                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
-                    .map(|_| ()),
-            );
-    let deleted_services = informers.deleted::<Service>();
+    let controller = service_controller(informers, ctx.services.clone(), &ctx.membership, RESYNC)
+        .owns_shared_stream(informers.subscribe::<EndpointSlice>())
+        .owns_stream(informers.deleted::<EndpointSlice>());
+    let client = ctx.client.clone();
+    let cleanup = on_deleted_services(
+        informers.deleted::<Service>(),
+        ctx.membership.clone(),
+        move |ns, name| {
+            let client = client.clone();
+            async move { delete_slices_of(&client, &ns, &name).await }
+        },
+    );
     async move {
-        let cleanup_ctx = ctx.clone();
-        let cleanup = deleted_services.for_each(move |svc| {
-            let ctx = cleanup_ctx.clone();
-            async move {
-                if let Ok(svc) = svc {
-                    let ns = svc.namespace().unwrap_or_default();
-                    ctx.membership.forget(&ns, &svc.name_any());
-                    if let Err(e) = delete_slices_of(&ctx.client, &ns, &svc.name_any()).await {
-                        tracing::warn!(service = %svc.name_any(), error = %e, "deleting slices");
-                    }
-                }
-            }
-        });
         let run = run_controller("endpointslice", controller, ctx, reconcile);
         tokio::join!(cleanup, run);
     }

@@ -26,22 +26,21 @@ pub mod sync;
 mod tests;
 
 use crate::toolkit::synced;
+use crate::toolkit::{forget_deleted, pod_owner_controller};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::Controller;
+use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
-use crate::toolkit::claim::owners_that_may_adopt;
 use crate::toolkit::claim::ClaimError;
 use crate::toolkit::{expectations_key, run_controller, Clock, Expectations, Shared};
 
@@ -114,36 +113,19 @@ pub fn start_with(
     ctx.backoff_max = backoff_max;
     let ctx = Arc::new(ctx);
     let jobs = shared.informers.store::<Job>();
-    let controller =
-        Controller::for_shared_stream(shared.informers.subscribe::<Job>(), jobs.clone())
-            .owns_shared_stream(shared.informers.subscribe::<Pod>())
-            .owns_stream(shared.informers.deleted::<Pod>())
-            .watches_shared_stream(shared.informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
-                jobs_that_may_adopt(&jobs, &pod)
-            })
-            .reconcile_all_on(
-                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
-                    .map(|_| ()),
-            );
+    let controller = pod_owner_controller(&shared.informers, jobs, job_may_adopt, RESYNC);
     let deleted_jobs = shared.informers.deleted::<Job>();
     async move {
-        let forget_ctx = ctx.clone();
-        let forget = deleted_jobs.for_each(move |job| {
-            if let Ok(job) = job {
-                forget_ctx.expectations.forget(&expectations_key(&job));
-            }
-            futures::future::ready(())
-        });
-        futures::future::join(forget, run_controller("job", controller, ctx, reconcile)).await;
+        let forget = forget_deleted(deleted_jobs, &ctx.expectations);
+        let run = run_controller("job", controller, ctx.clone(), reconcile);
+        futures::future::join(forget, run).await;
     }
     .boxed()
 }
 
-/// The Jobs in an orphan pod's namespace whose selector matches it.
-fn jobs_that_may_adopt(jobs: &Store<Job>, pod: &Pod) -> Vec<ObjectRef<Job>> {
-    owners_that_may_adopt(jobs, pod, |j| {
-        selector_of(j).is_some_and(|s| s.matches(pod.labels()))
-    })
+/// Whether an orphan pod may join the Job: its selector matches it.
+fn job_may_adopt(job: &Job, pod: &Pod) -> bool {
+    selector_of(job).is_some_and(|s| s.matches(pod.labels()))
 }
 
 /// The Job's selector; None when missing, empty or invalid.

@@ -29,7 +29,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
@@ -39,7 +39,9 @@ use bosun::events::{reference_to, EventType};
 use super::indexes::{self, index_of, set_index};
 use super::{expectations_key, selector_of, Context, Error, MAX_CREATE_PER_SYNC, RESYNC};
 use crate::toolkit::api_errors::{code_of, message_of};
+use crate::toolkit::pods::in_namespace;
 use crate::toolkit::pods::{is_active, is_ready, phase_of, PodControl};
+use crate::toolkit::status::patch_status;
 use crate::toolkit::{from_chrono, pod_from_template, to_chrono, ClaimManager};
 
 pub const COMPLETE: &str = "Complete";
@@ -292,12 +294,7 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     let spec = job.spec.clone().unwrap_or_default();
     let ns = job.namespace().unwrap_or_default();
     let key = expectations_key(job.as_ref());
-    let in_ns: Vec<Arc<Pod>> = ctx
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
-        .collect();
+    let in_ns = in_namespace(&ctx.pods, &ns);
     let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
     let selector = selector_of(&job);
     let claims = ClaimManager::new(ctx.client.clone(), job.as_ref(), selector.as_ref());
@@ -571,7 +568,7 @@ pub(super) async fn update_status(
     // The status is computed from the cached Job: written only over that
     // version, so a sync on a stale cache cannot erase a condition a
     // newer sync wrote (409, and the retry reads the newer Job).
-    let patch = json!({"metadata": {"resourceVersion": job.metadata.resource_version}, "status": {
+    let patch = json!({
         "active": status.active,
         "ready": status.ready,
         "succeeded": status.succeeded,
@@ -580,21 +577,11 @@ pub(super) async fn update_status(
         "completionTime": status.completion_time,
         "completedIndexes": status.completed_indexes,
         "conditions": status.conditions,
-    }});
-    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
-    match api
-        .patch_status(
-            &job.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
+    });
+    patch_status(&ctx.client, job, patch, true)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if code_of(&e) == Some(404) => Ok(()),
-        Err(e) => Err(Error::Status {
+        .map_err(|e| Error::Status {
             job: job.name_any(),
             message: message_of(&e),
-        }),
-    }
+        })
 }

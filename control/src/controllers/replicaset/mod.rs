@@ -24,26 +24,26 @@ pub mod victims;
 #[cfg(test)]
 mod tests;
 
+use crate::toolkit::pods::in_namespace;
 use crate::toolkit::synced;
+use crate::toolkit::{forget_deleted, pod_owner_controller};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::Controller;
+use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
 use bosun::events::{reference_to, EventRecorder};
 use bosun::selector::LabelSelector;
 
-use crate::toolkit::api_errors::{code_of, message_of};
-use crate::toolkit::claim::owners_that_may_adopt;
+use crate::toolkit::api_errors::message_of;
 use crate::toolkit::claim::ClaimError;
 use crate::toolkit::pods::{is_active, PodControl};
 use crate::toolkit::{
@@ -101,41 +101,20 @@ impl Context {
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(Context::new(shared));
-    let sets = ctx.sets.clone();
-    let controller =
-        Controller::for_shared_stream(shared.informers.subscribe::<ReplicaSet>(), ctx.sets.clone())
-            .owns_shared_stream(shared.informers.subscribe::<Pod>())
-            .owns_stream(shared.informers.deleted::<Pod>())
-            .watches_shared_stream(shared.informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
-                sets_that_may_adopt(&sets, &pod)
-            })
-            .reconcile_all_on(
-                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
-                    .map(|_| ()),
-            );
+    // An orphan pod may join a set in its namespace whose selector matches it.
+    let controller = pod_owner_controller(
+        &shared.informers,
+        ctx.sets.clone(),
+        |rs, pod| selector_of(rs).is_some_and(|s| s.matches(pod.labels())),
+        RESYNC,
+    );
     let deleted_sets = shared.informers.deleted::<ReplicaSet>();
     async move {
-        let forget_ctx = ctx.clone();
-        let forget = deleted_sets.for_each(move |rs| {
-            if let Ok(rs) = rs {
-                forget_ctx.expectations.forget(&expectations_key(&rs));
-            }
-            futures::future::ready(())
-        });
-        futures::future::join(
-            forget,
-            run_controller("replicaset", controller, ctx, reconcile),
-        )
-        .await;
+        let forget = forget_deleted(deleted_sets, &ctx.expectations);
+        let run = run_controller("replicaset", controller, ctx.clone(), reconcile);
+        futures::future::join(forget, run).await;
     }
     .boxed()
-}
-
-/// The sets in an orphan pod's namespace whose selector matches it.
-fn sets_that_may_adopt(sets: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectRef<ReplicaSet>> {
-    owners_that_may_adopt(sets, pod, |rs| {
-        selector_of(rs).is_some_and(|s| s.matches(pod.labels()))
-    })
 }
 
 /// The set's selector; None when it is missing, empty or invalid (then it
@@ -166,12 +145,7 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action,
 pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = rs.namespace().unwrap_or_default();
     let key = expectations_key(rs.as_ref());
-    let in_ns: Vec<Arc<Pod>> = ctx
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
-        .collect();
+    let in_ns = in_namespace(&ctx.pods, &ns);
     let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
 
     let claimed = claim_pods(&rs, &ctx, &in_ns).await?;

@@ -6,13 +6,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::{code_of, message_of, min_ready_seconds, replicas_of, Context, Error, REPLICA_FAILURE};
+use super::{message_of, min_ready_seconds, replicas_of, Context, Error, REPLICA_FAILURE};
 use crate::toolkit::from_chrono;
 use crate::toolkit::pods::{is_ready, ready_since};
+use crate::toolkit::status::patch_status;
 
 /// The status the set should have, and how long until one of its ready
 /// pods becomes available (`calculateStatus`).
@@ -115,9 +115,7 @@ pub(super) async fn update_status(
     if unchanged {
         return Ok(());
     }
-    let api: Api<ReplicaSet> =
-        Api::namespaced(ctx.client.clone(), &rs.namespace().unwrap_or_default());
-    let patch = json!({"status": {
+    let patch = json!({
         "replicas": status.replicas,
         "fullyLabeledReplicas": status.fully_labeled_replicas,
         "readyReplicas": status.ready_replicas,
@@ -125,20 +123,11 @@ pub(super) async fn update_status(
         "observedGeneration": status.observed_generation,
         // null removes the list under a merge patch.
         "conditions": status.conditions,
-    }});
-    match api
-        .patch_status(
-            &rs.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
+    });
+    patch_status(&ctx.client, rs, patch, false)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if code_of(&e) == Some(404) => Ok(()),
-        Err(e) => Err(Error::Status {
+        .map_err(|e| Error::Status {
             set: rs.name_any(),
             message: message_of(&e),
-        }),
-    }
+        })
 }

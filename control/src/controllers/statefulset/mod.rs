@@ -22,23 +22,22 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
+use crate::toolkit::pod_owner_controller;
 use crate::toolkit::synced;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::Controller;
+use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
 use bosun::events::EventRecorder;
 use bosun::selector::LabelSelector;
 
-use crate::toolkit::claim::owners_that_may_adopt;
 use crate::toolkit::claim::ClaimError;
 use crate::toolkit::{run_controller, Clock, Shared};
 
@@ -88,19 +87,18 @@ impl Ctx {
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(Ctx::new(shared));
     let informers = &shared.informers;
-    let sets = ctx.sets.clone();
-    let controller =
-        Controller::for_shared_stream(informers.subscribe::<StatefulSet>(), sets.clone())
-            .owns_shared_stream(informers.subscribe::<Pod>())
-            .owns_stream(informers.deleted::<Pod>())
-            .owns_shared_stream(informers.subscribe::<ControllerRevision>())
-            .watches_shared_stream(informers.subscribe::<Pod>(), move |pod: Arc<Pod>| {
-                sets_that_may_adopt(&sets, &pod)
-            })
-            .reconcile_all_on(
-                tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC))
-                    .map(|_| ()),
-            );
+    // An orphan pod may join a set whose name is in the pod's and whose
+    // selector matches it.
+    let controller = pod_owner_controller(
+        informers,
+        ctx.sets.clone(),
+        |s, pod| {
+            identity::is_member_of(s, pod)
+                && selector_of(s).is_some_and(|sel| sel.matches(pod.labels()))
+        },
+        RESYNC,
+    )
+    .owns_shared_stream(informers.subscribe::<ControllerRevision>());
     run_controller("statefulset", controller, ctx, reconcile).boxed()
 }
 
@@ -111,15 +109,6 @@ pub fn selector_of(set: &StatefulSet) -> Option<LabelSelector> {
     LabelSelector::from_label_selector(&spec.selector)
         .ok()
         .filter(|s| !s.is_empty())
-}
-
-/// The sets an orphan pod may join: same namespace, the set's name in the
-/// pod's, and a matching selector.
-fn sets_that_may_adopt(sets: &Store<StatefulSet>, pod: &Pod) -> Vec<ObjectRef<StatefulSet>> {
-    owners_that_may_adopt(sets, pod, |s| {
-        identity::is_member_of(s, pod)
-            && selector_of(s).is_some_and(|sel| sel.matches(pod.labels()))
-    })
 }
 
 /// The controller's reconcile: waits for the caches' first lists (a sync

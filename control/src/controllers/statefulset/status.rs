@@ -7,14 +7,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
 use super::identity::revision_of;
 use super::{Ctx, Error};
-use crate::toolkit::api_errors::is_status;
 use crate::toolkit::pods::{running_and_ready, until_available};
+use crate::toolkit::status::patch_status;
 
 /// The status the set's pods add up to.
 pub fn compute(
@@ -82,19 +81,5 @@ pub async fn write(ctx: &Ctx, set: &StatefulSet, status: StatefulSetStatus) -> R
     if set.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let api: Api<StatefulSet> =
-        Api::namespaced(ctx.client.clone(), &set.namespace().unwrap_or_default());
-    let patch = json!({"status": status});
-    match api
-        .patch_status(
-            &set.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    Ok(patch_status(&ctx.client, set, json!(status), false).await?)
 }

@@ -76,11 +76,7 @@ const RESYNC: Duration = Duration::from_secs(15);
 
 const COMPONENT: &str = "persistentvolume-controller";
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("API: {0}")]
-    Api(#[from] kube::Error),
-}
+pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// What every sync reads and writes with.
 pub struct Ctx {
