@@ -90,6 +90,7 @@ impl ResourceInfo {
             "scale" => (&["get", "patch", "update"], "Scale"),
             "binding" => (&["create"], "Binding"),
             "eviction" => (&["create"], "Eviction"),
+            "finalize" => (&["update"], self.kind),
             _ => (&["get", "patch", "update"], self.kind),
         }
     }
@@ -167,7 +168,7 @@ macro_rules! res {
 /// Every resource served, in the order `api-resources` lists them.
 pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Namespace", "namespaces", "namespace", false,
-         short: ["ns"], cat: [], sub: ["status"]),
+         short: ["ns"], cat: [], sub: ["status", "finalize"]),
     res!("", "v1", "Node", "nodes", "node", false,
          short: ["no"], cat: [], sub: ["status"]),
     res!("", "v1", "Pod", "pods", "pod", true,

@@ -23,3 +23,7 @@ pub const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 /// The claim annotation naming the node the scheduler chose for a
 /// `WaitForFirstConsumer` claim's pod.
 pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
+/// The finalizer in a namespace's `spec.finalizers` that keeps it until
+/// the namespace controller has deleted everything in it.
+pub const NAMESPACE_FINALIZER: &str = "kubernetes";

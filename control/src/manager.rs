@@ -13,7 +13,7 @@ use kube::Client;
 
 use crate::controllers::{
     cronjob, daemonset, deployment, endpoints, endpointslice, eventttl, garbagecollector, job,
-    nodelifecycle, podgc, replicaset, statefulset, tainteviction, volumebinding,
+    namespace, nodelifecycle, podgc, replicaset, statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -32,6 +32,7 @@ pub const ALL: &[&str] = &[
     "nodelifecycle",
     "tainteviction",
     "podgc",
+    "namespace",
     "garbagecollector",
     "eventttl",
 ];
@@ -113,6 +114,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "scheduler" => crate::scheduler::start(shared),
             "replicaset" => replicaset::start(shared),
             "garbagecollector" => garbagecollector::start(shared),
+            "namespace" => namespace::start(shared),
             "eventttl" => eventttl::start(shared, options.event_ttl),
             "deployment" => deployment::start(shared),
             "statefulset" => statefulset::start(shared),

@@ -64,7 +64,7 @@ pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
                 "creationTimestamp": api::object::now_rfc3339(),
                 "labels": {"kubernetes.io/metadata.name": ns},
             },
-            "spec": {"finalizers": ["kubernetes"]},
+            "spec": {"finalizers": [bosun::well_known::NAMESPACE_FINALIZER]},
             "status": {"phase": "Active"},
         });
         match store

@@ -952,20 +952,48 @@ async fn generate_name_and_namespaces() {
         .create(&PostParams::default(), &dynamic(sample("Pod", "p")))
         .await
         .unwrap();
-    nss.delete("scratch", &DeleteParams::default())
-        .await
-        .unwrap();
-    assert!(nss.get_opt("scratch").await.unwrap().is_none());
-    let all_pods = dynamic_api(&client, "pods", None);
-    let left: Vec<_> = all_pods
-        .list(&ListParams::default())
+    // It is Terminating at once (new content refused), and goes once the
+    // namespace controller has emptied it.
+    let deleting = nss
+        .delete("scratch", &DeleteParams::default())
         .await
         .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some("scratch"))
-        .collect();
-    assert!(left.is_empty());
+        .left()
+        .expect("a namespace is kept while it is emptied");
+    assert_eq!(deleting.data["status"]["phase"], "Terminating");
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    assert_eq!(deleting.data["spec"]["finalizers"], json!(["kubernetes"]));
+    let (code, _, message) = api_error(
+        scratch
+            .create(&PostParams::default(), &dynamic(sample("Pod", "late")))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("because it is being terminated"),
+        "{message}"
+    );
+    let all_pods = dynamic_api(&client, "pods", None);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ns_gone = nss.get_opt("scratch").await.unwrap().is_none();
+        let pods_left = all_pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .any(|p| p.metadata.namespace.as_deref() == Some("scratch"));
+        if ns_gone && !pods_left {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "namespace scratch still there (gone: {ns_gone}, pods left: {pods_left})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]

@@ -168,9 +168,10 @@ async fn delete_once(
         Propagation::Orphan if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
         _ => {}
     }
-    let grace = strategy::for_kind(res.kind).deletion_grace(&current, opts.grace_period);
+    let strategy = strategy::for_kind(res.kind);
+    let grace = strategy.deletion_grace(&current, opts.grace_period);
     let already = meta_str(&current, "deletionTimestamp").is_some();
-    if fins.is_empty() && grace == 0 {
+    if fins.is_empty() && grace == 0 && !strategy.blocks_deletion(&current) {
         if dry_run(req) {
             return Ok(Ok(current));
         }
@@ -191,6 +192,7 @@ async fn delete_once(
         }
         md.insert("finalizers".into(), json!(fins));
     }
+    strategy.mark_deleting(&mut next);
     if without_revision(&next) == without_revision(&current) || dry_run(req) {
         return Ok(Ok(next));
     }

@@ -27,11 +27,14 @@ pub(super) enum Part {
     Main,
     /// Only status.
     Status,
+    /// Only `spec.finalizers` (a namespace's `finalize` subresource).
+    Finalize,
 }
 
 pub(super) fn part_of(req: &ApiRequest) -> Part {
     match req.target.subresource.as_deref() {
         Some("status") => Part::Status,
+        Some("finalize") => Part::Finalize,
         _ => Part::Main,
     }
 }
@@ -48,6 +51,14 @@ pub(super) fn merge_write(res: &ResourceInfo, current: &Value, new: Value, part:
                 out.as_object_mut().expect("object").remove("status");
             }
         }
+        return out;
+    }
+    if part == Part::Finalize {
+        let mut out = current.clone();
+        out["spec"]["finalizers"] = new
+            .pointer("/spec/finalizers")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
         return out;
     }
     let mut out = new;
@@ -143,7 +154,8 @@ pub(super) async fn commit_write(
         return Ok(Ok(Written::Stored(next)));
     }
     let deleting = meta_str(&next, "deletionTimestamp").is_some();
-    if deleting && finalizers(&next).is_empty() {
+    let held = strategy::for_kind(res.kind).blocks_deletion(&next);
+    if deleting && finalizers(&next).is_empty() && !held {
         return Ok(store_delete(state, kv, next).await.map(Written::Deleted));
     }
     Ok(store_update(state, kv, next).await.map(Written::Stored))

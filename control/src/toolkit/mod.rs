@@ -20,6 +20,8 @@
 //! - [`pods`]: a pod from a template, and creating in slow-start batches;
 //! - [`history`]: ControllerRevisions, the template history StatefulSets
 //!   and DaemonSets keep, and the hash that names them;
+//! - [`dynamic`]: the API of any served resource, for controllers that
+//!   work across kinds;
 //! - [`clock`]: time as a dependency, so unit tests move it by hand;
 //! - [`api_errors`]: reading a kube client's error as the API's status;
 //! - [`scheduling`]: whether a pod may run on a node (taints, tolerations,
@@ -33,6 +35,7 @@ pub mod api_errors;
 pub mod backoff;
 pub mod claim;
 pub mod clock;
+pub mod dynamic;
 pub mod expectations;
 pub mod hash;
 pub mod history;

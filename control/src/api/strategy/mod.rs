@@ -11,8 +11,9 @@
 //! - [`daemonset`]: the template generation counts template changes;
 //! - [`statefulset`]: claim templates keep only the apiVersion/kind the
 //!   client sent;
-//! - [`namespace`]: a namespace starts Active, and deleting one deletes
-//!   everything in it;
+//! - [`namespace`]: a namespace starts Active with the `kubernetes`
+//!   finalizer; deleting one makes it Terminating until the namespace
+//!   controller has emptied it and removed that finalizer;
 //! - [`volume`]: PersistentVolumes start Available, claims Pending;
 //! - [`secret`]: `stringData` is folded into `data` on every write.
 
@@ -64,6 +65,15 @@ pub trait Strategy: Send + Sync {
     fn deletion_grace(&self, _obj: &Value, _requested: Option<i64>) -> i64 {
         0
     }
+
+    /// Whether something besides `metadata.finalizers` keeps a deleted
+    /// object (a namespace's `spec.finalizers`).
+    fn blocks_deletion(&self, _obj: &Value) -> bool {
+        false
+    }
+
+    /// Marks an object that is now being deleted (a namespace's phase).
+    fn mark_deleting(&self, _obj: &mut Value) {}
 
     /// A delete of its own instead of the generic one, if the kind has one.
     async fn delete(&self, _state: &ApiState, _req: &ApiRequest) -> Option<ApiResult<Response>> {

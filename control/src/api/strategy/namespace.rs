@@ -1,20 +1,31 @@
-//! Namespaces: one starts Active; deleting one deletes everything in it,
-//! then the namespace (`default`, `kube-system` and `kube-public` cannot be
-//! deleted).
+//! Namespaces, as the apiserver's namespace strategy: a namespace starts
+//! Active with the `kubernetes` finalizer in `spec.finalizers`, which only
+//! the `finalize` subresource changes. Deleting one marks it Terminating
+//! (new content is refused from then on); the namespace controller
+//! deletes what is in it and then finalizes it, and it goes once no
+//! finalizer of either kind is left. `default`, `kube-system` and
+//! `kube-public` cannot be deleted.
 
 use async_trait::async_trait;
 use axum::response::Response;
-use bosun::resources::RESOURCES;
-use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::Strategy;
 use crate::api::error::{ApiError, ApiResult};
-use crate::api::request::{dry_run, load, name_of, respond, store_delete, MAX_ATTEMPTS};
-use crate::api::{ApiRequest, ApiState};
-use crate::store::StoreError;
+use crate::api::request::name_of;
+use crate::api::{ApiOptions, ApiRequest, ApiState};
+
+use bosun::well_known::NAMESPACE_FINALIZER as FINALIZER;
 
 pub struct NamespaceStrategy;
+
+/// `spec.finalizers` of a namespace.
+pub fn spec_finalizers(obj: &Value) -> Vec<&str> {
+    obj.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
 
 #[async_trait]
 impl Strategy for NamespaceStrategy {
@@ -22,48 +33,38 @@ impl Strategy for NamespaceStrategy {
         Some(json!({"phase": "Active"}))
     }
 
-    async fn delete(&self, state: &ApiState, req: &ApiRequest) -> Option<ApiResult<Response>> {
-        Some(delete_namespace(state, req).await)
+    fn prepare_for_create(&self, _options: &ApiOptions, obj: &mut Value) {
+        obj["spec"] = json!({"finalizers": [FINALIZER]});
     }
-}
 
-async fn delete_namespace(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
-    let res = req.target.res;
-    let name = name_of(req).to_string();
-    if matches!(name.as_str(), "default" | "kube-system" | "kube-public") {
-        return Err(ApiError::forbidden(format!(
-            "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
-        )));
-    }
-    let (_, _) = load(state, req).await?;
-    if dry_run(req) {
-        let (_, current) = load(state, req).await?;
-        return Ok(respond(req, StatusCode::OK, current, &[]));
-    }
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.namespaced && r.is_storage_version())
-    {
-        let prefix = format!("{}{name}/", r.storage_prefix());
-        let (kvs, _) = state
-            .store
-            .list(&prefix)
-            .await
-            .map_err(|e| ApiError::from_store(e, r, ""))?;
-        for kv in kvs {
-            match state.store.delete(&kv.key, kv.mod_revision).await {
-                Ok(_) | Err(StoreError::NotFound(_)) | Err(StoreError::Conflict { .. }) => {}
-                Err(e) => return Err(ApiError::from_store(e, r, "")),
+    fn prepare_for_update(&self, current: &Value, next: &mut Value) {
+        // Only the finalize subresource changes spec.finalizers.
+        match current.pointer("/spec/finalizers") {
+            Some(f) => next["spec"]["finalizers"] = f.clone(),
+            None => {
+                if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("finalizers");
+                }
             }
         }
     }
-    for _ in 0..MAX_ATTEMPTS {
-        let (kv, current) = load(state, req).await?;
-        match store_delete(state, &kv, current).await {
-            Ok(gone) => return Ok(respond(req, StatusCode::OK, gone, &[])),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(e) => return Err(ApiError::from_store(e, res, &name)),
-        }
+
+    fn blocks_deletion(&self, obj: &Value) -> bool {
+        !spec_finalizers(obj).is_empty()
     }
-    Err(ApiError::modified(res, &name))
+
+    fn mark_deleting(&self, obj: &mut Value) {
+        obj["status"]["phase"] = json!("Terminating");
+    }
+
+    async fn delete(&self, _state: &ApiState, req: &ApiRequest) -> Option<ApiResult<Response>> {
+        let name = name_of(req);
+        if matches!(name, "default" | "kube-system" | "kube-public") {
+            return Some(Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            ))));
+        }
+        // The generic delete marks it; the namespace controller empties it.
+        None
+    }
 }

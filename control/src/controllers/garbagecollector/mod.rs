@@ -25,7 +25,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
@@ -33,6 +33,7 @@ use tokio::sync::mpsc;
 
 use bosun::resources::{self, ResourceInfo, RESOURCES};
 
+use crate::toolkit::dynamic::{api_resource, dynamic_api};
 use crate::toolkit::{KeyBackoff, Shared};
 
 const FOREGROUND: &str = "foregroundDeletion";
@@ -138,24 +139,6 @@ fn watched() -> Vec<&'static ResourceInfo> {
         .iter()
         .filter(|r| r.is_storage_version() && r.kind != "Event")
         .collect()
-}
-
-fn api_resource(res: &ResourceInfo) -> ApiResource {
-    ApiResource {
-        group: res.group.into(),
-        version: res.version.into(),
-        api_version: res.api_version(),
-        kind: res.kind.into(),
-        plural: res.plural.into(),
-    }
-}
-
-fn dynamic_api(client: &Client, res: &ResourceInfo, namespace: Option<&str>) -> Api<DynamicObject> {
-    let ar = api_resource(res);
-    match namespace {
-        Some(ns) if res.namespaced => Api::namespaced_with(client.clone(), ns, &ar),
-        _ => Api::all_with(client.clone(), &ar),
-    }
 }
 
 enum Change {
