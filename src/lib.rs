@@ -14,4 +14,5 @@ pub mod resources;
 pub mod selector;
 pub mod serving;
 pub mod validation;
+pub mod version;
 pub mod well_known;

@@ -117,7 +117,7 @@ pub fn node_status(cfg: &AgentConfig, health: &Health) -> Value {
             "kernelVersion": uts.as_ref().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default(),
             "osImage": os_image(),
             "containerRuntimeVersion": runtime_version,
-            "kubeletVersion": concat!("v1.37.0-bosun.", env!("CARGO_PKG_VERSION")),
+            "kubeletVersion": bosun::version::git_version(),
             "kubeProxyVersion": "",
             "operatingSystem": "linux",
             "architecture": arch(),

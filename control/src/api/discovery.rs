@@ -118,8 +118,8 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
 pub fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "37",
-        "gitVersion": concat!("v1.37.0-bosun.", env!("CARGO_PKG_VERSION")),
+        "minor": bosun::version::KUBERNETES_MINOR.to_string(),
+        "gitVersion": bosun::version::git_version(),
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "",
