@@ -192,16 +192,28 @@ pub async fn disrupt_and_delete(
         Err(e) if gone(&e) => return Ok(()),
         other => other.map(|_| ())?,
     }
+    delete_this_pod(client, pod, why.grace).await
+}
+
+/// Deletes this very pod (a uid precondition: not a new one of the same
+/// name) with `grace` (None: the pod's own); a pod already gone or
+/// replaced is not an error.
+pub async fn delete_this_pod(
+    client: &kube::Client,
+    pod: &Pod,
+    grace: Option<u32>,
+) -> Result<(), kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
     let params = DeleteParams {
-        grace_period_seconds: why.grace,
+        grace_period_seconds: grace,
         preconditions: Some(kube::api::Preconditions {
             uid: pod.metadata.uid.clone(),
             resource_version: None,
         }),
         ..Default::default()
     };
-    match pods.delete(&name, &params).await {
-        Err(e) if gone(&e) => Ok(()),
+    match pods.delete(&pod.name_any(), &params).await {
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         other => other.map(|_| ()),
     }
 }

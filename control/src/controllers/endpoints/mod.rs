@@ -113,14 +113,11 @@ fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
         .watches_stream(informers.deleted::<Endpoints>(), |ep: Endpoints| {
             Some(service_of(&ep))
         });
-    let client = ctx.client.clone();
     let cleanup = on_deleted_services(
         informers.deleted::<Service>(),
         ctx.membership.clone(),
-        move |ns, name| {
-            let client = client.clone();
-            async move { delete_managed(&client, &ns, &name).await }
-        },
+        ctx.client.clone(),
+        |client, ns, name| async move { delete_managed(&client, &ns, &name).await },
     );
     async move {
         let sweep_ctx = ctx.clone();

@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::runtime::reflector::Store;
 use kube::runtime::{watcher, Controller};
-use kube::ResourceExt;
+use kube::{Client, ResourceExt};
 
 use super::pods::Membership;
 use crate::toolkit::Informers;
@@ -39,13 +39,15 @@ pub fn service_controller(
 }
 
 /// For every deleted Service: forgets its pods, then runs
-/// `cleanup(namespace, name)` (a failure is logged; the resync sweeps).
+/// `cleanup(client, namespace, name)` (a failure is logged; the resync
+/// sweeps).
 pub async fn on_deleted_services<F, Fut>(
     deleted: impl Stream<Item = Result<Service, watcher::Error>>,
     membership: Arc<Membership>,
+    client: Client,
     cleanup: F,
 ) where
-    F: Fn(String, String) -> Fut,
+    F: Fn(Client, String, String) -> Fut,
     Fut: Future<Output = Result<(), kube::Error>>,
 {
     deleted
@@ -53,7 +55,7 @@ pub async fn on_deleted_services<F, Fut>(
             let Ok(svc) = svc else { return };
             let (ns, name) = (svc.namespace().unwrap_or_default(), svc.name_any());
             membership.forget(&ns, &name);
-            if let Err(e) = cleanup(ns, name.clone()).await {
+            if let Err(e) = cleanup(client.clone(), ns, name.clone()).await {
                 tracing::warn!(service = %name, error = %e, "cleaning up after a deleted service");
             }
         })

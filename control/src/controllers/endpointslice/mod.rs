@@ -99,14 +99,11 @@ fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
     let controller = service_controller(informers, ctx.services.clone(), &ctx.membership, RESYNC)
         .owns_shared_stream(informers.subscribe::<EndpointSlice>())
         .owns_stream(informers.deleted::<EndpointSlice>());
-    let client = ctx.client.clone();
     let cleanup = on_deleted_services(
         informers.deleted::<Service>(),
         ctx.membership.clone(),
-        move |ns, name| {
-            let client = client.clone();
-            async move { delete_slices_of(&client, &ns, &name).await }
-        },
+        ctx.client.clone(),
+        |client, ns, name| async move { delete_slices_of(&client, &ns, &name).await },
     );
     async move {
         let run = run_controller("endpointslice", controller, ctx, reconcile);

@@ -21,11 +21,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, Preconditions};
+use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
-use crate::toolkit::pods::{disrupt_and_delete, Disruption};
+use crate::toolkit::pods::{delete_this_pod, disrupt_and_delete, Disruption};
 use crate::toolkit::{Clock, Shared};
 
 /// Tunables, as kube-controller-manager's flags.
@@ -175,18 +175,5 @@ async fn force_delete(ctx: &Context, pod: &Pod, orphaned: bool) -> kube::Result<
         };
         return disrupt_and_delete(&ctx.client, pod, &why, ctx.clock.now()).await;
     }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let params = DeleteParams {
-        grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions {
-            uid: pod.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match pods.delete(&pod.name_any(), &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(e),
-    }
+    delete_this_pod(&ctx.client, pod, Some(0)).await
 }
