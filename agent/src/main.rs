@@ -17,8 +17,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 #[command(name = "bosun-agent", version)]
 struct Args {
     /// Kubeconfig to reach the control plane with.
-    #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: PathBuf,
+    #[arg(long, env = "KUBECONFIG", required_unless_present = "purge")]
+    kubeconfig: Option<PathBuf>,
+    /// Instead of running: remove everything this node's agent made on
+    /// Docker (its pods' containers, its network, the pod-traffic iptables
+    /// rule no other node needs) and exit (`bosun down --purge`).
+    #[arg(long)]
+    purge: bool,
     /// The Node's name (default: the hostname).
     #[arg(long)]
     node_name: Option<String>,
@@ -156,6 +161,22 @@ fn parse_upstream(s: &str) -> anyhow::Result<SocketAddr> {
     Ok(SocketAddr::new(ip, 53))
 }
 
+/// `--purge`: removes what the node's agent made on Docker and says what.
+async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
+    let rt = DockerRuntime::connect(docker_host).context("connecting to Docker")?;
+    let purged = rt
+        .purge_node(node)
+        .await
+        .with_context(|| format!("removing node {node}'s containers and network"))?;
+    println!(
+        "node {node}: removed {} containers, networks [{}], iptables rules [{}]",
+        purged.containers,
+        purged.networks.join(", "),
+        purged.rules.join(", ")
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // hickory-server logs every query at info; keep it to warnings unless
@@ -170,6 +191,9 @@ async fn main() -> anyhow::Result<()> {
         Some(n) => n,
         None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
     };
+    if args.purge {
+        return purge(&node_name, args.docker_host.as_deref()).await;
+    }
     let node_ip = match args.node_ip {
         Some(ip) => ip.to_string(),
         None => only_address()?,
@@ -250,8 +274,9 @@ async fn main() -> anyhow::Result<()> {
         serving_cert: Some(serving.cert_pem.clone()),
         max_pods: args.max_pods,
     };
-    let kubeconfig = Kubeconfig::read_from(&args.kubeconfig)
-        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
+    let kubeconfig_path = args.kubeconfig.expect("required unless --purge");
+    let kubeconfig = Kubeconfig::read_from(&kubeconfig_path)
+        .with_context(|| format!("reading {}", kubeconfig_path.display()))?;
     let client_config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;

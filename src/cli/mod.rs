@@ -14,6 +14,7 @@ mod manifest;
 mod modify;
 mod nodes;
 mod output;
+mod purge;
 mod record;
 mod replica_sets;
 mod rollout;

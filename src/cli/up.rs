@@ -18,6 +18,7 @@ use nix::unistd::Pid;
 
 use super::client::{bosun_kubeconfig, home_dir};
 use super::delete::parse_duration;
+use super::purge;
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -39,6 +40,9 @@ pub struct UpArgs {
     /// The local node's address, needed when the host has several.
     #[arg(long)]
     node_ip: Option<String>,
+    /// The local node's pod CIDR (default: one derived from its name).
+    #[arg(long)]
+    pod_cidr: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -49,6 +53,14 @@ pub struct DownArgs {
     /// How long to wait for each process to exit.
     #[arg(long, default_value = "30s")]
     timeout: String,
+    /// Also remove everything bosun made on this host: the node's pods'
+    /// containers, its Docker network and iptables rule, the control
+    /// plane's and the agent's data, and bosun's kubeconfig entries.
+    #[arg(long)]
+    purge: bool,
+    /// With --purge: do not ask first.
+    #[arg(long, short = 'y')]
+    yes: bool,
 }
 
 /// A process `bosun up` runs in the background.
@@ -371,6 +383,11 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     }
     let admin = read_admin_config(&admin_kubeconfig)?;
     write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
+    // What `bosun down --purge` removes.
+    std::fs::write(
+        dir.join(purge::KUBECONFIG_FILE),
+        kubeconfig.display().to_string(),
+    )?;
     if !args.no_agent {
         start_agent(args, &dir, &admin_kubeconfig, timeout).await?;
     }
@@ -394,7 +411,8 @@ async fn start_agent(
     if AGENT.running_pid(dir).is_some() {
         return Ok(());
     }
-    let agent_data = dir.parent().unwrap_or(dir).join("agent");
+    std::fs::write(dir.join(purge::NODE_FILE), &node)?;
+    let agent_data = agent_data_dir(dir);
     let mut agent_args = vec![
         "--kubeconfig".to_string(),
         admin_kubeconfig.display().to_string(),
@@ -405,6 +423,9 @@ async fn start_agent(
     ];
     if let Some(ip) = &args.node_ip {
         agent_args.extend(["--node-ip".to_string(), ip.clone()]);
+    }
+    if let Some(cidr) = &args.pod_cidr {
+        agent_args.extend(["--pod-cidr".to_string(), cidr.clone()]);
     }
     if args.port == 0 {
         // A throwaway cluster on a free port: the agent's stream API
@@ -469,9 +490,28 @@ fn stop(
     Ok(Some(pid))
 }
 
+/// The agent's data dir, beside the control plane's.
+fn agent_data_dir(dir: &Path) -> PathBuf {
+    dir.parent().unwrap_or(dir).join("agent")
+}
+
 pub fn down(args: &DownArgs) -> Result<bool> {
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let timeout = parse_duration(&args.timeout)?;
+    if args.purge {
+        let plan = purge::Plan::read(&dir, &agent_data_dir(&dir));
+        purge::confirm(&plan, args.yes)?;
+        stop_all(args, &dir, timeout)?;
+        purge::purge(&plan, || AGENT.find_binary())?;
+        println!("bosun is purged from this host.");
+        return Ok(true);
+    }
+    stop_all(args, &dir, timeout)
+}
+
+/// Stops the agent, then the control plane (reverse start order).
+fn stop_all(args: &DownArgs, dir: &Path, timeout: Duration) -> Result<bool> {
+    let dir = dir.to_path_buf();
     // Stop in reverse start order: the agent before the control plane.
     if let Some(pid) = stop(&AGENT, &dir, args, timeout)? {
         println!(

@@ -20,19 +20,29 @@ pub fn bin_dir() -> PathBuf {
 
 /// `bosun-control`, built into the same target directory if it is not there yet.
 pub fn control_binary() -> PathBuf {
-    let path = bin_dir().join("bosun-control");
+    workspace_binary("bosun-control")
+}
+
+/// `bosun-agent`, built into the same target directory if it is not there yet.
+pub fn agent_binary() -> PathBuf {
+    workspace_binary("bosun-agent")
+}
+
+/// The binary of the workspace package `name` (named as the package).
+fn workspace_binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
     if !path.exists() {
         // target/<profile>/bosun -> target
         let target_dir = bin_dir().parent().unwrap().to_path_buf();
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "-p", "bosun-control", "--target-dir"])
+            .args(["build", "-p", name, "--target-dir"])
             .arg(&target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
-            .expect("running cargo build -p bosun-control");
-        assert!(status.success(), "cargo build -p bosun-control failed");
+            .unwrap_or_else(|e| panic!("running cargo build -p {name}: {e}"));
+        assert!(status.success(), "cargo build -p {name} failed");
     }
-    assert!(path.exists(), "no bosun-control at {}", path.display());
+    assert!(path.exists(), "no {name} at {}", path.display());
     path
 }
 

@@ -21,6 +21,7 @@ mod containers;
 mod errors;
 mod images;
 mod network;
+mod purge;
 mod sandbox;
 mod streams;
 

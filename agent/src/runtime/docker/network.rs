@@ -106,29 +106,9 @@ impl DockerRuntime {
         if self.iptables_done.lock().expect("poisoned").contains(&cidr) {
             return;
         }
-        let rule = [
-            "DOCKER-USER",
-            "-s",
-            cidr.as_str(),
-            "-d",
-            cidr.as_str(),
-            "-j",
-            "ACCEPT",
-        ];
-        let run = |op: &'static str| async move {
-            tokio::process::Command::new("iptables")
-                .arg("-w")
-                .arg(op)
-                .args(rule)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .output()
-                .await
-        };
-        match run("-C").await {
+        match pod_traffic_rule("-C", &cidr).await {
             Ok(out) if out.status.success() => {}
-            Ok(_) => match run("-I").await {
+            Ok(_) => match pod_traffic_rule("-I", &cidr).await {
                 Ok(out) if out.status.success() => {
                     tracing::info!(%cidr, "added iptables DOCKER-USER rule accepting pod-to-pod traffic");
                 }
@@ -154,8 +134,33 @@ impl DockerRuntime {
     }
 }
 
+/// Runs `iptables -w <op> DOCKER-USER -s <cidr> -d <cidr> -j ACCEPT`
+/// (`-C` checks, `-I` inserts, `-D` deletes).
+pub(super) async fn pod_traffic_rule(
+    op: &str,
+    cidr: &str,
+) -> std::io::Result<std::process::Output> {
+    tokio::process::Command::new("iptables")
+        .args([
+            "-w",
+            op,
+            "DOCKER-USER",
+            "-s",
+            cidr,
+            "-d",
+            cidr,
+            "-j",
+            "ACCEPT",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .await
+}
+
 /// The /16 that holds an IPv4 CIDR: `10.244.1.0/24` → `10.244.0.0/16`.
-fn supernet16(subnet: &str) -> Option<String> {
+pub(super) fn supernet16(subnet: &str) -> Option<String> {
     let (addr, _) = subnet.split_once('/').unwrap_or((subnet, "32"));
     let ip: std::net::Ipv4Addr = addr.parse().ok()?;
     let [a, b, _, _] = ip.octets();

@@ -1,0 +1,185 @@
+//! `bosun down --purge`: after stopping bosun, removes everything it made
+//! on this host: the node's pods' containers, its Docker network and
+//! pod-traffic iptables rule (through `bosun-agent --purge`, which owns
+//! Docker), the data of the control plane and the agent (pod volumes
+//! included), and bosun's entries in the kubeconfig `bosun up` wrote.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// What a purge removes, as `bosun up` recorded it.
+pub struct Plan {
+    pub node: Option<String>,
+    pub dirs: Vec<PathBuf>,
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Plan {
+    /// Read from the control plane's data dir: `agent.node` names the
+    /// node `bosun up` started, `kubeconfig.path` the kubeconfig it wrote.
+    pub fn read(dir: &Path, agent_dir: &Path) -> Plan {
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        // A node started before `agent.node` was recorded: up's default.
+        let node = read(NODE_FILE).or_else(|| {
+            agent_dir
+                .exists()
+                .then(|| nix::unistd::gethostname().ok())
+                .flatten()
+                .map(|h| h.to_string_lossy().into_owned())
+        });
+        Plan {
+            node,
+            dirs: [dir, agent_dir]
+                .into_iter()
+                .filter(|d| d.exists())
+                .map(Path::to_path_buf)
+                .collect(),
+            kubeconfig: read(KUBECONFIG_FILE).map(PathBuf::from),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut what = Vec::new();
+        if let Some(node) = &self.node {
+            what.push(format!(
+                "the containers, Docker network and iptables rule of node {node}"
+            ));
+        }
+        for d in &self.dirs {
+            what.push(d.display().to_string());
+        }
+        if let Some(k) = &self.kubeconfig {
+            what.push(format!("the bosun entries of {}", k.display()));
+        }
+        what.join(", ")
+    }
+}
+
+/// In the control plane's data dir: the node `bosun up` started.
+pub const NODE_FILE: &str = "agent.node";
+/// In the control plane's data dir: the kubeconfig `bosun up` wrote.
+pub const KUBECONFIG_FILE: &str = "kubeconfig.path";
+
+/// Asks before anything is removed, unless `yes`; without a terminal to
+/// ask on, refuses.
+pub fn confirm(plan: &Plan, yes: bool) -> Result<()> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "--purge removes {}; pass --yes to confirm without a terminal",
+            plan.describe()
+        );
+    }
+    print!("This removes {}. Continue? [y/N] ", plan.describe());
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        bail!("purge cancelled; nothing removed");
+    }
+    Ok(())
+}
+
+/// Removes what `plan` names; `agent` finds the bosun-agent binary.
+pub fn purge(plan: &Plan, agent: impl FnOnce() -> Result<PathBuf>) -> Result<()> {
+    if let Some(node) = &plan.node {
+        let agent = agent()?;
+        let out = std::process::Command::new(&agent)
+            .args(["--purge", "--node-name", node])
+            .output()
+            .with_context(|| format!("running {} --purge", agent.display()))?;
+        if !out.status.success() {
+            bail!(
+                "{} --purge failed: {}",
+                agent.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+    if let Some(path) = &plan.kubeconfig {
+        remove_kubeconfig_entries(path)?;
+    }
+    for dir in &plan.dirs {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+        println!("removed {}", dir.display());
+    }
+    Ok(())
+}
+
+/// Removes the `bosun` cluster and context and the `bosun-admin` user
+/// that `bosun up` wrote; the file goes if nothing else is left in it.
+pub fn remove_kubeconfig_entries(path: &Path) -> Result<()> {
+    use serde_yaml::Value;
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let mut doc: Value =
+        serde_yaml::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    let Some(map) = doc.as_mapping_mut() else {
+        return Ok(());
+    };
+    let mut left = 0;
+    for (list, name) in [
+        ("clusters", "bosun"),
+        ("users", "bosun-admin"),
+        ("contexts", "bosun"),
+    ] {
+        if let Some(seq) = map.get_mut(list).and_then(Value::as_sequence_mut) {
+            seq.retain(|e| e.get("name").and_then(Value::as_str) != Some(name));
+            left += seq.len();
+        }
+    }
+    if map.get("current-context").and_then(Value::as_str) == Some("bosun") {
+        map.remove("current-context");
+    }
+    if left == 0 {
+        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+        println!("removed {}", path.display());
+    } else {
+        std::fs::write(path, serde_yaml::to_string(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("removed bosun's entries from {}", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bosuns_kubeconfig_entries_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: bosun\nclusters:\n- name: bosun\n  cluster: {server: 'https://127.0.0.1:6443'}\n- name: prod\n  cluster: {server: 'https://prod'}\nusers:\n- name: bosun-admin\n  user: {token: t}\ncontexts:\n- name: bosun\n  context: {cluster: bosun, user: bosun-admin}\n",
+        )
+        .unwrap();
+        remove_kubeconfig_entries(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("prod"), "{text}");
+        assert!(!text.contains("bosun"), "{text}");
+
+        // A kubeconfig holding only bosun's entries goes altogether.
+        let only = dir.path().join("only");
+        crate::cli::up::write_kubeconfig(
+            &only,
+            &serde_yaml::from_str("server: https://127.0.0.1:1").unwrap(),
+            "t",
+        )
+        .unwrap();
+        remove_kubeconfig_entries(&only).unwrap();
+        assert!(!only.exists());
+    }
+}

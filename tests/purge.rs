@@ -1,0 +1,188 @@
+//! `bosun down --purge` on real Docker: after `bosun up` with a local agent
+//! that runs a pod, a purge refuses without confirmation, and with `--yes`
+//! leaves no container, network, iptables rule, data or kubeconfig of that
+//! bosun behind.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{agent_binary, control_binary, Run};
+
+/// Stops whatever the test started if it fails half-way.
+struct Reaper {
+    dirs: Vec<PathBuf>,
+    node: String,
+    cidr: String,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            for pid_file in ["agent.pid", "control.pid"] {
+                if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
+                    if let Ok(pid) = pid.trim().parse::<i32>() {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+            }
+        }
+        let ids = docker_ids(&self.node);
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ids)
+                .output();
+        }
+        let _ = Command::new("docker")
+            .args(["network", "rm", &format!("bosun-{}", self.node)])
+            .output();
+        while rule_exists(&self.cidr) {
+            if !iptables(&[
+                "-D",
+                "DOCKER-USER",
+                "-s",
+                &self.cidr,
+                "-d",
+                &self.cidr,
+                "-j",
+                "ACCEPT",
+            ]) {
+                break;
+            }
+        }
+    }
+}
+
+fn docker_ids(node: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=io.bosun.node={node}"),
+        ])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+fn network_exists(name: &str) -> bool {
+    Command::new("docker")
+        .args(["network", "inspect", name])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("docker network inspect")
+        .success()
+}
+
+fn iptables(args: &[&str]) -> bool {
+    Command::new("iptables")
+        .arg("-w")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("iptables is installed")
+        .success()
+}
+
+fn rule_exists(cidr: &str) -> bool {
+    iptables(&["-C", "DOCKER-USER", "-s", cidr, "-d", cidr, "-j", "ACCEPT"])
+}
+
+fn poll(what: &str, deadline: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn down_purge_removes_everything_bosun_made_on_the_host() {
+    control_binary();
+    agent_binary();
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("bosun").join("control");
+    let agent_data = home.path().join("bosun").join("agent");
+    let kubeconfig = home.path().join(".bosun/kubeconfig");
+    let node = format!("purge-{}", std::process::id());
+    // A /16 of its own, so the rule is this node's alone.
+    let (pod_cidr, cidr) = ("10.251.7.0/24", "10.251.0.0/16");
+    let _reaper = Reaper {
+        dirs: vec![data.clone()],
+        node: node.clone(),
+        cidr: cidr.into(),
+    };
+    let bosun = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        Run::from("bosun", args, out)
+    };
+    let d = data.display().to_string();
+    bosun(&[
+        "up",
+        "--data-dir",
+        &d,
+        "--port",
+        "0",
+        "--node-name",
+        &node,
+        "--pod-cidr",
+        pod_cidr,
+    ])
+    .ok();
+    let manifest = home.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stays\nspec:\n  containers:\n  - name: app\n    image: bosun.local/not-built:1\n    imagePullPolicy: Never\n",
+    )
+    .unwrap();
+    bosun(&["apply", "-f", &manifest.display().to_string()]).ok();
+    // The pod's sandbox runs even though its image is missing.
+    poll(
+        "the pod's sandbox container",
+        Duration::from_secs(60),
+        || !docker_ids(&node).is_empty(),
+    );
+    assert!(network_exists(&format!("bosun-{node}")));
+    assert!(rule_exists(cidr), "the agent adds its pod-traffic rule");
+    assert!(agent_data.exists() && kubeconfig.exists());
+
+    // No terminal to ask on and no --yes: nothing happens.
+    let refused = bosun(&["down", "--purge", "--data-dir", &d]);
+    assert!(refused.fails().contains("pass --yes"), "{}", refused.stderr);
+    assert!(
+        !docker_ids(&node).is_empty(),
+        "nothing removed when refused"
+    );
+    assert!(
+        data.join("control.pid").exists(),
+        "still running when refused"
+    );
+
+    let purged = bosun(&["down", "--purge", "--yes", "--data-dir", &d]);
+    let text = purged.ok().to_string();
+    assert!(text.contains("bosun is purged from this host."), "{text}");
+    assert!(docker_ids(&node).is_empty(), "containers left: {text}");
+    assert!(!network_exists(&format!("bosun-{node}")), "{text}");
+    assert!(!rule_exists(cidr), "iptables rule left: {text}");
+    for gone in [&data, &agent_data, &kubeconfig] {
+        assert!(!gone.exists(), "{} left: {text}", gone.display());
+    }
+}
