@@ -52,6 +52,16 @@ if [ "${1:-}" = "--sweep-only" ]; then
 fi
 sweep_stale_test_resources
 
+# The test agents let pods of different nodes reach each other with
+# `iptables -I DOCKER-USER -s 10.244.0.0/16 -d 10.244.0.0/16 -j ACCEPT`
+# (agent/src/runtime/docker/network.rs). Leave the host as found: remove
+# the rule at the end if this run added it.
+POD_RULE=(DOCKER-USER -s 10.244.0.0/16 -d 10.244.0.0/16 -j ACCEPT)
+pod_rule_present() { iptables -w -C "${POD_RULE[@]}" >/dev/null 2>&1; }
+if command -v iptables >/dev/null 2>&1 && ! pod_rule_present; then
+  trap 'while pod_rule_present; do iptables -w -D "${POD_RULE[@]}" || break; done' EXIT
+fi
+
 need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 if [ ${#need_apt[@]} -gt 0 ]; then
