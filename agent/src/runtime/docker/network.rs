@@ -34,13 +34,7 @@ impl DockerRuntime {
                 .await
             {
                 Ok(net) => {
-                    let subnets: Vec<String> = net
-                        .ipam
-                        .and_then(|i| i.config)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .filter_map(|c| c.subnet)
-                        .collect();
+                    let subnets = subnets_of(net.ipam);
                     if !subnets.iter().any(|s| s == subnet) {
                         return Err(RuntimeError::Docker(format!(
                             "Docker network {name} exists with subnet {} instead of {subnet}; \
@@ -132,6 +126,15 @@ impl DockerRuntime {
         }
         self.iptables_done.lock().expect("poisoned").insert(cidr);
     }
+}
+
+/// The subnets of a network's IPAM configuration.
+pub(super) fn subnets_of(ipam: Option<Ipam>) -> Vec<String> {
+    ipam.and_then(|i| i.config)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.subnet)
+        .collect()
 }
 
 /// Runs `iptables -w <op> DOCKER-USER -s <cidr> -d <cidr> -j ACCEPT`

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions};
 
 use super::errors::docker_err;
-use super::network::{pod_traffic_rule, supernet16};
+use super::network::{pod_traffic_rule, subnets_of, supernet16};
 use super::DockerRuntime;
 use crate::runtime::{labels, Result};
 
@@ -88,16 +88,7 @@ impl DockerRuntime {
             .map_err(docker_err)?;
         Ok(list
             .into_iter()
-            .filter_map(|n| {
-                let subnets = n
-                    .ipam
-                    .and_then(|i| i.config)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|c| c.subnet)
-                    .collect();
-                Some((n.name?, subnets))
-            })
+            .filter_map(|n| Some((n.name?, subnets_of(n.ipam))))
             .collect())
     }
 }
