@@ -80,6 +80,8 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== module cycles"
+python3 scripts/module-cycles.py
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo build"
