@@ -5,6 +5,7 @@ pub mod cron;
 pub mod defaults;
 pub mod events;
 pub mod files;
+pub mod metrics;
 pub mod owners;
 pub mod patch;
 pub mod printers;
