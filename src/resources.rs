@@ -214,6 +214,11 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
+    // The seeds' version: the same shape as v2 (Kubernetes 1.25 still
+    // served it, converting to v2).
+    res!("autoscaling", "v2beta2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+         "horizontalpodautoscaler", true,
+         short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and
@@ -327,7 +332,7 @@ mod tests {
     fn groups_list_each_once() {
         let g = groups();
         let autoscaling = g.iter().find(|(n, _)| *n == "autoscaling").unwrap();
-        assert_eq!(autoscaling.1, vec!["v2", "v1"]);
+        assert_eq!(autoscaling.1, vec!["v2", "v1", "v2beta2"]);
         assert_eq!(g.iter().filter(|(n, _)| *n == "apps").count(), 1);
         assert!(g
             .iter()

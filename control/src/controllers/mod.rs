@@ -17,6 +17,7 @@ pub mod eventttl;
 pub mod garbagecollector;
 pub mod job;
 pub mod nodelifecycle;
+pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
 pub mod statefulset;
@@ -41,6 +42,7 @@ pub const ALL: &[&str] = &[
     "daemonset",
     "job",
     "cronjob",
+    "horizontalpodautoscaling",
     "volumebinding",
     "endpoints",
     "endpointslice",
@@ -60,6 +62,7 @@ pub struct ControllerOptions {
     pub event_ttl: Duration,
     pub node_lifecycle: nodelifecycle::NodeLifecycleOptions,
     pub pod_gc: podgc::PodGcOptions,
+    pub pod_autoscaler: podautoscaler::PodAutoscalerOptions,
 }
 
 impl Default for ControllerOptions {
@@ -69,6 +72,7 @@ impl Default for ControllerOptions {
             event_ttl: Duration::from_secs(3600),
             node_lifecycle: Default::default(),
             pod_gc: Default::default(),
+            pod_autoscaler: Default::default(),
         }
     }
 }
@@ -134,6 +138,9 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "daemonset" => daemonset::start(shared),
             "job" => job::start(shared),
             "cronjob" => cronjob::start(shared),
+            "horizontalpodautoscaling" => {
+                podautoscaler::start(shared, options.pod_autoscaler.clone())
+            }
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
             "endpointslice" => endpointslice::start(shared),
