@@ -470,6 +470,7 @@ pub async fn sync(hpa: &HorizontalPodAutoscaler, ctx: &Context) -> Result<(), Er
             )));
         }
         let (proposal, metric_name) = best.unwrap_or((0, String::new()));
+        tracing::debug!(hpa = %key, current, proposal, metric = %metric_name, "metrics' recommendation");
         set_condition(
             &mut status,
             SCALING_ACTIVE,
@@ -568,7 +569,7 @@ pub async fn sync(hpa: &HorizontalPodAutoscaler, ctx: &Context) -> Result<(), Er
         }
         final_desired = desired;
         status.last_scale_time = Some(from_chrono(now));
-        tracing::info!(hpa = %key, from = current, to = desired, reason = %rescale_reason, "rescaled");
+        tracing::info!(hpa = %key, from = current, to = desired, reason = %rescale_reason, metrics = ?metric_statuses, "rescaled");
     }
     status.current_replicas = Some(current);
     status.desired_replicas = final_desired;
