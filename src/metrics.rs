@@ -85,7 +85,7 @@ pub fn memory_quantity(bytes: u64) -> String {
 /// A window as metav1.Duration's JSON (Go's `time.Duration` string).
 pub fn window(seconds: f64) -> String {
     let ms = (seconds * 1000.0).round() as u64;
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         let fraction = format!("{:03}", ms % 1000);

@@ -118,8 +118,8 @@ async fn metrics_api_available(ctx: &Ctx) -> Result<()> {
 
 fn sort(rows: &mut [(String, i128, i128, Vec<String>)], by: Option<&str>) {
     match by {
-        Some("cpu") => rows.sort_by(|a, b| b.1.cmp(&a.1)),
-        Some("memory") => rows.sort_by(|a, b| b.2.cmp(&a.2)),
+        Some("cpu") => rows.sort_by_key(|r| std::cmp::Reverse(r.1)),
+        Some("memory") => rows.sort_by_key(|r| std::cmp::Reverse(r.2)),
         _ => {}
     }
 }

@@ -35,6 +35,10 @@ struct Reading {
     at: Instant,
 }
 
+/// One reading of a container: its cumulative CPU, its memory working
+/// set, and the wall-clock time of the reading.
+type Sample = (Reading, u64, DateTime<Utc>);
+
 #[derive(Default)]
 struct State {
     /// The last reading of each container (by id) and of the host.
@@ -132,30 +136,29 @@ impl MetricsCollector {
             }
         };
         let rt = &self.rt;
-        let readings: Vec<(ContainerInfo, Option<(Reading, u64, DateTime<Utc>)>)> =
-            futures::stream::iter(containers)
-                .map(|c| async move {
-                    let usage = rt.container_usage(&c.id).await;
-                    let at = (Instant::now(), Utc::now());
-                    let reading = match usage {
-                        Ok(u) => Some((
-                            Reading {
-                                cpu_nanos: u.cpu_usage_nanos,
-                                at: at.0,
-                            },
-                            u.memory_working_set_bytes,
-                            at.1,
-                        )),
-                        Err(e) => {
-                            tracing::debug!(container = %c.id, error = %e, "metrics: stats failed");
-                            None
-                        }
-                    };
-                    (c, reading)
-                })
-                .buffer_unordered(CONCURRENCY)
-                .collect()
-                .await;
+        let readings: Vec<(ContainerInfo, Option<Sample>)> = futures::stream::iter(containers)
+            .map(|c| async move {
+                let usage = rt.container_usage(&c.id).await;
+                let at = (Instant::now(), Utc::now());
+                let reading = match usage {
+                    Ok(u) => Some((
+                        Reading {
+                            cpu_nanos: u.cpu_usage_nanos,
+                            at: at.0,
+                        },
+                        u.memory_working_set_bytes,
+                        at.1,
+                    )),
+                    Err(e) => {
+                        tracing::debug!(container = %c.id, error = %e, "metrics: stats failed");
+                        None
+                    }
+                };
+                (c, reading)
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
         let host = (self.read_host)().map(|(cpu, mem)| {
             (
                 Reading {
