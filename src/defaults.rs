@@ -191,7 +191,7 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             let spec = object_at(root, "spec");
             set(spec, "minReplicas", json!(1));
-            if version == "v2"
+            if version != "v1"
                 && spec
                     .get("metrics")
                     .and_then(Value::as_array)

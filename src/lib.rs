@@ -5,6 +5,7 @@ pub mod cron;
 pub mod defaults;
 pub mod events;
 pub mod files;
+pub mod metrics;
 pub mod names;
 pub mod owners;
 pub mod patch;

@@ -215,12 +215,41 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
+    // The seeds' version: the same shape as v2 (Kubernetes 1.25 still
+    // served it, converting to v2).
+    res!("autoscaling", "v2beta2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+         "horizontalpodautoscaler", true,
+         short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
 ];
+
+/// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and
+/// PodMetrics, built on each request from the agents' latest readings
+/// (as metrics-server serves them), read-only (`get`, `list`).
+pub static READ_ONLY_RESOURCES: &[ResourceInfo] = &[
+    res!("metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", "", false,
+         short: [], cat: [], sub: []),
+    res!("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", "", true,
+         short: [], cat: [], sub: []),
+];
+
+/// Every resource served: the stored ones, then the read-only ones.
+pub fn served() -> impl Iterator<Item = &'static ResourceInfo> {
+    RESOURCES.iter().chain(READ_ONLY_RESOURCES.iter())
+}
+
+impl ResourceInfo {
+    /// Whether the resource is served but not stored (only `get` and `list`).
+    pub fn is_read_only(&self) -> bool {
+        READ_ONLY_RESOURCES
+            .iter()
+            .any(|r| r.group == self.group && r.plural == self.plural)
+    }
+}
 
 /// The API groups other than core, each with its versions, preferred first.
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+    for r in served().filter(|r| !r.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, versions)) => {
                 if !versions.contains(&r.version) {
@@ -235,9 +264,7 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
 
 /// The resource served at `group`/`version` under `plural`.
 pub fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
+    served().find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// The resource for an object's `apiVersion` and `kind`.
@@ -246,9 +273,7 @@ pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
         Some((g, v)) => (g, v),
         None => ("", api_version),
     };
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.kind == kind)
+    served().find(|r| r.group == group && r.version == version && r.kind == kind)
 }
 
 /// The resource a user means by `name` (`po`, `deployments.apps`, `Deployment`).
@@ -308,7 +333,20 @@ mod tests {
     fn groups_list_each_once() {
         let g = groups();
         let autoscaling = g.iter().find(|(n, _)| *n == "autoscaling").unwrap();
-        assert_eq!(autoscaling.1, vec!["v2", "v1"]);
+        assert_eq!(autoscaling.1, vec!["v2", "v1", "v2beta2"]);
         assert_eq!(g.iter().filter(|(n, _)| *n == "apps").count(), 1);
+        assert!(g
+            .iter()
+            .any(|(n, v)| *n == "metrics.k8s.io" && *v == ["v1beta1"]));
+    }
+
+    #[test]
+    fn metrics_are_served_read_only_and_do_not_shadow_core_names() {
+        let pods = by_path("metrics.k8s.io", "v1beta1", "pods").unwrap();
+        assert_eq!(pods.kind, "PodMetrics");
+        assert!(pods.is_read_only() && pods.namespaced);
+        assert_eq!(by_name("pods").unwrap().kind, "Pod");
+        assert_eq!(by_name("nodes").unwrap().kind, "Node");
+        assert!(!by_name("po").unwrap().is_read_only());
     }
 }

@@ -454,7 +454,7 @@ fn every_example_file_is_tested_and_listed_in_the_readme() {
 fn kubectl_verbs_on_all_the_examples() {
     // The listings below are of what was applied: no controller-made sets.
     let c = Cluster::start_with(&[
-        "--controllers=*,-scheduler,-replicaset,-deployment,-statefulset,-daemonset,-job,-cronjob",
+        "--controllers=*,-scheduler,-replicaset,-deployment,-statefulset,-daemonset,-job,-cronjob,-horizontalpodautoscaling",
     ]);
     let k = |args: &[&str]| c.kubectl(args);
 

@@ -7,6 +7,7 @@ pub mod config_sources;
 pub mod config_volumes;
 pub mod dns;
 pub mod events;
+pub mod metrics;
 pub mod node;
 pub mod pod;
 pub mod probes;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
+use bosun_agent::metrics::MetricsCollector;
 use bosun_agent::runtime::docker::DockerRuntime;
 use bosun_agent::streams::{self, StreamServer};
 use bosun_agent::sync_loop::Agent;
@@ -90,6 +91,11 @@ struct Args {
     /// kubelet's `--max-pods`.
     #[arg(long, default_value_t = 110)]
     max_pods: u32,
+    /// Seconds between resource metrics readings (Docker's one-shot stats
+    /// of every running container, and the host's /proc); 0 turns
+    /// collection off.
+    #[arg(long, default_value_t = 10.0)]
+    metrics_interval: f64,
 }
 
 /// The token the stream API accepts: from `--stream-token-file`, else the
@@ -295,6 +301,15 @@ async fn main() -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
     });
     tracing::info!(node = %cfg.node_name, ip = %cfg.node_ip, pod_cidr = %cfg.pod_cidr, port = daemon_port, "bosun-agent starting");
+    let metrics = (args.metrics_interval > 0.0).then(|| {
+        let collector = Arc::new(MetricsCollector::new(rt.clone(), &cfg.node_name));
+        tokio::spawn(
+            collector
+                .clone()
+                .run(secs(args.metrics_interval), stop_rx.clone()),
+        );
+        collector
+    });
     tokio::spawn(streams::serve(
         stream_listener,
         serving.config,
@@ -302,6 +317,7 @@ async fn main() -> anyhow::Result<()> {
             rt: rt.clone(),
             node: cfg.node_name.clone(),
             token,
+            metrics,
         }),
         stop_rx.clone(),
     ));

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use bosun_control::api::ApiOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
+use bosun_control::controllers::podautoscaler::PodAutoscalerOptions;
 use bosun_control::controllers::podgc::PodGcOptions;
 use bosun_control::manager::ControllerOptions;
 use bosun_control::server::{self, Config};
@@ -60,6 +61,25 @@ struct Args {
     /// The same for `node.kubernetes.io/unreachable:NoExecute`.
     #[arg(long, default_value_t = 300)]
     default_unreachable_toleration_seconds: i64,
+    /// How often each HorizontalPodAutoscaler is synced.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_sync_period: Duration,
+    /// How long an HPA without its own scale-down window looks back for
+    /// a higher recommendation before scaling down.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_downscale_stabilization: Duration,
+    /// How far from 1 the ratio of current to target must be before an
+    /// HPA scales.
+    #[arg(long, default_value_t = 0.1)]
+    horizontal_pod_autoscaler_tolerance: f64,
+    /// How long after a pod starts its CPU samples are trusted only once
+    /// it has been ready for a whole metrics window.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_cpu_initialization_period: Duration,
+    /// How long after a pod starts an unready pod is taken as still
+    /// starting rather than broken.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    horizontal_pod_autoscaler_initial_readiness_delay: Duration,
 }
 
 /// `90s`, `30m`, `1h` or plain seconds.
@@ -91,6 +111,15 @@ async fn main() -> anyhow::Result<()> {
         pod_gc: PodGcOptions {
             terminated_threshold: args.terminated_pod_gc_threshold,
             ..Default::default()
+        },
+        pod_autoscaler: PodAutoscalerOptions {
+            sync_period: args
+                .horizontal_pod_autoscaler_sync_period
+                .max(Duration::from_secs(1)),
+            downscale_stabilization: args.horizontal_pod_autoscaler_downscale_stabilization,
+            tolerance: args.horizontal_pod_autoscaler_tolerance,
+            cpu_initialization_period: args.horizontal_pod_autoscaler_cpu_initialization_period,
+            initial_readiness_delay: args.horizontal_pod_autoscaler_initial_readiness_delay,
         },
     };
     if let Err(e) = controllers.validate() {

@@ -13,7 +13,8 @@ use kube::Client;
 
 use crate::controllers::{
     cronjob, daemonset, deployment, endpoints, endpointslice, eventttl, garbagecollector, job,
-    namespace, nodelifecycle, podgc, replicaset, statefulset, tainteviction, volumebinding,
+    namespace, nodelifecycle, podautoscaler, podgc, replicaset, statefulset, tainteviction,
+    volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -26,6 +27,7 @@ pub const ALL: &[&str] = &[
     "daemonset",
     "job",
     "cronjob",
+    "horizontalpodautoscaling",
     "volumebinding",
     "endpoints",
     "endpointslice",
@@ -46,6 +48,7 @@ pub struct ControllerOptions {
     pub event_ttl: Duration,
     pub node_lifecycle: nodelifecycle::NodeLifecycleOptions,
     pub pod_gc: podgc::PodGcOptions,
+    pub pod_autoscaler: podautoscaler::PodAutoscalerOptions,
 }
 
 impl Default for ControllerOptions {
@@ -55,6 +58,7 @@ impl Default for ControllerOptions {
             event_ttl: Duration::from_secs(3600),
             node_lifecycle: Default::default(),
             pod_gc: Default::default(),
+            pod_autoscaler: Default::default(),
         }
     }
 }
@@ -121,6 +125,9 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "daemonset" => daemonset::start(shared),
             "job" => job::start(shared),
             "cronjob" => cronjob::start(shared),
+            "horizontalpodautoscaling" => {
+                podautoscaler::start(shared, options.pod_autoscaler.clone())
+            }
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
             "endpointslice" => endpointslice::start(shared),

@@ -1266,3 +1266,51 @@ async fn kube_runtime_watcher_lists_and_watches_every_resource() {
         }
     }
 }
+
+/// `metrics.k8s.io` is served read-only (not stored, so not in the CRUD
+/// sweep above): lists and gets answer, built from the agents' readings
+/// (none here: no agent runs), every write is refused, as metrics-server
+/// does.
+#[tokio::test]
+async fn metrics_are_served_read_only() {
+    let cp = ControlPlane::start();
+    let client = cp.client().await;
+    let base = "/apis/metrics.k8s.io/v1beta1";
+    let (code, list) = common::raw(&client, "GET", &format!("{base}/nodes"), "", vec![]).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "NodeMetricsList");
+    assert_eq!(list["items"], json!([]));
+    let (code, list) = common::raw(
+        &client,
+        "GET",
+        &format!("{base}/namespaces/default/pods?labelSelector=app%3Dweb"),
+        "",
+        vec![],
+    )
+    .await;
+    assert_eq!((code, list["kind"].as_str()), (200, Some("PodMetricsList")));
+    let (code, err) = common::raw(
+        &client,
+        "GET",
+        &format!("{base}/namespaces/default/pods/web"),
+        "",
+        vec![],
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert_eq!(err["message"], "pods.metrics.k8s.io \"web\" not found");
+    for (method, path) in [
+        ("POST", format!("{base}/namespaces/default/pods")),
+        ("DELETE", format!("{base}/nodes/n1")),
+        ("PUT", format!("{base}/nodes/n1")),
+        ("GET", format!("{base}/nodes?watch=true")),
+    ] {
+        let (code, err) =
+            common::raw(&client, method, &path, "application/json", b"{}".to_vec()).await;
+        assert_eq!(code, 405, "{method} {path}: {err}");
+        assert_eq!(err["reason"], "MethodNotAllowed");
+    }
+    let (code, doc) = common::raw(&client, "GET", base, "", vec![]).await;
+    assert_eq!(code, 200);
+    assert_eq!(doc["resources"][1]["verbs"], json!(["get", "list"]));
+}

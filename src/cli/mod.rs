@@ -1,6 +1,7 @@
 //! The `bosun` command line: kubectl's verbs against a bosun control plane.
 
 mod apply;
+mod autoscale;
 mod client;
 mod create;
 mod create_data;
@@ -25,6 +26,7 @@ mod set;
 mod streams;
 mod table;
 mod targets;
+mod top;
 mod up;
 
 use std::path::PathBuf;
@@ -79,6 +81,10 @@ enum Command {
     Patch(modify::PatchArgs),
     /// Set a new size for a deployment, replica set or stateful set.
     Scale(scale::ScaleArgs),
+    /// Auto-scale a deployment, replica set or stateful set.
+    Autoscale(autoscale::AutoscaleArgs),
+    /// Display resource (CPU/memory) usage of nodes or pods.
+    Top(top::TopArgs),
     /// Set specific features on objects: `set image`.
     Set(set::SetArgs),
     /// Manage the rollout of a deployment: status, history, undo, pause, resume, restart.
@@ -138,6 +144,8 @@ async fn dispatch(cli: Cli) -> Outcome {
                 Command::Patch(args) => modify::patch(&ctx, &args).await,
                 Command::Scale(args) => scale::scale(&ctx, &args).await,
                 Command::Set(args) => set::set(&ctx, &args).await,
+                Command::Autoscale(args) => autoscale::autoscale(&ctx, &args).await,
+                Command::Top(args) => top::top(&ctx, &args).await,
                 Command::Rollout(args) => rollout::rollout(&ctx, &args).await,
                 Command::Logs(args) => streams::logs(&ctx, &args).await,
                 Command::Exec(args) => streams::exec(&ctx, &args).await,

@@ -191,6 +191,22 @@ fn validate_metric_target(t: &Value, path: &str, errs: &mut Vec<FieldError>) {
             "must be either Utilization, Value, or AverageValue",
         ));
     }
+    // The field the type names must be set (validateMetricTarget).
+    match ty {
+        "Utilization" if get(t, "averageUtilization").is_none() => errs.push(FieldError::required(
+            child(path, "averageUtilization"),
+            "must set either a target raw value or a target utilization",
+        )),
+        "Value" if get(t, "value").is_none() => errs.push(FieldError::required(
+            child(path, "value"),
+            "must set either a target value for metric or a per-pod target",
+        )),
+        "AverageValue" if get(t, "averageValue").is_none() => errs.push(FieldError::required(
+            child(path, "averageValue"),
+            "must set either a target value for metric or a per-pod target",
+        )),
+        _ => {}
+    }
     for k in ["value", "averageValue"] {
         if let Some(q) = get(t, k) {
             let s = q.as_str().unwrap_or_default();

@@ -482,6 +482,15 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v)
         }
+        // v2beta2 has v2's shape: decoded as v2, then given its apiVersion back.
+        ("autoscaling", "v2beta2", "HorizontalPodAutoscaler") => {
+            let mut v = v;
+            v["apiVersion"] = serde_json::json!("autoscaling/v2");
+            roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v).map(|mut out| {
+                out["apiVersion"] = serde_json::json!("autoscaling/v2beta2");
+                out
+            })
+        }
         ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v1::HorizontalPodAutoscaler>(v)
         }

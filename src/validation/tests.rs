@@ -807,6 +807,22 @@ fn core_and_autoscaling_invalid_objects() {
         "spec.metrics[0].resource",
         "FieldValueRequired",
     );
+    // A target type whose field is missing (AverageValue with a utilization).
+    let errs = create(
+        "hpa",
+        hpa(json!({"scaleTargetRef": target, "maxReplicas": 2,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "AverageValue", "averageUtilization": 50}}}]})),
+    );
+    assert_eq!(
+        find(
+            &errs,
+            "spec.metrics[0].resource.target.averageValue",
+            "FieldValueRequired"
+        )
+        .message(),
+        "spec.metrics[0].resource.target.averageValue: Required value: must set either a target value for metric or a per-pod target"
+    );
 }
 
 #[test]

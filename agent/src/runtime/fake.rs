@@ -13,9 +13,9 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::{
-    ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecOutput,
-    LogOptions, Output, PodRef, Result, Role, RuntimeError, SandboxConfig, Session, SessionId,
-    StreamFlags,
+    ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ContainerUsage,
+    ExecOutput, LogOptions, Output, PodRef, Result, Role, RuntimeError, SandboxConfig, Session,
+    SessionId, StreamFlags,
 };
 
 #[derive(Debug, Clone)]
@@ -33,6 +33,7 @@ struct State {
     calls: Vec<String>,
     exec_results: BTreeMap<String, i64>,
     logs: BTreeMap<String, String>,
+    usage: BTreeMap<String, ContainerUsage>,
 }
 
 /// Containers in memory; every call is recorded.
@@ -51,6 +52,15 @@ impl FakeRuntime {
         let mut st = self.state.lock().unwrap();
         let id = format!("sha256:{:x}", image.len() * 7919);
         st.images.insert(image.to_string(), id);
+    }
+
+    /// Sets what [`ContainerRuntime::container_usage`] reports for `id`.
+    pub fn set_usage(&self, id: &str, usage: ContainerUsage) {
+        self.state
+            .lock()
+            .unwrap()
+            .usage
+            .insert(id.to_string(), usage);
     }
 
     /// The calls made so far, like `create app web`.
@@ -350,6 +360,17 @@ impl ContainerRuntime for FakeRuntime {
             ),
             SessionId::Attach(_) => None,
         })
+    }
+
+    async fn container_usage(&self, id: &str) -> Result<ContainerUsage> {
+        let st = self.state.lock().unwrap();
+        if !st.containers.contains_key(id) {
+            return Err(RuntimeError::NotFound(id.to_string()));
+        }
+        Ok(st.usage.get(id).copied().unwrap_or(ContainerUsage {
+            cpu_usage_nanos: 0,
+            memory_working_set_bytes: 0,
+        }))
     }
 }
 

@@ -196,6 +196,17 @@ pub struct ExecOutput {
     pub stderr: Vec<u8>,
 }
 
+/// One reading of a container's resource use, as the engine's stats
+/// give it (cumulative CPU time, so a rate needs two readings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerUsage {
+    /// CPU time used since the container started, in nanoseconds.
+    pub cpu_usage_nanos: u64,
+    /// Memory in use minus the inactive page cache (the kubelet's
+    /// `workingSetBytes`, `docker stats`' MEM USAGE).
+    pub memory_working_set_bytes: u64,
+}
+
 /// A container's log bytes as they come.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
 
@@ -352,4 +363,8 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// The exit code of an exec session whose output has ended (`None` for
     /// an attach, or an exec the engine lost).
     async fn session_exit_code(&self, session: &SessionId) -> Result<Option<i64>>;
+
+    /// One reading of a running container's CPU and memory (a single
+    /// request, no stream held open).
+    async fn container_usage(&self, id: &str) -> Result<ContainerUsage>;
 }

@@ -7,6 +7,9 @@
 //! - `GET /exec/{namespace}/{pod}/{container}?command=..&stdin&stdout&stderr&tty`
 //!   and `GET /attach/{namespace}/{pod}/{container}?..`: WebSocket upgrades
 //!   speaking [`remotecommand`]'s protocol;
+//! - `GET /stats/summary`: the latest resource readings of the node and
+//!   its pods (a subset of the kubelet's stats Summary, see
+//!   [`bosun::metrics::Summary`]); 503 when metrics collection is off;
 //! - `GET /healthz`.
 //!
 //! Every request but `/healthz` must carry `Authorization: Bearer <token>`
@@ -40,6 +43,8 @@ pub struct StreamServer {
     pub node: String,
     /// The bearer token callers must present.
     pub token: String,
+    /// Resource metrics, unless collection is off.
+    pub metrics: Option<Arc<crate::metrics::MetricsCollector>>,
 }
 
 /// An error as a Kubernetes `Status` with its HTTP code.
@@ -152,6 +157,9 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
         ));
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segments == ["stats", "summary"] {
+        return stats_summary(&server);
+    }
     let (verb, ns, pod, container) = match segments.as_slice() {
         [verb, ns, pod, container] => (*verb, *ns, *pod, *container),
         _ => return Err(StatusError::not_found(format!("no such path {path}"))),
@@ -227,6 +235,26 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
         }
         _ => Err(StatusError::not_found(format!("no such path {path}"))),
     }
+}
+
+fn stats_summary(server: &StreamServer) -> Result<Response> {
+    let metrics = server.metrics.as_ref().ok_or_else(|| {
+        StatusError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            format!(
+                "node {} does not collect resource metrics (--metrics-interval=0)",
+                server.node
+            ),
+        )
+    })?;
+    let body = serde_json::to_vec(&metrics.summary()).unwrap_or_default();
+    Ok((
+        StatusCode::OK,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<i64>> {
@@ -422,6 +450,7 @@ mod tests {
             rt: fake.clone(),
             node: "n1".into(),
             token: "t".into(),
+            metrics: None,
         };
         let read = |query: &[(&str, &str)]| {
             let query: HashMap<String, String> = query

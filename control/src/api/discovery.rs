@@ -2,7 +2,7 @@
 //! `/version`, in the legacy (non-aggregated) form: a client that asks for
 //! aggregated discovery gets plain `application/json` and falls back.
 
-use bosun::resources::{groups, ResourceInfo, RESOURCES};
+use bosun::resources::{groups, served, ResourceInfo, RESOURCES};
 use serde_json::{json, Value};
 
 const VERBS: &[&str] = &[
@@ -58,7 +58,7 @@ fn resource_entry(r: &ResourceInfo) -> Value {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": VERBS,
+        "verbs": if r.is_read_only() { &["get", "list"][..] } else { VERBS },
     });
     if !r.short_names.is_empty() {
         e["shortNames"] = json!(r.short_names);
@@ -72,10 +72,7 @@ fn resource_entry(r: &ResourceInfo) -> Value {
 /// The APIResourceList of one group version, or None if it is not served.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-    {
+    for r in served().filter(|r| r.group == group && r.version == version) {
         resources.push(resource_entry(r));
         for sub in r.subresources {
             let (verbs, kind) = r.subresource_discovery(sub);
@@ -248,6 +245,33 @@ mod tests {
             entry("pods/status")["verbs"],
             json!(["get", "patch", "update"])
         );
+    }
+
+    #[test]
+    fn metrics_are_listed_read_only_as_metrics_server_lists_them() {
+        let doc = resource_list("metrics.k8s.io", "v1beta1").unwrap();
+        let entries = doc["resources"].as_array().unwrap();
+        let names: Vec<(&str, &str, bool)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap(),
+                    e["kind"].as_str().unwrap(),
+                    e["namespaced"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("nodes", "NodeMetrics", false),
+                ("pods", "PodMetrics", true)
+            ]
+        );
+        for e in entries {
+            assert_eq!(e["verbs"], json!(["get", "list"]));
+        }
+        assert!(api_group("metrics.k8s.io").is_some());
     }
 
     #[test]

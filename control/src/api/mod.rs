@@ -12,6 +12,7 @@ mod eviction;
 mod filter;
 mod get;
 mod list;
+mod metrics;
 pub mod object;
 mod patch;
 pub mod protobuf;
@@ -289,6 +290,9 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         headers,
         body,
     };
+    if metrics::is_metrics(&req.target) {
+        return metrics::serve(&state, req).await;
+    }
     handle(&state, req).await
 }
 

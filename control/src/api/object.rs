@@ -141,8 +141,9 @@ pub fn qos_class(spec: &Value) -> &'static str {
 }
 
 /// Converts an object as a client sent it for `res` into the storage
-/// version. Only HorizontalPodAutoscaler has two versions: autoscaling/v1
-/// objects become autoscaling/v2 ones.
+/// version. Only HorizontalPodAutoscaler has several versions: autoscaling/v1
+/// objects become autoscaling/v2 ones; autoscaling/v2beta2 has v2's shape
+/// and only changes its apiVersion.
 pub fn to_storage_version(res: &ResourceInfo, mut obj: Value) -> Value {
     if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
         obj = hpa_v1_to_v2(obj);

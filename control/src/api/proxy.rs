@@ -113,13 +113,13 @@ impl ServerCertVerifier for PinnedCertificate {
 
 /// Where a node's agent serves, and the certificate it presents.
 #[derive(Debug, Clone, PartialEq)]
-struct AgentEndpoint {
-    host: String,
-    port: u16,
+pub(super) struct AgentEndpoint {
+    pub(super) host: String,
+    pub(super) port: u16,
     cert_pem: String,
 }
 
-fn agent_endpoint(node_name: &str, node: &Value) -> ApiResult<AgentEndpoint> {
+pub(super) fn agent_endpoint(node_name: &str, node: &Value) -> ApiResult<AgentEndpoint> {
     let status = &node["status"];
     let port = status["daemonEndpoints"]["kubeletEndpoint"]["Port"]
         .as_u64()
@@ -238,7 +238,7 @@ async fn load(state: &ApiState, kind: &str, ns: Option<&str>, name: &str) -> Api
 
 /// Opens an HTTP/1.1 connection to the agent, trusting only its
 /// published certificate.
-async fn connect(
+pub(super) async fn connect(
     endpoint: &AgentEndpoint,
 ) -> ApiResult<hyper::client::conn::http1::SendRequest<Body>> {
     let der = CertificateDer::from_pem_slice(endpoint.cert_pem.as_bytes())

@@ -14,6 +14,7 @@ pub mod garbagecollector;
 pub mod job;
 pub mod namespace;
 pub mod nodelifecycle;
+pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
 pub mod statefulset;

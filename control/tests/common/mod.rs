@@ -35,6 +35,7 @@ pub const OFF_IN_API_TESTS: &[&str] = &[
     "nodelifecycle",
     "tainteviction",
     "podgc",
+    "horizontalpodautoscaling",
 ];
 
 pub fn binary() -> PathBuf {

@@ -23,6 +23,7 @@ mod images;
 mod network;
 mod purge;
 mod sandbox;
+mod stats;
 mod streams;
 
 use std::collections::HashSet;
@@ -35,8 +36,8 @@ use tokio::sync::OnceCell;
 use self::errors::docker_err;
 pub use self::images::PAUSE_REPOSITORY;
 use super::{
-    ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ExecOutput, LogOptions, PodRef,
-    Result, Role, RuntimeError, SandboxConfig, Session, SessionId, StreamFlags,
+    ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerUsage, ExecOutput,
+    LogOptions, PodRef, Result, Role, RuntimeError, SandboxConfig, Session, SessionId, StreamFlags,
 };
 
 /// Label on app and init containers naming their sandbox's id.
@@ -217,5 +218,9 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn session_exit_code(&self, session: &SessionId) -> Result<Option<i64>> {
         self.exec_exit_code(session).await
+    }
+
+    async fn container_usage(&self, id: &str) -> Result<ContainerUsage> {
+        self.usage(id).await
     }
 }

@@ -115,6 +115,12 @@ fn err<T>(msg: impl Into<String>) -> Result<T> {
 /// `DeleteOptions`) are found in `meta/v1` from any version.
 pub fn message_name(api_version: &str, kind: &str) -> Option<String> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    // autoscaling/v2beta2's messages are v2's (the same fields and
+    // numbers); its proto file is not vendored.
+    let version = match (group, version) {
+        ("autoscaling", "v2beta2") => "v2",
+        _ => version,
+    };
     let package = match group {
         "" => "core",
         g => g.split('.').next().unwrap_or(g),
