@@ -141,7 +141,7 @@ impl DnsServer {
 
     /// How many encoded answers the UDP fast path holds.
     pub fn filed_answers(&self) -> usize {
-        self.udp.answers.len()
+        self.udp.answers.count()
     }
 
     /// Stops serving and watching.

@@ -103,7 +103,7 @@ impl Answers {
     }
 
     /// How many answers are filed (for tests).
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.filed.read().expect("answers lock").answers.len()
     }
 }
