@@ -204,16 +204,7 @@ pub(super) fn describe_persistent_volume_claim(pvc: &Value, pods: &[Value]) -> O
         out.kv(2, "Kind", str_of(&source["kind"]));
         out.kv(2, "Name", str_of(&source["name"]));
     }
-    let users = pods_using_claim(pvc, pods);
-    match users.split_first() {
-        None => out.kv(0, "Used By", "<none>"),
-        Some((first, rest)) => {
-            out.kv(0, "Used By", first);
-            for name in rest {
-                out.line(0, &format!("\t{name}"));
-            }
-        }
-    }
+    out.list(0, "Used By", &pods_using_claim(pvc, pods));
     let conditions = pvc["status"]["conditions"]
         .as_array()
         .cloned()

@@ -62,7 +62,7 @@ async fn fast_answers_are_the_general_paths_bytes() {
     let ours = serve_zone(vec![], Duration::from_millis(100), zone).await;
 
     let plain = |q: &str, t| query(q, t, DNSClass::IN, true, false, false);
-    let in_zone = [
+    let mut in_zone = vec![
         plain("web.default.svc.cluster.local.", RecordType::A),
         plain("WEB.Default.svc.CLUSTER.local.", RecordType::A),
         plain("nginx.default.svc.cluster.local.", RecordType::A),
@@ -86,47 +86,24 @@ async fn fast_answers_are_the_general_paths_bytes() {
         plain("ext.default.svc.cluster.local.", RecordType::A),
         plain("10-244-1-9.default.pod.cluster.local.", RecordType::A),
         plain("web.default.svc.cluster.local.", RecordType::ANY),
-        query(
-            "web.default.svc.cluster.local.",
-            RecordType::A,
-            DNSClass::IN,
-            false,
-            false,
-            false,
-        ),
-        query(
-            "web.default.svc.cluster.local.",
-            RecordType::A,
-            DNSClass::IN,
-            true,
-            true,
-            false,
-        ),
-        query(
-            "web.default.svc.cluster.local.",
-            RecordType::A,
-            DNSClass::IN,
-            true,
-            false,
-            true,
-        ),
-        query(
-            "nope.default.svc.cluster.local.",
-            RecordType::A,
-            DNSClass::IN,
-            true,
-            false,
-            true,
-        ),
-        query(
-            "web.default.svc.cluster.local.",
-            RecordType::A,
-            DNSClass::CH,
-            true,
-            false,
-            false,
-        ),
     ];
+    // The same questions with other flags, EDNS, another class.
+    let web = "web.default.svc.cluster.local.";
+    for (q, class, rd, cd, edns) in [
+        (web, DNSClass::IN, false, false, false),
+        (web, DNSClass::IN, true, true, false),
+        (web, DNSClass::IN, true, false, true),
+        (
+            "nope.default.svc.cluster.local.",
+            DNSClass::IN,
+            true,
+            false,
+            true,
+        ),
+        (web, DNSClass::CH, true, false, false),
+    ] {
+        in_zone.push(query(q, RecordType::A, class, rd, cd, edns));
+    }
     // Answers that depend on more than the zone: never filed.
     let elsewhere = [
         plain("outside.example.", RecordType::A),
