@@ -429,7 +429,7 @@ fn pvc_cells(pvc: &Value, now: DateTime<Utc>) -> Vec<Value> {
 }
 
 /// Access modes as kubectl abbreviates them: RWO, ROX, RWX, RWOP, in that order.
-pub(super) fn access_modes(modes: &[Value]) -> String {
+pub fn access_modes(modes: &[Value]) -> String {
     let has = |m: &str| modes.iter().any(|x| x.as_str() == Some(m));
     [
         ("ReadWriteOnce", "RWO"),
@@ -451,7 +451,8 @@ fn quantity_or_zero(v: &Value, ptr: &str) -> String {
     }
 }
 
-fn storage_class(obj: &Value) -> String {
+/// The class of a PV or PVC: the beta annotation, else `spec.storageClassName`.
+pub fn storage_class(obj: &Value) -> String {
     match obj.pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class") {
         Some(Value::String(class)) => class.clone(),
         _ => str_at(obj, "/spec/storageClassName").to_string(),

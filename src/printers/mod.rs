@@ -34,6 +34,7 @@ use fields::name_cell;
 
 pub use age::{human_age, human_duration};
 pub use column::{header, Column};
+pub use core_group::{access_modes, storage_class};
 pub use pod::pod_status;
 pub use storage::is_default_class;
 

@@ -58,8 +58,8 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
         tokio::spawn(async move {
             loop {
                 changed.notified().await;
-                let snapshot = state.lock().expect("dns state").clone();
-                let built = Zone::build(&snapshot, &domain, ttl);
+                // Built under the lock rather than from a copy of the state.
+                let built = Zone::build(&state.lock().expect("dns state"), &domain, ttl);
                 tracing::debug!(names = built.len(), "cluster DNS zone rebuilt");
                 *zone.write().expect("zone lock") = Arc::new(built);
             }

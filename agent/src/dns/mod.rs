@@ -17,12 +17,16 @@
 //!   the [`zone::Zone`] on every change.
 //! - [`server`]: the hickory-server request handler: answers from the
 //!   zone, forwards the rest with a short timeout (SERVFAIL on failure).
+//! - [`udp`]: the UDP workers: answers the zone gave before are sent
+//!   again from their encoded bytes (the fast path); the rest goes to the
+//!   handler (the general path). TCP is hickory-server's.
 //! - [`upstream`]: the host's upstream resolvers and search domains, from
 //!   where the real ones are listed (never a systemd stub, never
 //!   ourselves).
 
 pub mod cache;
 pub mod server;
+pub mod udp;
 pub mod upstream;
 pub mod zone;
 
@@ -37,6 +41,7 @@ use hickory_server::Server;
 use tokio::task::JoinHandle;
 
 pub use server::DnsHandler;
+use udp::UdpFront;
 pub use zone::{ClusterState, Zone};
 
 /// TTL of the records in the zone, as CoreDNS's default for Kubernetes.
@@ -74,16 +79,24 @@ pub fn gateway_of(pod_cidr: &str) -> Option<Ipv4Addr> {
 /// A running DNS server: its sockets and the watches that feed it.
 pub struct DnsServer {
     server: Server<DnsHandler>,
+    udp: UdpFront,
     feeders: Vec<JoinHandle<()>>,
     pub local_addr: SocketAddr,
+}
+
+/// How many threads receive on the UDP socket: one per core, at most four.
+fn udp_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
 }
 
 impl DnsServer {
     /// Binds UDP and TCP on `settings.bind` and serves `zone`.
     pub async fn serve(settings: &DnsSettings, zone: SharedZone) -> anyhow::Result<DnsServer> {
         use anyhow::Context;
-        let udp = tokio::net::UdpSocket::bind(settings.bind)
-            .await
+        let udp = std::net::UdpSocket::bind(settings.bind)
             .with_context(|| format!("DNS: binding UDP {}", settings.bind))?;
         let local_addr = udp.local_addr()?;
         let tcp = tokio::net::TcpListener::bind(local_addr)
@@ -95,12 +108,14 @@ impl DnsServer {
             .copied()
             .filter(|u| *u != local_addr)
             .collect();
-        let handler = DnsHandler::new(zone, upstreams, settings.forward_timeout);
+        let handler = DnsHandler::new(zone.clone(), upstreams, settings.forward_timeout);
+        let udp = UdpFront::start(udp, handler.clone(), zone, udp_workers())
+            .context("DNS: starting the UDP workers")?;
         let mut server = Server::new(handler);
-        server.register_socket(udp);
         server.register_listener(tcp, Duration::from_secs(5), 64 * 1024);
         Ok(DnsServer {
             server,
+            udp,
             feeders: Vec::new(),
             local_addr,
         })
@@ -124,11 +139,17 @@ impl DnsServer {
         Ok(server)
     }
 
+    /// How many encoded answers the UDP fast path holds.
+    pub fn filed_answers(&self) -> usize {
+        self.udp.answers.count()
+    }
+
     /// Stops serving and watching.
     pub async fn shutdown(mut self) {
         for f in &self.feeders {
             f.abort();
         }
+        self.udp.stop().await;
         if let Err(e) = self.server.shutdown_gracefully().await {
             tracing::debug!(error = %e, "DNS server shutdown");
         }

@@ -15,12 +15,13 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::zone::Answer;
+use super::zone::{Answer, Zone};
 use super::SharedZone;
 
 /// The UDP payload size we advertise with EDNS (the DNS flag day's).
 const EDNS_PAYLOAD: u16 = 1232;
 
+#[derive(Clone)]
 pub struct DnsHandler {
     zone: SharedZone,
     upstreams: Vec<SocketAddr>,
@@ -163,6 +164,20 @@ impl RequestHandler for DnsHandler {
         request: &Request,
         handle: R,
     ) -> ResponseInfo {
+        let zone = self.zone.read().expect("zone lock").clone();
+        self.respond(&zone, request, handle).await
+    }
+}
+
+impl DnsHandler {
+    /// Answers `request` from `zone` (the general path: every protocol,
+    /// every kind of request).
+    pub async fn respond<R: ResponseHandler>(
+        &self,
+        zone: &Zone,
+        request: &Request,
+        handle: R,
+    ) -> ResponseInfo {
         let fail = |rcode| response_meta(request, rcode);
         if request.metadata.op_code != OpCode::Query {
             return send(request, handle, fail(ResponseCode::NotImp), &[], &[], &[]).await;
@@ -175,7 +190,6 @@ impl RequestHandler for DnsHandler {
         if query.query_class() != DNSClass::IN && query.query_class() != DNSClass::ANY {
             return send(request, handle, fail(ResponseCode::NotImp), &[], &[], &[]).await;
         }
-        let zone = self.zone.read().expect("zone lock").clone();
         match zone.lookup(query.name(), query.query_type(), request.src().ip()) {
             Answer::Zone {
                 rcode,

@@ -8,23 +8,21 @@ use std::time::{Duration, Instant};
 
 use hickory_server::net::runtime::TokioTime;
 use hickory_server::net::xfer::Protocol;
-use hickory_server::net::NetError;
 use hickory_server::proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_server::proto::rr::rdata::A;
 use hickory_server::proto::rr::{Name, RData, Record, RecordType};
-use hickory_server::proto::serialize::binary::BinEncoder;
-use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use hickory_server::zone_handler::MessageResponse;
+use hickory_server::server::{Request, RequestHandler};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+use super::udp::Encoded;
 use super::upstream::{host_resolvers, parse_resolv_conf};
 use super::zone::{parse_reverse, Answer, ClusterState, PodInfo, SliceInfo, SvcInfo};
 use super::{gateway_of, DnsHandler, DnsServer, DnsSettings, SharedZone, Zone};
 
-const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 244, 1, 9));
+pub(super) const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 244, 1, 9));
 
 fn service(ns: &str, name: &str, cluster_ip: &str, ports: serde_json::Value) -> Service {
     serde_json::from_value(json!({
@@ -62,7 +60,7 @@ fn key(ns: &str, name: &str) -> (String, String) {
 /// service `nginx` with web-0 and web-1 ready and web-2 not ready, an
 /// ExternalName service, and the client pod `client` (10.244.1.9) in
 /// `default`.
-fn state() -> ClusterState {
+pub(super) fn state() -> ClusterState {
     let mut st = ClusterState::default();
     let ports = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
     st.services.insert(
@@ -445,11 +443,20 @@ fn the_gateway_is_the_first_address_of_the_pod_cidr() {
 
 // --- the server on real sockets ---
 
-fn shared(st: &ClusterState) -> SharedZone {
+pub(super) fn shared(st: &ClusterState) -> SharedZone {
     Arc::new(RwLock::new(Arc::new(Zone::build(st, "cluster.local", 5))))
 }
 
-async fn start_server(upstreams: Vec<SocketAddr>, timeout: Duration) -> DnsServer {
+pub(super) async fn start_server(upstreams: Vec<SocketAddr>, timeout: Duration) -> DnsServer {
+    serve_zone(upstreams, timeout, shared(&state())).await
+}
+
+/// A server on 127.0.0.1 answering from `zone`.
+pub(super) async fn serve_zone(
+    upstreams: Vec<SocketAddr>,
+    timeout: Duration,
+    zone: SharedZone,
+) -> DnsServer {
     let settings = DnsSettings {
         bind: "127.0.0.1:0".parse().unwrap(),
         domain: "cluster.local".into(),
@@ -457,10 +464,10 @@ async fn start_server(upstreams: Vec<SocketAddr>, timeout: Duration) -> DnsServe
         ttl: 5,
         forward_timeout: timeout,
     };
-    DnsServer::serve(&settings, shared(&state())).await.unwrap()
+    DnsServer::serve(&settings, zone).await.unwrap()
 }
 
-fn query_bytes(q: &str, t: RecordType, id: u16) -> Vec<u8> {
+pub(super) fn query_bytes(q: &str, t: RecordType, id: u16) -> Vec<u8> {
     let mut m = Message::new(id, MessageType::Query, OpCode::Query);
     m.metadata.recursion_desired = true;
     m.add_query(Query::query(name(q), t));
@@ -627,35 +634,11 @@ async fn two_questions_are_formerr() {
     server.shutdown().await;
 }
 
-/// Collects the encoded response instead of sending it.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Option<Vec<u8>>>>);
-
-#[async_trait::async_trait]
-impl ResponseHandler for Capture {
-    async fn send_response<'a>(
-        &mut self,
-        response: MessageResponse<
-            '_,
-            'a,
-            impl Iterator<Item = &'a Record> + Send + 'a,
-            impl Iterator<Item = &'a Record> + Send + 'a,
-            impl Iterator<Item = &'a Record> + Send + 'a,
-            impl Iterator<Item = &'a Record> + Send + 'a,
-        >,
-    ) -> Result<ResponseInfo, NetError> {
-        let mut bytes = Vec::new();
-        let mut enc = BinEncoder::new(&mut bytes);
-        let info = response.destructive_emit(&mut enc)?;
-        *self.0.lock().unwrap() = Some(bytes);
-        Ok(info)
-    }
-}
-
-#[tokio::test]
-async fn random_bytes_never_panic_the_parse_and_answer_path() {
-    let handler = DnsHandler::new(shared(&state()), vec![], Duration::from_millis(50));
-    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+/// `count` inputs for the parse and answer path: pure noise, valid
+/// queries with bytes flipped or cut, and well-formed questions for odd
+/// names made of the words of the zone's names.
+pub(super) fn fuzz_inputs(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let seeds = [
         query_bytes(
             "_http._tcp.web.default.svc.cluster.local.",
@@ -665,7 +648,6 @@ async fn random_bytes_never_panic_the_parse_and_answer_path() {
         query_bytes("9.1.244.10.in-addr.arpa.", RecordType::PTR, 2),
         query_bytes("web-0.nginx.", RecordType::A, 3),
     ];
-    // Words names of the zone are made of, for well-formed odd questions.
     let words = [
         "1",
         "244",
@@ -696,11 +678,8 @@ async fn random_bytes_never_panic_the_parse_and_answer_path() {
         RecordType::ANY,
         RecordType::MX,
     ];
-    let mut answered = 0;
-    for i in 0..20_000 {
-        // Pure noise, valid queries with bytes flipped or cut, and
-        // well-formed questions for odd names.
-        let raw: Vec<u8> = match i % 4 {
+    (0..count)
+        .map(|i| match i % 4 {
             0 => {
                 let len = rng.random_range(0..600);
                 (0..len).map(|_| rng.random()).collect()
@@ -724,18 +703,26 @@ async fn random_bytes_never_panic_the_parse_and_answer_path() {
                 let t = types[rng.random_range(0..types.len())];
                 query_bytes(&format!("{}.", labels.join(".")), t, 4)
             }
-        };
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn random_bytes_never_panic_the_parse_and_answer_path() {
+    let handler = DnsHandler::new(shared(&state()), vec![], Duration::from_millis(50));
+    let mut answered = 0;
+    for raw in fuzz_inputs(11, 20_000) {
         let Ok(request) = Request::from_bytes(raw, (CLIENT, 5353).into(), Protocol::Udp) else {
             continue;
         };
         if request.metadata.message_type != MessageType::Query {
             continue;
         }
-        let capture = Capture::default();
+        let capture = Encoded::default();
         handler
             .handle_request::<_, TokioTime>(&request, capture.clone())
             .await;
-        let out = capture.0.lock().unwrap().take().expect("a response");
+        let out = capture.take().expect("a response");
         Message::from_vec(&out).expect("our response parses");
         answered += 1;
     }

@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hickory_server::proto::op::ResponseCode;
 use hickory_server::proto::rr::rdata::{A, AAAA, CNAME, PTR, SOA, SRV};
@@ -192,6 +193,9 @@ pub struct Zone {
     /// Which namespace each pod IP is in, for autopath.
     pod_ns: HashMap<IpAddr, String>,
     soa: Record,
+    /// Distinct for every zone built in this process: what answers
+    /// encoded from this zone are filed under.
+    generation: u64,
 }
 
 fn norm(name: &str) -> String {
@@ -255,6 +259,7 @@ pub fn parse_reverse(name: &str) -> Option<IpAddr> {
 
 impl Zone {
     pub fn build(state: &ClusterState, domain: &str, ttl: u32) -> Zone {
+        static GENERATIONS: AtomicU64 = AtomicU64::new(0);
         let domain = norm(domain);
         let origin = fqdn(&domain);
         let soa = Record::from_rdata(
@@ -278,6 +283,7 @@ impl Zone {
             ptr: HashMap::new(),
             pod_ns: HashMap::new(),
             soa,
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         };
         z.exists(&domain);
         z.exists(&format!("svc.{domain}"));
@@ -420,6 +426,28 @@ impl Zone {
         self.pod_ns.get(ip).map(String::as_str)
     }
 
+    /// Which build of the zone this is (each build has its own).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether the answer to `qname` comes from the zone alone, the same
+    /// for every client: names of the zone, and reverse names of its
+    /// addresses (not autopath, which depends on who asks, nor forwarding).
+    pub fn answers_alone(&self, qname: &Name) -> bool {
+        let key = norm(&qname.to_ascii());
+        self.in_zone(&key) || self.reverse_target(&key).is_some()
+    }
+
+    /// The name a reverse name (`9.1.244.10.in-addr.arpa`) points to, if
+    /// the zone has that address.
+    fn reverse_target(&self, key: &str) -> Option<&Name> {
+        if !(key.ends_with(".in-addr.arpa") || key.ends_with(".ip6.arpa")) {
+            return None;
+        }
+        parse_reverse(key).and_then(|ip| self.ptr.get(&ip))
+    }
+
     /// How many names the zone holds (for logs).
     pub fn len(&self) -> usize {
         self.names.len()
@@ -435,24 +463,24 @@ impl Zone {
         if self.in_zone(&key) {
             return self.answer_in_zone(qname, &key, qtype);
         }
+        if let Some(target) = self.reverse_target(&key) {
+            let answers = if matches!(qtype, RecordType::PTR | RecordType::ANY) {
+                vec![Record::from_rdata(
+                    qname.clone(),
+                    self.ttl,
+                    RData::PTR(PTR(target.clone())),
+                )]
+            } else {
+                Vec::new()
+            };
+            return Answer::Zone {
+                rcode: ResponseCode::NoError,
+                answers,
+                authority: Vec::new(),
+                additionals: Vec::new(),
+            };
+        }
         if key.ends_with(".in-addr.arpa") || key.ends_with(".ip6.arpa") {
-            if let Some(target) = parse_reverse(&key).and_then(|ip| self.ptr.get(&ip)) {
-                let answers = if matches!(qtype, RecordType::PTR | RecordType::ANY) {
-                    vec![Record::from_rdata(
-                        qname.clone(),
-                        self.ttl,
-                        RData::PTR(PTR(target.clone())),
-                    )]
-                } else {
-                    Vec::new()
-                };
-                return Answer::Zone {
-                    rcode: ResponseCode::NoError,
-                    answers,
-                    authority: Vec::new(),
-                    additionals: Vec::new(),
-                };
-            }
             return Answer::Forward;
         }
         // Autopath: a relative name sent as is (busybox's `nslookup

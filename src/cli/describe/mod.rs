@@ -1,11 +1,13 @@
-//! `bosun describe`: kubectl's layouts for pods and deployments, a generic
-//! `key: value` layout for other kinds, and the object's events.
+//! `bosun describe`: kubectl's layouts for pods, deployments, replica sets, services,
+//! persistent volumes and claims, a generic `key: value` layout for other kinds, and the
+//! object's events.
 
 mod apps;
 mod generic;
 mod pod;
 mod sections;
 mod service;
+mod storage;
 mod writer;
 
 use anyhow::{anyhow, bail, Result};
@@ -24,6 +26,7 @@ use apps::{describe_deployment, describe_replicaset};
 use generic::describe_generic;
 use pod::describe_pod;
 use service::describe_service;
+use storage::{describe_persistent_volume, describe_persistent_volume_claim};
 use writer::{parse_time, str_of, Out};
 
 pub use sections::pod_template_text;
@@ -142,6 +145,18 @@ async fn service_slices(ctx: &Ctx, svc: &Value) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The pods of the object's namespace.
+async fn namespace_pods(ctx: &Ctx, obj: &Value) -> Vec<Value> {
+    let Some(info) = by_name("pods") else {
+        return Vec::new();
+    };
+    let list = ctx
+        .get_json(&info.collection_path(obj["metadata"]["namespace"].as_str()))
+        .await
+        .unwrap_or(Value::Null);
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
 async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Result<String> {
     let obj = super::output::with_type(info, obj);
     let mut out = match info.kind {
@@ -150,6 +165,10 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
         "ReplicaSet" => describe_replicaset(&obj, &controlled(ctx, &obj, "pods").await?),
         "Service" if info.group.is_empty() => {
             describe_service(&obj, &service_slices(ctx, &obj).await)
+        }
+        "PersistentVolume" if info.group.is_empty() => describe_persistent_volume(&obj),
+        "PersistentVolumeClaim" if info.group.is_empty() => {
+            describe_persistent_volume_claim(&obj, &namespace_pods(ctx, &obj).await)
         }
         _ => describe_generic(&obj, info),
     };

@@ -282,15 +282,7 @@ pub(super) fn pod_template(out: &mut Out, template: &Value) {
         .flatten()
         .map(toleration_string)
         .collect();
-    match tolerations.split_first() {
-        None => out.kv(2, "Tolerations", "<none>"),
-        Some((first, rest)) => {
-            out.kv(2, "Tolerations", first);
-            for t in rest {
-                out.line(0, &format!("\t{t}"));
-            }
-        }
-    }
+    out.list(2, "Tolerations", &tolerations);
 }
 
 /// `key=value:NoSchedule op=Exists for 300s`, as kubectl shows a toleration.

@@ -124,3 +124,136 @@ fn pod_layout() {
     );
     assert!(text.contains("EmptyDir (a temporary directory that shares a pod's lifetime)"));
 }
+
+fn pv() -> Value {
+    json!({
+        "metadata": {"name": "pv1", "labels": {"type": "local"},
+            "finalizers": ["kubernetes.io/pv-protection"]},
+        "spec": {"storageClassName": "manual", "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain", "volumeMode": "Filesystem",
+            "hostPath": {"path": "/tmp/data1"},
+            "claimRef": {"namespace": "default", "name": "www-web-0"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]},
+                    {"key": "disk", "operator": "Exists"}]},
+                {"matchExpressions": []}]}}},
+        "status": {"phase": "Bound"}
+    })
+}
+
+#[test]
+fn persistent_volume_layout() {
+    // Field for field, in kubectl's order and alignment (describePersistentVolume).
+    let text = storage::describe_persistent_volume(&pv()).finish();
+    let want = "\
+Name:              pv1
+Labels:            type=local
+Annotations:       <none>
+Finalizers:        [kubernetes.io/pv-protection]
+StorageClass:      manual
+Status:            Bound
+Claim:             default/www-web-0
+Reclaim Policy:    Retain
+Access Modes:      RWO,RWX
+VolumeMode:        Filesystem
+Capacity:          1Gi
+Node Affinity:     
+  Required Terms:  
+    Term 0:        kubernetes.io/hostname in [n1, n2]
+                   disk exists
+    Term 1:        <none>
+Message:           
+Source:
+    Type:          HostPath (bare host directory volume)
+    Path:          /tmp/data1
+    HostPathType:  <none>
+";
+    assert_eq!(text, want, "\n{text}");
+}
+
+#[test]
+fn persistent_volume_unbound_without_affinity() {
+    let mut pv = pv();
+    let spec = pv["spec"].as_object_mut().unwrap();
+    spec.remove("claimRef");
+    spec.remove("nodeAffinity");
+    spec.remove("storageClassName");
+    spec.insert(
+        "hostPath".into(),
+        json!({"path": "/d", "type": "DirectoryOrCreate"}),
+    );
+    pv["metadata"]["annotations"] = json!({"volume.beta.kubernetes.io/storage-class": "old"});
+    pv["status"] = json!({"phase": "Available"});
+    let text = storage::describe_persistent_volume(&pv).finish();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&"Claim:           "), "{text}");
+    assert!(lines.contains(&"Node Affinity:   <none>"), "{text}");
+    assert!(lines.contains(&"StorageClass:    old"), "{text}");
+    assert!(lines.contains(&"Status:          Available"), "{text}");
+    assert!(
+        lines.contains(&"    HostPathType:  DirectoryOrCreate"),
+        "{text}"
+    );
+}
+
+#[test]
+fn persistent_volume_claim_layout() {
+    let pvc = json!({
+        "metadata": {"name": "www-web-0", "namespace": "default", "labels": {"app": "nginx"},
+            "finalizers": ["kubernetes.io/pvc-protection"],
+            "ownerReferences": [{"kind": "Pod", "name": "owner", "uid": "u-owner"}]},
+        "spec": {"storageClassName": "local-path", "volumeName": "pvc-1",
+            "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+            "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "2Gi"},
+            "accessModes": ["ReadWriteOnce"]}
+    });
+    let pod = |name: &str, uid: &str, claim: &str| {
+        json!({"metadata": {"name": name, "uid": uid},
+               "spec": {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}})
+    };
+    let pods = vec![
+        pod("web-0", "u0", "www-web-0"),
+        pod("other", "u1", "www-web-1"),
+        pod("owner", "u-owner", "x"),
+        pod("a-web", "u2", "www-web-0"),
+    ];
+    let text = storage::describe_persistent_volume_claim(&pvc, &pods).finish();
+    let want = "\
+Name:          www-web-0
+Namespace:     default
+StorageClass:  local-path
+Status:        Bound
+Volume:        pvc-1
+Labels:        app=nginx
+Annotations:   <none>
+Finalizers:    [kubernetes.io/pvc-protection]
+Capacity:      2Gi
+Access Modes:  RWO
+VolumeMode:    Filesystem
+Used By:       a-web
+               owner
+               web-0
+";
+    assert_eq!(text, want, "\n{text}");
+
+    // Unbound: no capacity or access modes yet (the request is not shown), nobody uses it.
+    let mut pending = pvc.clone();
+    pending["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("volumeName");
+    pending["status"] = json!({"phase": "Pending"});
+    pending["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
+    let text = storage::describe_persistent_volume_claim(&pending, &pods[1..2]).finish();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&"Volume:        "), "{text}");
+    assert!(lines.contains(&"Capacity:      "), "{text}");
+    assert!(lines.contains(&"Access Modes:  "), "{text}");
+    assert!(lines.contains(&"Used By:       <none>"), "{text}");
+}

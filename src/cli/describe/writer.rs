@@ -95,6 +95,19 @@ impl Out {
             self.line(0, &format!("\t{p}"));
         }
     }
+    /// `Key:  first` with further items on their own lines, as kubectl's
+    /// `print…Multiline` helpers; `<none>` when there are none.
+    pub(super) fn list<S: AsRef<str>>(&mut self, indent: usize, key: &str, items: &[S]) {
+        match items.split_first() {
+            None => self.kv(indent, key, "<none>"),
+            Some((first, rest)) => {
+                self.kv(indent, key, first.as_ref());
+                for item in rest {
+                    self.line(0, &format!("\t{}", item.as_ref()));
+                }
+            }
+        }
+    }
     pub(super) fn finish(self) -> String {
         tabwrite(&self.0, 0, 2)
     }
