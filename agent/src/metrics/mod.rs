@@ -57,6 +57,29 @@ pub struct MetricsCollector {
     read_host: Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>,
 }
 
+/// One sample as the stats summary reports it: CPU (rate, cumulative
+/// time, window) and memory at `time`.
+fn usage(
+    time: DateTime<Utc>,
+    cpu_nanos: u64,
+    nano_cores: u64,
+    window: f64,
+    working_set_bytes: u64,
+) -> (CpuStats, MemoryStats) {
+    (
+        CpuStats {
+            time,
+            usage_nano_cores: nano_cores,
+            usage_core_nano_seconds: cpu_nanos,
+            window_seconds: window,
+        },
+        MemoryStats {
+            time,
+            working_set_bytes,
+        },
+    )
+}
+
 /// The CPU rate between two readings, in nanocores, and the window.
 fn rate(prev: Reading, now: Reading) -> Option<(u64, f64)> {
     let elapsed = now.at.checked_duration_since(prev.at)?.as_secs_f64();
@@ -192,19 +215,14 @@ impl MetricsCollector {
                 continue;
             };
             match st.containers.get(&c.id).and_then(|prev| rate(*prev, now)) {
-                Some((nano_cores, window)) => entry.1.push(ContainerStats {
-                    name: c.name.clone(),
-                    cpu: CpuStats {
-                        time,
-                        usage_nano_cores: nano_cores,
-                        usage_core_nano_seconds: now.cpu_nanos,
-                        window_seconds: window,
-                    },
-                    memory: MemoryStats {
-                        time,
-                        working_set_bytes: memory,
-                    },
-                }),
+                Some((nano_cores, window)) => {
+                    let (cpu, memory) = usage(time, now.cpu_nanos, nano_cores, window, memory);
+                    entry.1.push(ContainerStats {
+                        name: c.name.clone(),
+                        cpu,
+                        memory,
+                    })
+                }
                 None => entry.2 = true,
             }
             next_readings.insert(c.id.clone(), now);
@@ -223,18 +241,11 @@ impl MetricsCollector {
             .collect();
         if let Some((now, memory, time)) = host {
             if let Some((nano_cores, window)) = st.host.and_then(|prev| rate(prev, now)) {
+                let (cpu, memory) = usage(time, now.cpu_nanos, nano_cores, window, memory);
                 st.latest.node = Some(NodeStats {
                     node_name: self.node.clone(),
-                    cpu: CpuStats {
-                        time,
-                        usage_nano_cores: nano_cores,
-                        usage_core_nano_seconds: now.cpu_nanos,
-                        window_seconds: window,
-                    },
-                    memory: MemoryStats {
-                        time,
-                        working_set_bytes: memory,
-                    },
+                    cpu,
+                    memory,
                 });
             }
             st.host = Some(now);

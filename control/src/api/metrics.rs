@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::list::list_matching;
-use super::proxy::{agent_endpoint, connect};
+use super::proxy::{agent_endpoint, agent_get, connect};
 use super::{object_response, ApiRequest, ApiState, Target};
 
 /// How long a node's agent has to answer.
@@ -35,17 +35,7 @@ async fn summary_of(state: &ApiState, node: &Value) -> Result<Summary, String> {
     let endpoint = agent_endpoint(name, node).map_err(|e| e.message)?;
     let fetch = async {
         let mut sender = connect(&endpoint).await.map_err(|e| e.message)?;
-        let req = http::Request::builder()
-            .method(Method::GET)
-            .uri("/stats/summary")
-            .header(
-                http::header::HOST,
-                format!("{}:{}", endpoint.host, endpoint.port),
-            )
-            .header(
-                http::header::AUTHORIZATION,
-                format!("Bearer {}", state.token),
-            )
+        let req = agent_get(state, &endpoint, "/stats/summary")
             .body(Body::empty())
             .map_err(|e| e.to_string())?;
         let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;

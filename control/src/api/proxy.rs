@@ -238,6 +238,25 @@ async fn load(state: &ApiState, kind: &str, ns: Option<&str>, name: &str) -> Api
 
 /// Opens an HTTP/1.1 connection to the agent, trusting only its
 /// published certificate.
+/// A GET of `uri` on an agent's API, with the control plane's token.
+pub(super) fn agent_get(
+    state: &ApiState,
+    endpoint: &AgentEndpoint,
+    uri: &str,
+) -> http::request::Builder {
+    http::Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .header(
+            http::header::HOST,
+            format!("{}:{}", endpoint.host, endpoint.port),
+        )
+        .header(
+            http::header::AUTHORIZATION,
+            format!("Bearer {}", state.token),
+        )
+}
+
 pub(super) async fn connect(
     endpoint: &AgentEndpoint,
 ) -> ApiResult<hyper::client::conn::http1::SendRequest<Body>> {
@@ -365,17 +384,7 @@ pub async fn serve(
         uri.push_str(&q);
     }
     let mut sender = connect(&endpoint).await?;
-    let mut req = http::Request::builder()
-        .method(Method::GET)
-        .uri(&uri)
-        .header(
-            http::header::HOST,
-            format!("{}:{}", endpoint.host, endpoint.port),
-        )
-        .header(
-            http::header::AUTHORIZATION,
-            format!("Bearer {}", state.token),
-        );
+    let mut req = agent_get(state, &endpoint, &uri);
     if streaming {
         req = req
             .header(http::header::CONNECTION, "Upgrade")

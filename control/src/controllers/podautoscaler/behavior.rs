@@ -243,7 +243,7 @@ impl History {
             "the desired count is within the acceptable range",
         );
         if stabilized > current {
-            let limit = self.scale_up_limit(current, up, now).max(current);
+            let limit = self.policy_limit(current, up, now, true).max(current);
             let (maximum, reason, message) = if max > limit {
                 (
                     limit,
@@ -261,7 +261,7 @@ impl History {
                 out = (maximum, reason, message);
             }
         } else if stabilized < current {
-            let limit = self.scale_down_limit(current, down, now).min(current);
+            let limit = self.policy_limit(current, down, now, false).min(current);
             let (minimum, reason, message) = if min < limit {
                 (
                     limit,
@@ -289,48 +289,37 @@ impl History {
         }
     }
 
-    /// `calculateScaleUpLimitWithScalingRules`.
-    fn scale_up_limit(&self, current: i32, rules: &HPAScalingRules, now: DateTime<Utc>) -> i32 {
+    /// `calculateScaleUpLimitWithScalingRules` (`up`) and
+    /// `calculateScaleDownLimitWithBehaviors`: the furthest the policies
+    /// let the count move from `current`, counting from where it stood at
+    /// the start of each policy's period. selectPolicy `Max` takes the
+    /// policy allowing the biggest change, `Min` the smallest.
+    fn policy_limit(
+        &self,
+        current: i32,
+        rules: &HPAScalingRules,
+        now: DateTime<Utc>,
+        up: bool,
+    ) -> i32 {
         let select = rules.select_policy.as_deref().unwrap_or("Max");
         if select == "Disabled" {
             return current;
         }
-        let min_change = select == "Min";
-        let mut result = if min_change { i32::MAX } else { i32::MIN };
+        // Up with Max, or down with Min: the highest proposal.
+        let highest = up == (select != "Min");
+        let mut result = if highest { i32::MIN } else { i32::MAX };
         for p in rules.policies.as_deref().unwrap_or_default() {
             let added = change_in_period(p.period_seconds, &self.scale_ups, now);
             let removed = change_in_period(p.period_seconds, &self.scale_downs, now);
             let start = current - added + removed;
-            let proposed = match p.type_.as_str() {
-                "Pods" => start + p.value,
-                _ => (f64::from(start) * (1.0 + f64::from(p.value) / 100.0)).ceil() as i32,
+            let fraction = f64::from(p.value) / 100.0;
+            let proposed = match (p.type_.as_str(), up) {
+                ("Pods", true) => start + p.value,
+                ("Pods", false) => start - p.value,
+                (_, true) => (f64::from(start) * (1.0 + fraction)).ceil() as i32,
+                (_, false) => (f64::from(start) * (1.0 - fraction)) as i32,
             };
-            result = if min_change {
-                result.min(proposed)
-            } else {
-                result.max(proposed)
-            };
-        }
-        result
-    }
-
-    /// `calculateScaleDownLimitWithBehaviors`.
-    fn scale_down_limit(&self, current: i32, rules: &HPAScalingRules, now: DateTime<Utc>) -> i32 {
-        let select = rules.select_policy.as_deref().unwrap_or("Max");
-        if select == "Disabled" {
-            return current;
-        }
-        let min_change = select == "Min";
-        let mut result = if min_change { i32::MIN } else { i32::MAX };
-        for p in rules.policies.as_deref().unwrap_or_default() {
-            let added = change_in_period(p.period_seconds, &self.scale_ups, now);
-            let removed = change_in_period(p.period_seconds, &self.scale_downs, now);
-            let start = current - added + removed;
-            let proposed = match p.type_.as_str() {
-                "Pods" => start - p.value,
-                _ => (f64::from(start) * (1.0 - f64::from(p.value) / 100.0)) as i32,
-            };
-            result = if min_change {
+            result = if highest {
                 result.max(proposed)
             } else {
                 result.min(proposed)

@@ -70,6 +70,37 @@ struct Groups {
     ignored: BTreeSet<String>,
 }
 
+impl Groups {
+    /// The second pass's conservative assumptions: a pod without metrics
+    /// uses `on_scale_down(pod)` when the first pass scales down and
+    /// nothing when it scales up (and is left out at a ratio of exactly
+    /// 1); on a scale-up, not-ready pods use nothing.
+    fn fill_in(
+        &self,
+        metrics: &mut PodMetrics,
+        ratio: f64,
+        now: DateTime<Utc>,
+        on_scale_down: impl Fn(&str) -> i64,
+    ) {
+        let assumed = |value| PodMetric {
+            value,
+            timestamp: now,
+            window: Duration::ZERO,
+        };
+        if ratio != 1.0 {
+            for p in &self.missing {
+                let value = if ratio < 1.0 { on_scale_down(p) } else { 0 };
+                metrics.insert(p.clone(), assumed(value));
+            }
+        }
+        if !self.unready.is_empty() && ratio > 1.0 {
+            for p in &self.unready {
+                metrics.insert(p.clone(), assumed(0));
+            }
+        }
+    }
+}
+
 fn name(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap_or_default()
 }
@@ -242,38 +273,10 @@ impl Calculator {
             }
             return Ok(result((ratio * f64::from(g.ready)).ceil() as i32));
         }
-        if !g.missing.is_empty() {
-            let fallback = i64::from(target_utilization.max(100));
-            for p in &g.missing {
-                let value = if ratio < 1.0 {
-                    requests.get(p).copied().unwrap_or(0) * fallback / 100
-                } else {
-                    0
-                };
-                if ratio != 1.0 {
-                    metrics.insert(
-                        p.clone(),
-                        PodMetric {
-                            value,
-                            timestamp: now,
-                            window: Duration::ZERO,
-                        },
-                    );
-                }
-            }
-        }
-        if scale_up_with_unready {
-            for p in &g.unready {
-                metrics.insert(
-                    p.clone(),
-                    PodMetric {
-                        value: 0,
-                        timestamp: now,
-                        window: Duration::ZERO,
-                    },
-                );
-            }
-        }
+        let fallback = i64::from(target_utilization.max(100));
+        g.fill_in(&mut metrics, ratio, now, |p| {
+            requests.get(p).copied().unwrap_or(0) * fallback / 100
+        });
         let (new_ratio, _, _) = utilization_ratio(&metrics, &requests, target_utilization)?;
         Ok(result(self.rerun(current, ratio, new_ratio, metrics.len())))
     }
@@ -315,31 +318,7 @@ impl Calculator {
             }
             return Ok(result((ratio * f64::from(g.ready)).ceil() as i32));
         }
-        for p in &g.missing {
-            let value = if ratio < 1.0 { target_average } else { 0 };
-            if ratio != 1.0 {
-                metrics.insert(
-                    p.clone(),
-                    PodMetric {
-                        value,
-                        timestamp: now,
-                        window: Duration::ZERO,
-                    },
-                );
-            }
-        }
-        if scale_up_with_unready {
-            for p in &g.unready {
-                metrics.insert(
-                    p.clone(),
-                    PodMetric {
-                        value: 0,
-                        timestamp: now,
-                        window: Duration::ZERO,
-                    },
-                );
-            }
-        }
+        g.fill_in(&mut metrics, ratio, now, |_| target_average);
         let (new_ratio, _) = usage_ratio(&metrics);
         Ok(result(self.rerun(current, ratio, new_ratio, metrics.len())))
     }
