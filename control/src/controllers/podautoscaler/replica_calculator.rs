@@ -239,6 +239,27 @@ fn latest(metrics: &PodMetrics) -> Option<DateTime<Utc>> {
 }
 
 impl Calculator {
+    /// What both targets start with: the pods grouped, and the metrics
+    /// of the ones that count (neither ignored nor unready); an error when
+    /// there are no pods or none of them has metrics.
+    fn counted(
+        &self,
+        pods: &[Pod],
+        metrics: &mut PodMetrics,
+        resource: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Groups, String> {
+        if pods.is_empty() {
+            return Err("no pods returned by selector while calculating replica count".into());
+        }
+        let g = group_pods(self, pods, metrics, resource, now);
+        metrics.retain(|p, _| !g.ignored.contains(p) && !g.unready.contains(p));
+        if metrics.is_empty() {
+            return Err("did not receive metrics for targeted pods (pods might be unready)".into());
+        }
+        Ok(g)
+    }
+
     /// `GetResourceReplicas`: a Utilization target (percent of request).
     pub fn resource_replicas(
         &self,
@@ -249,14 +270,7 @@ impl Calculator {
         mut metrics: PodMetrics,
         now: DateTime<Utc>,
     ) -> Result<Recommendation, String> {
-        if pods.is_empty() {
-            return Err("no pods returned by selector while calculating replica count".into());
-        }
-        let g = group_pods(self, pods, &metrics, resource, now);
-        metrics.retain(|p, _| !g.ignored.contains(p) && !g.unready.contains(p));
-        if metrics.is_empty() {
-            return Err("did not receive metrics for targeted pods (pods might be unready)".into());
-        }
+        let g = self.counted(pods, &mut metrics, resource, now)?;
         let requests = pod_requests(pods, resource)?;
         let timestamp = latest(&metrics);
         let (ratio, utilization, raw) = utilization_ratio(&metrics, &requests, target_utilization)?;
@@ -291,14 +305,7 @@ impl Calculator {
         mut metrics: PodMetrics,
         now: DateTime<Utc>,
     ) -> Result<Recommendation, String> {
-        if pods.is_empty() {
-            return Err("no pods returned by selector while calculating replica count".into());
-        }
-        let g = group_pods(self, pods, &metrics, resource, now);
-        metrics.retain(|p, _| !g.ignored.contains(p) && !g.unready.contains(p));
-        if metrics.is_empty() {
-            return Err("did not receive metrics for targeted pods (pods might be unready)".into());
-        }
+        let g = self.counted(pods, &mut metrics, resource, now)?;
         let usage_ratio = |m: &PodMetrics| {
             let avg = m.values().map(|v| v.value).sum::<i64>() / m.len() as i64;
             (avg as f64 / target_average as f64, avg)
