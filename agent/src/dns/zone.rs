@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use hickory_server::proto::op::ResponseCode;
 use hickory_server::proto::rr::rdata::{A, AAAA, CNAME, PTR, SOA, SRV};
@@ -181,17 +182,68 @@ pub enum Answer {
     Forward,
 }
 
+/// One record of the zone, as compact as it can be kept: hickory's
+/// `RData` (184 bytes, and a `Name` of its own per target) is only made
+/// when a question is answered. Targets are the zone's own name strings,
+/// shared with the index.
+#[derive(Debug, Clone, PartialEq)]
+enum Rec {
+    A(Ipv4Addr),
+    Aaaa(Ipv6Addr),
+    /// An ExternalName service's target, as the service gives it.
+    Cname(Arc<str>),
+    /// SRV with priority 0.
+    Srv {
+        weight: u16,
+        port: u16,
+        target: Arc<str>,
+    },
+}
+
+impl Rec {
+    fn of_ip(ip: &IpAddr) -> Rec {
+        match ip {
+            IpAddr::V4(v4) => Rec::A(*v4),
+            IpAddr::V6(v6) => Rec::Aaaa(*v6),
+        }
+    }
+
+    fn record_type(&self) -> RecordType {
+        match self {
+            Rec::A(_) => RecordType::A,
+            Rec::Aaaa(_) => RecordType::AAAA,
+            Rec::Cname(_) => RecordType::CNAME,
+            Rec::Srv { .. } => RecordType::SRV,
+        }
+    }
+
+    fn rdata(&self) -> RData {
+        match self {
+            Rec::A(v4) => RData::A(A(*v4)),
+            Rec::Aaaa(v6) => RData::AAAA(AAAA(*v6)),
+            Rec::Cname(target) => RData::CNAME(CNAME(fqdn(target))),
+            Rec::Srv {
+                weight,
+                port,
+                target,
+            } => RData::SRV(SRV::new(0, *weight, *port, fqdn(target))),
+        }
+    }
+}
+
 /// The records of the cluster zone, indexed by lowercased name without
 /// the trailing dot. A name present with no records exists (NODATA).
+/// Every name string is held once (`Arc<str>`): the index's key, and
+/// what PTR and SRV records point to.
 #[derive(Debug)]
 pub struct Zone {
     domain: String,
     origin: Name,
     ttl: u32,
-    names: HashMap<String, Vec<RData>>,
-    ptr: HashMap<IpAddr, Name>,
+    names: HashMap<Arc<str>, Box<[Rec]>>,
+    ptr: HashMap<IpAddr, Arc<str>>,
     /// Which namespace each pod IP is in, for autopath.
-    pod_ns: HashMap<IpAddr, String>,
+    pod_ns: HashMap<IpAddr, Arc<str>>,
     soa: Record,
     /// Distinct for every zone built in this process: what answers
     /// encoded from this zone are filed under.
@@ -219,13 +271,6 @@ fn dashed(ip: &IpAddr) -> String {
             .map(|s| format!("{s:x}"))
             .collect::<Vec<_>>()
             .join("-"),
-    }
-}
-
-fn addr_rdata(ip: &IpAddr) -> RData {
-    match ip {
-        IpAddr::V4(v4) => RData::A(A(*v4)),
-        IpAddr::V6(v6) => RData::AAAA(AAAA(*v6)),
     }
 }
 
@@ -257,6 +302,51 @@ pub fn parse_reverse(name: &str) -> Option<IpAddr> {
     Some(IpAddr::V6(Ipv6Addr::from(bytes)))
 }
 
+/// A zone being built: its lists still growing.
+struct Builder<'a> {
+    domain: &'a str,
+    names: HashMap<Arc<str>, Vec<Rec>>,
+    ptr: HashMap<IpAddr, Arc<str>>,
+    pod_ns: HashMap<IpAddr, Arc<str>>,
+}
+
+impl Builder<'_> {
+    /// Marks `name` (normalized) and its ancestors down to the apex as
+    /// existing; the name as the zone holds it.
+    fn exists(&mut self, name: &str) -> Arc<str> {
+        let name = norm(name);
+        let held = self.hold(&name);
+        let mut n = name.as_str();
+        while n != self.domain {
+            match n.split_once('.') {
+                Some((_, parent)) if parent.len() >= self.domain.len() => n = parent,
+                _ => break,
+            }
+            self.hold(n);
+        }
+        held
+    }
+
+    fn hold(&mut self, name: &str) -> Arc<str> {
+        if let Some((held, _)) = self.names.get_key_value(name) {
+            return held.clone();
+        }
+        let held: Arc<str> = Arc::from(name);
+        self.names.insert(held.clone(), Vec::new());
+        held
+    }
+
+    /// Adds `rec` to `name` once; the name as the zone holds it.
+    fn add(&mut self, name: &str, rec: Rec) -> Arc<str> {
+        let name = self.exists(name);
+        let list = self.names.get_mut(&name).expect("just made");
+        if !list.contains(&rec) {
+            list.push(rec);
+        }
+        name
+    }
+}
+
 impl Zone {
     pub fn build(state: &ClusterState, domain: &str, ttl: u32) -> Zone {
         static GENERATIONS: AtomicU64 = AtomicU64::new(0);
@@ -275,26 +365,25 @@ impl Zone {
                 ttl,
             )),
         );
-        let mut z = Zone {
-            domain: domain.clone(),
-            origin,
-            ttl,
+        let mut z = Builder {
+            domain: &domain,
             names: HashMap::new(),
             ptr: HashMap::new(),
             pod_ns: HashMap::new(),
-            soa,
-            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         };
         z.exists(&domain);
         z.exists(&format!("svc.{domain}"));
         z.exists(&format!("pod.{domain}"));
 
         // Pods first: endpoint names take over their PTRs below.
+        let mut namespaces: HashMap<&str, Arc<str>> = HashMap::new();
         for ((ns, _), pod) in &state.pods {
             for ip in &pod.ips {
-                let name = format!("{}.{ns}.pod.{domain}", dashed(ip));
-                z.add(&name, addr_rdata(ip));
-                z.ptr.insert(*ip, fqdn(&name));
+                let name = z.add(&format!("{}.{ns}.pod.{domain}", dashed(ip)), Rec::of_ip(ip));
+                z.ptr.insert(*ip, name);
+                let ns = namespaces
+                    .entry(ns.as_str())
+                    .or_insert_with(|| Arc::from(ns.as_str()));
                 z.pod_ns.insert(*ip, ns.clone());
             }
         }
@@ -307,25 +396,27 @@ impl Zone {
                 .push(slice);
         }
         for ((ns, name), svc) in &state.services {
-            let base = format!("{name}.{ns}.svc.{domain}");
-            z.exists(&base);
+            let base = z.exists(&format!("{name}.{ns}.svc.{domain}"));
             if let Some(target) = &svc.external_name {
                 // A name that is no DNS name has no record.
-                if let Ok(mut target) = Name::from_ascii(target) {
-                    target.set_fqdn(true);
-                    z.add(&base, RData::CNAME(CNAME(target)));
+                if Name::from_ascii(target).is_ok() {
+                    z.add(&base, Rec::Cname(Arc::from(target.as_str())));
                 }
                 continue;
             }
             if !svc.headless {
                 for ip in &svc.cluster_ips {
-                    z.add(&base, addr_rdata(ip));
-                    z.ptr.insert(*ip, fqdn(&base));
+                    z.add(&base, Rec::of_ip(ip));
+                    z.ptr.insert(*ip, base.clone());
                 }
                 for (port, proto, number) in &svc.ports {
                     z.add(
                         &format!("_{port}._{proto}.{base}"),
-                        RData::SRV(SRV::new(0, 100, *number, fqdn(&base))),
+                        Rec::Srv {
+                            weight: 100,
+                            port: *number,
+                            target: base.clone(),
+                        },
                     );
                 }
                 continue;
@@ -360,48 +451,43 @@ impl Zone {
             let mut seen = Vec::new();
             for (host_name, ips) in &eps {
                 for ip in ips {
-                    z.add(host_name, addr_rdata(ip));
-                    z.ptr.insert(*ip, fqdn(host_name));
+                    let host_name = z.add(host_name, Rec::of_ip(ip));
+                    z.ptr.insert(*ip, host_name);
                     if !seen.contains(ip) {
                         seen.push(*ip);
-                        z.add(&base, addr_rdata(ip));
+                        z.add(&base, Rec::of_ip(ip));
                     }
                 }
             }
             for ((port, proto), targets) in srv {
                 let weight = (100 / targets.len().max(1)).max(1) as u16;
                 for (number, target) in targets {
+                    let target = z.exists(&target);
                     z.add(
                         &format!("_{port}._{proto}.{base}"),
-                        RData::SRV(SRV::new(0, weight, number, fqdn(&target))),
+                        Rec::Srv {
+                            weight,
+                            port: number,
+                            target,
+                        },
                     );
                 }
             }
         }
-        z
-    }
-
-    /// Marks `name` and its ancestors down to the apex as existing.
-    fn exists(&mut self, name: &str) {
-        let mut n = name;
-        loop {
-            self.names.entry(n.to_string()).or_default();
-            if n == self.domain {
-                return;
-            }
-            match n.split_once('.') {
-                Some((_, parent)) if parent.len() >= self.domain.len() => n = parent,
-                _ => return,
-            }
-        }
-    }
-
-    fn add(&mut self, name: &str, rdata: RData) {
-        let name = norm(name);
-        self.exists(&name);
-        let list = self.names.get_mut(&name).expect("just made");
-        if !list.contains(&rdata) {
-            list.push(rdata);
+        Zone {
+            domain: domain.clone(),
+            origin,
+            ttl,
+            // Each list cut to its length, in a map sized to hold them.
+            names: z
+                .names
+                .into_iter()
+                .map(|(name, recs)| (name, recs.into_boxed_slice()))
+                .collect(),
+            ptr: z.ptr.into_iter().collect(),
+            pod_ns: z.pod_ns.into_iter().collect(),
+            soa,
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -423,7 +509,7 @@ impl Zone {
 
     /// The namespace of the pod with this IP, if one has it.
     pub fn pod_namespace(&self, ip: &IpAddr) -> Option<&str> {
-        self.pod_ns.get(ip).map(String::as_str)
+        self.pod_ns.get(ip).map(|ns| &**ns)
     }
 
     /// Which build of the zone this is (each build has its own).
@@ -441,11 +527,13 @@ impl Zone {
 
     /// The name a reverse name (`9.1.244.10.in-addr.arpa`) points to, if
     /// the zone has that address.
-    fn reverse_target(&self, key: &str) -> Option<&Name> {
+    fn reverse_target(&self, key: &str) -> Option<&str> {
         if !(key.ends_with(".in-addr.arpa") || key.ends_with(".ip6.arpa")) {
             return None;
         }
-        parse_reverse(key).and_then(|ip| self.ptr.get(&ip))
+        parse_reverse(key)
+            .and_then(|ip| self.ptr.get(&ip))
+            .map(|n| &**n)
     }
 
     /// How many names the zone holds (for logs).
@@ -468,7 +556,7 @@ impl Zone {
                 vec![Record::from_rdata(
                     qname.clone(),
                     self.ttl,
-                    RData::PTR(PTR(target.clone())),
+                    RData::PTR(PTR(fqdn(target))),
                 )]
             } else {
                 Vec::new()
@@ -489,7 +577,7 @@ impl Zone {
             let d = &self.domain;
             for suffix in [format!("{ns}.svc.{d}"), format!("svc.{d}"), d.clone()] {
                 let full = format!("{key}.{suffix}");
-                if !self.names.contains_key(&full) {
+                if !self.names.contains_key(full.as_str()) {
                     continue;
                 }
                 let target = fqdn(&full);
@@ -520,7 +608,7 @@ impl Zone {
     }
 
     fn answer_in_zone(&self, qname: &Name, key: &str, qtype: RecordType) -> Answer {
-        let Some(rdatas) = self.names.get(key) else {
+        let Some(recs) = self.names.get(key) else {
             return self.negative(ResponseCode::NXDomain);
         };
         if key == self.domain && matches!(qtype, RecordType::SOA | RecordType::ANY) {
@@ -531,16 +619,16 @@ impl Zone {
                 additionals: Vec::new(),
             };
         }
-        let record = |r: &RData| Record::from_rdata(qname.clone(), self.ttl, r.clone());
+        let record = |r: &Rec| Record::from_rdata(qname.clone(), self.ttl, r.rdata());
         if qtype != RecordType::CNAME {
-            if let Some(cname @ RData::CNAME(CNAME(target))) =
-                rdatas.iter().find(|r| matches!(r, RData::CNAME(_)))
+            if let Some(cname @ Rec::Cname(target)) =
+                recs.iter().find(|r| matches!(r, Rec::Cname(_)))
             {
                 let mut answers = vec![record(cname)];
-                let tkey = norm(&target.to_ascii());
+                let tkey = norm(target);
                 if self.in_zone(&tkey) {
                     if let Answer::Zone { answers: more, .. } =
-                        self.answer_in_zone(target, &tkey, qtype)
+                        self.answer_in_zone(&fqdn(target), &tkey, qtype)
                     {
                         answers.extend(more);
                     }
@@ -553,26 +641,22 @@ impl Zone {
                 };
             }
         }
-        let answers: Vec<Record> = rdatas
-            .iter()
-            .filter(|r| qtype == RecordType::ANY || r.record_type() == qtype)
-            .map(record)
-            .collect();
+        let matching = || {
+            recs.iter()
+                .filter(|r| qtype == RecordType::ANY || r.record_type() == qtype)
+        };
+        let answers: Vec<Record> = matching().map(record).collect();
         if answers.is_empty() {
             return self.negative(ResponseCode::NoError);
         }
         // The addresses of SRV targets, so no second query is needed.
         let mut additionals = Vec::new();
-        for r in &answers {
-            if let RData::SRV(srv) = &r.data {
-                let tkey = norm(&srv.target.to_ascii());
-                for rd in self.names.get(&tkey).into_iter().flatten() {
-                    if matches!(rd, RData::A(_) | RData::AAAA(_)) {
-                        additionals.push(Record::from_rdata(
-                            srv.target.clone(),
-                            self.ttl,
-                            rd.clone(),
-                        ));
+        for r in matching() {
+            if let Rec::Srv { target, .. } = r {
+                let name = fqdn(target);
+                for rec in self.names.get(&**target).into_iter().flatten() {
+                    if matches!(rec, Rec::A(_) | Rec::Aaaa(_)) {
+                        additionals.push(Record::from_rdata(name.clone(), self.ttl, rec.rdata()));
                     }
                 }
             }
