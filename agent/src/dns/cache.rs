@@ -2,16 +2,20 @@
 //! for Services, EndpointSlices and Pods of every namespace, each keeping
 //! only what DNS needs of its objects in a shared [`ClusterState`] (a
 //! re-list replaces its kind's whole map at once, as a reflector's store
-//! does). Any change wakes the rebuilder, which swaps a new [`Zone`] in;
-//! wake-ups that come while it builds fold into one more build. When the
-//! control plane is away the watchers retry with back-off and the last
-//! zone goes on answering.
+//! does). A change wakes the rebuilder, which gathers the changes of the
+//! next [`COALESCE`] and then swaps one new [`Zone`] in: objects applied
+//! one by one (a thousand services from one `kubectl apply`) cost a build
+//! per window, not one each, and every answer follows the cluster within
+//! the window plus a build. When the control plane is away the watchers
+//! retry with back-off and the last zone goes on answering.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
@@ -24,6 +28,9 @@ use tokio::task::JoinHandle;
 
 use super::zone::{ClusterState, Key, PodInfo, SliceInfo, SvcInfo};
 use super::{SharedZone, Zone};
+
+/// How long the rebuilder gathers changes before it builds.
+pub const COALESCE: Duration = Duration::from_millis(100);
 
 fn key_of<K: Resource>(obj: &K) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())
@@ -55,17 +62,36 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
             |p| Some(PodInfo::from_pod(p)),
             |st| &mut st.pods,
         )),
-        tokio::spawn(async move {
-            loop {
-                changed.notified().await;
-                // Built under the lock rather than from a copy of the state.
-                let built = Zone::build(&state.lock().expect("dns state"), &domain, ttl);
-                tracing::debug!(names = built.len(), "cluster DNS zone rebuilt");
-                *zone.write().expect("zone lock") = Arc::new(built);
-            }
-        }),
+        tokio::spawn(rebuild_on_change(changed, COALESCE, move || {
+            // Built under the lock rather than from a copy of the state.
+            let built = Zone::build(&state.lock().expect("dns state"), &domain, ttl);
+            tracing::debug!(names = built.len(), "cluster DNS zone rebuilt");
+            let old = std::mem::replace(&mut *zone.write().expect("zone lock"), Arc::new(built));
+            // The old zone goes outside the lock (or with its last reader).
+            drop(old);
+        })),
     ];
     tasks
+}
+
+/// Calls `build` once per burst of changes: after the first change, waits
+/// `window` for more, then builds from everything seen so far. Changes
+/// that come during the build get a build of their own, a window later.
+pub fn rebuild_on_change(
+    changed: Arc<Notify>,
+    window: Duration,
+    mut build: impl FnMut() + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        loop {
+            changed.notified().await;
+            tokio::time::sleep(window).await;
+            // What changed during the window is in this build: take the
+            // wake-up it left, so it does not cause another one.
+            let _ = changed.notified().now_or_never();
+            build();
+        }
+    }
 }
 
 /// Keeps `map_of(state)` equal to what the API holds of kind `K`.
@@ -148,5 +174,87 @@ pub fn apply<K: Resource, V: PartialEq>(
             }
         }
         Event::Delete(obj) => map.remove(&key_of(&obj)).is_some(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tokio::time::{sleep, Instant};
+
+    use super::*;
+
+    /// Starts the rebuilder with a build that records when it ran and the
+    /// last change it saw (`version`).
+    fn rebuilder(
+        window: Duration,
+    ) -> (Arc<Notify>, Arc<AtomicU64>, Arc<Mutex<Vec<(Instant, u64)>>>) {
+        let changed = Arc::new(Notify::new());
+        let version = Arc::new(AtomicU64::new(0));
+        let builds = Arc::new(Mutex::new(Vec::new()));
+        let (v, b) = (version.clone(), builds.clone());
+        tokio::spawn(rebuild_on_change(changed.clone(), window, move || {
+            b.lock()
+                .unwrap()
+                .push((Instant::now(), v.load(Ordering::SeqCst)));
+        }));
+        (changed, version, builds)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_changes_is_one_build_a_window_after_the_first() {
+        let (changed, version, builds) = rebuilder(COALESCE);
+        sleep(Duration::from_secs(1)).await;
+        assert!(builds.lock().unwrap().is_empty(), "no change, no build");
+
+        let start = Instant::now();
+        for i in 1..=20 {
+            version.store(i, Ordering::SeqCst);
+            changed.notify_one();
+            sleep(Duration::from_millis(4)).await;
+        }
+        sleep(COALESCE - Duration::from_millis(81)).await;
+        assert!(builds.lock().unwrap().is_empty(), "built before the window");
+        sleep(Duration::from_secs(5)).await;
+        let builds = builds.lock().unwrap().clone();
+        assert_eq!(
+            builds.len(),
+            1,
+            "20 changes within the window, one build: {builds:?}"
+        );
+        assert_eq!(builds[0].0 - start, COALESCE);
+        assert_eq!(builds[0].1, 20, "the build saw every change");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn steady_changes_are_all_served_within_the_window_with_fewer_builds() {
+        let (changed, version, builds) = rebuilder(COALESCE);
+        let mut made = Vec::new();
+        for i in 1..=40 {
+            version.store(i, Ordering::SeqCst);
+            changed.notify_one();
+            made.push((i, Instant::now()));
+            sleep(Duration::from_millis(30)).await;
+        }
+        sleep(Duration::from_secs(1)).await;
+        let builds = builds.lock().unwrap().clone();
+        for (i, at) in made {
+            let (built, _) = builds
+                .iter()
+                .find(|(_, seen)| *seen >= i)
+                .unwrap_or_else(|| panic!("change {i} never built: {builds:?}"));
+            assert!(
+                *built - at <= COALESCE,
+                "change {i} waited {:?}",
+                *built - at
+            );
+        }
+        // 40 changes over 1.2 s: a build per window, not per change.
+        assert!(
+            (10..=13).contains(&builds.len()),
+            "{} builds: {builds:?}",
+            builds.len()
+        );
     }
 }

@@ -14,7 +14,7 @@
 //!   and the lookup that answers one question (A, AAAA, SRV, PTR, CNAME,
 //!   NXDOMAIN/NODATA, autopath for relative names).
 //! - [`cache`]: the watches that keep a [`zone::ClusterState`] and rebuild
-//!   the [`zone::Zone`] on every change.
+//!   the [`zone::Zone`] once per burst of changes (within 100 ms).
 //! - [`server`]: the hickory-server request handler: answers from the
 //!   zone, forwards the rest with a short timeout (SERVFAIL on failure).
 //! - [`udp`]: the UDP workers: answers the zone gave before are sent
