@@ -16,8 +16,13 @@
 # For each server: throughput at saturation (dnsperf, 4 sockets, 200
 # queries in flight: queries/s and average latency), then latency at a
 # fixed 20k queries/s (dnsperf -Q with -v, every answer's latency: p50,
-# p99). And the agent's RSS without DNS, with DNS and no names, and with
-# DNS and the names.
+# p99). And memory: the agent's RSS without its DNS server and with it,
+# before and after the names are applied (one by one, while it runs),
+# and with it started on the full cluster (names from the first list);
+# what DNS with these names costs is the RSS with DNS and the names minus
+# the RSS without DNS with the same objects in the cluster, each read
+# after the agent has settled. Beside it, dnsmasq's RSS holding the same
+# names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_OF_LOAD="${1:-10}"
@@ -58,7 +63,27 @@ start_agent() {
     --dns-upstream 127.0.0.1:9 "$@" 2>>"$WORK/agent.log" &
   AGENT_PID=$!
 }
-rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$AGENT_PID/status"; }
+rss_kib() { awk '/VmRSS/ {print $2}' "/proc/${1:-$AGENT_PID}/status"; }
+# Waits until the agent's DNS serves (the apex answers), or the agent
+# without DNS is up; then lets it settle.
+settle() {
+  for _ in $(seq 200); do
+    if [ "${1:-}" = --no-dns ]; then
+      grep -q VmRSS "/proc/$AGENT_PID/status" 2>/dev/null && break
+    else
+      dig +time=1 +tries=1 @"$GW" cluster.local SOA 2>/dev/null | grep -q 'status: NOERROR' && break
+    fi
+    sleep 0.2
+  done
+  sleep 5
+}
+wait_for_names() {
+  for _ in $(seq 200); do
+    dig +short +time=1 +tries=1 @"$GW" "$last" 2>/dev/null | grep -q . && break
+    sleep 0.2
+  done
+}
+last="p$((PER_SLICE - 1)).hl-$((HEADLESS - 1)).default.svc.cluster.local"
 
 python3 - "$SERVICES" "$HEADLESS" "$PER_SLICE" "$WORK" <<'PY'
 import sys, random
@@ -85,19 +110,14 @@ open(f"{work}/pod-hosts", "w").write("\n".join(hosts) + "\n")
 open(f"{work}/pod-names", "w").write("\n".join(names) + "\n")
 PY
 start_agent --no-dns
-for _ in $(seq 100); do [ -d "/proc/$AGENT_PID" ] && grep -q VmRSS "/proc/$AGENT_PID/status" && break; sleep 0.1; done
-sleep 5
-echo "bosun-agent RSS without DNS: $(rss_kib) KiB"
+settle --no-dns
+RSS_NODNS_EMPTY=$(rss_kib)
 stop "$AGENT_PID"
 
 # DNS up with an empty zone (the apex answers once it serves).
 start_agent
-for _ in $(seq 200); do
-  dig +time=1 +tries=1 @"$GW" cluster.local SOA 2>/dev/null | grep -q 'status: NOERROR' && break
-  sleep 0.2
-done
-sleep 5
-echo "bosun-agent RSS with DNS, no names: $(rss_kib) KiB"
+settle
+RSS_DNS_EMPTY=$(rss_kib)
 
 kubectl --kubeconfig "$KC" apply -f "$WORK/objects.yaml" >/dev/null
 kubectl --kubeconfig "$KC" get svc -o jsonpath='{range .items[*]}{.spec.clusterIP} {.metadata.name}.default.svc.cluster.local{"\n"}{end}' \
@@ -114,13 +134,30 @@ with open(f"{work}/queries", "w") as q:
         q.write(f"{name} A\n")
 PY
 echo "names: $(wc -l <"$WORK/hosts") ($SERVICES services, $((HEADLESS * PER_SLICE)) pod records)"
-last="p$((PER_SLICE - 1)).hl-$((HEADLESS - 1)).default.svc.cluster.local"
-for _ in $(seq 200); do
-  dig +short +time=1 +tries=1 @"$GW" "$last" 2>/dev/null | grep -q . && break
-  sleep 0.2
-done
+wait_for_names
 sleep 5
-echo "bosun-agent RSS with DNS, names in the zone: $(rss_kib) KiB"
+RSS_DNS_APPLIED=$(rss_kib)
+stop "$AGENT_PID"
+
+# The same cluster, the agent started on it: without DNS, then with DNS
+# (the names come from the first list).
+start_agent --no-dns
+settle --no-dns
+RSS_NODNS_FULL=$(rss_kib)
+stop "$AGENT_PID"
+start_agent
+settle
+wait_for_names
+sleep 5
+RSS_DNS_LISTED=$(rss_kib)
+kib_mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
+echo "--- memory (RSS, KiB)"
+echo "bosun-agent without DNS: $RSS_NODNS_EMPTY (empty cluster), $RSS_NODNS_FULL (the objects in the cluster)"
+echo "bosun-agent with DNS, no names: $RSS_DNS_EMPTY"
+echo "bosun-agent with DNS, names applied one by one while it ran: $RSS_DNS_APPLIED"
+echo "bosun-agent with DNS, started on the full cluster: $RSS_DNS_LISTED"
+echo "DNS with these names adds: $(kib_mib $((RSS_DNS_APPLIED - RSS_NODNS_FULL))) (applied while running)," \
+  "$(kib_mib $((RSS_DNS_LISTED - RSS_NODNS_FULL))) (started on them)"
 
 load() {
   dnsperf -s "$1" -p "$2" -d "$WORK/queries" -l "$SECONDS_OF_LOAD" -c 4 -q 200 2>&1 \
@@ -145,4 +182,6 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 echo "--- dnsmasq $(dnsmasq --version | head -1 | awk '{print $3}') (127.0.0.1, same names)"
+echo "dnsmasq RSS with the names: $(rss_kib "$DNSMASQ_PID") KiB"
 load 127.0.0.1 5354
+echo "dnsmasq RSS after the load: $(rss_kib "$DNSMASQ_PID") KiB"

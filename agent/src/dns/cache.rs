@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,20 +76,14 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
 /// Calls `build` once per burst of changes: after the first change, waits
 /// `window` for more, then builds from everything seen so far. Changes
 /// that come during the build get a build of their own, a window later.
-pub fn rebuild_on_change(
-    changed: Arc<Notify>,
-    window: Duration,
-    mut build: impl FnMut() + Send + 'static,
-) -> impl Future<Output = ()> + Send + 'static {
-    async move {
-        loop {
-            changed.notified().await;
-            tokio::time::sleep(window).await;
-            // What changed during the window is in this build: take the
-            // wake-up it left, so it does not cause another one.
-            let _ = changed.notified().now_or_never();
-            build();
-        }
+pub async fn rebuild_on_change(changed: Arc<Notify>, window: Duration, mut build: impl FnMut()) {
+    loop {
+        changed.notified().await;
+        tokio::time::sleep(window).await;
+        // What changed during the window is in this build: take the
+        // wake-up it left, so it does not cause another one.
+        let _ = changed.notified().now_or_never();
+        build();
     }
 }
 
@@ -185,11 +178,12 @@ mod tests {
 
     use super::*;
 
+    /// When each build ran and the last change it saw.
+    type Builds = Arc<Mutex<Vec<(Instant, u64)>>>;
+
     /// Starts the rebuilder with a build that records when it ran and the
     /// last change it saw (`version`).
-    fn rebuilder(
-        window: Duration,
-    ) -> (Arc<Notify>, Arc<AtomicU64>, Arc<Mutex<Vec<(Instant, u64)>>>) {
+    fn rebuilder(window: Duration) -> (Arc<Notify>, Arc<AtomicU64>, Builds) {
         let changed = Arc::new(Notify::new());
         let version = Arc::new(AtomicU64::new(0));
         let builds = Arc::new(Mutex::new(Vec::new()));
