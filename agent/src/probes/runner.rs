@@ -285,6 +285,7 @@ async fn probe_loop(
             continue;
         }
         let outcome = target.run(&spec.action, spec.timeout).await;
+        crate::observe::probe_result(spec.kind, &outcome, name);
         let ok = outcome == Outcome::Success;
         if last == Some(ok) {
             run = run.saturating_add(1);
