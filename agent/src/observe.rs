@@ -21,8 +21,6 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
-use crate::probes::actions::Outcome;
-use crate::probes::runner::ProbeKind;
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role, RuntimeError};
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -119,14 +117,11 @@ pub fn metrics() -> &'static Metrics {
     &METRICS
 }
 
-/// One probe of `container` ran with `outcome` (the kubelet's results:
-/// `successful`, `failed`).
-pub fn probe_result(kind: ProbeKind, outcome: &Outcome, container: &str) {
-    let probe_type = kind.label();
-    let result = match outcome {
-        Outcome::Success => "successful",
-        Outcome::Failure(_) => "failed",
-    };
+/// One `probe_type` probe (`Liveness`, `Readiness`, `Startup`) of
+/// `container` passed or not (the kubelet's results: `successful`,
+/// `failed`).
+pub fn probe_result(probe_type: &'static str, passed: bool, container: &str) {
+    let result = if passed { "successful" } else { "failed" };
     metrics()
         .probes
         .get_or_create(&ProbeLabels {

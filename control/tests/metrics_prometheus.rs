@@ -34,7 +34,7 @@ async fn scrape(client: &Client) -> Scrape {
         "{content_type}"
     );
     let bytes = res.into_body().collect_bytes().await.unwrap();
-    parse(&String::from_utf8(bytes.to_vec()).unwrap())
+    parse(std::str::from_utf8(&bytes).unwrap())
 }
 
 fn parse(text: &str) -> Scrape {

@@ -285,8 +285,8 @@ async fn probe_loop(
             continue;
         }
         let outcome = target.run(&spec.action, spec.timeout).await;
-        crate::observe::probe_result(spec.kind, &outcome, name);
         let ok = outcome == Outcome::Success;
+        crate::observe::probe_result(spec.kind.label(), ok, name);
         if last == Some(ok) {
             run = run.saturating_add(1);
         } else {
