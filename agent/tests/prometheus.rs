@@ -195,14 +195,16 @@ async fn agent_and_control_plane_metrics_follow_a_pod_to_ready() {
     assert_eq!(code, 401);
 
     // Placed by the scheduler (no nodeName), with a readiness probe and a
-    // container that exits at once and is restarted.
+    // container that exits at once and is restarted; that one's failing
+    // probe keeps the pod from ever being Ready.
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "observed"},
         "spec": {"terminationGracePeriodSeconds": 1, "containers": [
             {"name": "web", "image": BUSYBOX, "command": ["sleep", "3600"],
              "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1}},
-            {"name": "crash", "image": BUSYBOX, "command": ["sh", "-c", "exit 1"]},
+            {"name": "crash", "image": BUSYBOX, "command": ["sh", "-c", "exit 1"],
+             "readinessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 1}},
         ]},
     }))
     .unwrap();
@@ -262,10 +264,11 @@ async fn agent_and_control_plane_metrics_follow_a_pod_to_ready() {
         Some(0.0)
     );
 
-    // The crashing pod may have been Ready for a moment between restarts.
+    // The crashing pod is never Ready: nothing to count yet.
     let ready_count = |s: &Scrape| value(s, "bosun_pod_start_to_ready_duration_seconds", &[]);
     let ready_sum = |s: &Scrape| value(s, "bosun_pod_start_to_ready_duration_seconds_sum", &[]);
     let (count_before, sum_before) = (ready_count(&s).unwrap(), ready_sum(&s).unwrap());
+    assert_eq!(count_before, 0.0);
 
     // A pod of one probed container turns Ready.
     let ready: Pod = serde_json::from_value(json!({
