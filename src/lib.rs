@@ -7,6 +7,7 @@ pub mod events;
 pub mod files;
 pub mod metrics;
 pub mod names;
+pub mod observe;
 pub mod owners;
 pub mod patch;
 pub mod printers;

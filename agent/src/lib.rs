@@ -9,6 +9,7 @@ pub mod dns;
 pub mod events;
 pub mod metrics;
 pub mod node;
+pub mod observe;
 pub mod pod;
 pub mod probes;
 pub mod runtime;

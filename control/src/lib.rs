@@ -9,11 +9,13 @@
 //! - [`toolkit`]: what the scheduler and the controllers share (informers,
 //!   claims, pod templates, revisions, node and volume matching);
 //! - [`manager`]: which of them run, started as equals;
+//! - [`observe`]: the Prometheus metrics at `/metrics`;
 //! - [`server`]: starts it all; [`tls`]: the CA and serving certificate.
 
 pub mod api;
 pub mod controllers;
 pub mod manager;
+pub mod observe;
 pub mod scheduler;
 pub mod server;
 pub mod store;

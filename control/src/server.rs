@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::api::{self, ApiOptions, ApiState};
 use crate::manager::{self, ControllerOptions};
+use crate::observe;
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
 use crate::tls;
 use crate::toolkit::{Shared, SystemClock};
@@ -120,7 +121,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let token = admin_token(&config.data_dir)?;
     let store = EmbeddedStore::open(&config.data_dir.join("store.redb"), config.store.clone())
         .context("opening the store")?;
-    let store: Arc<dyn Store> = Arc::new(store);
+    let store: Arc<dyn Store> = Arc::new(observe::ObservedStore::new(Arc::new(store)));
     bootstrap(store.as_ref()).await?;
 
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -145,7 +146,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
-    let router = api::router(state);
+    let router = observe::routes(api::router(state.clone()), state);
     let shared = Shared::new(
         manager::in_process_client(router.clone(), &token),
         Arc::new(SystemClock),

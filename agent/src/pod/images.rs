@@ -67,6 +67,7 @@ impl PodWorker {
             .await
         {
             Ok(_) => {
+                crate::observe::image_pulled(started.elapsed());
                 self.backoff.forget(&key);
                 self.record(
                     PodEvent::normal(

@@ -136,6 +136,7 @@ pub async fn pod_worker_loop(
     let mut retry = Duration::from_millis(500);
     // Probe results that change the pod's status or need acting on.
     let probes = worker.wake_handle();
+    let mut start = crate::observe::PodStart::default();
     loop {
         let current = rx.borrow_and_update().clone();
         let pod = match current {
@@ -204,7 +205,10 @@ pub async fn pod_worker_loop(
                         )
                         .await
                     {
-                        Ok(_) => last_status = Some(synced.status),
+                        Ok(_) => {
+                            start.status_written(&pod, &synced.status);
+                            last_status = Some(synced.status);
+                        }
                         Err(e) => tracing::warn!(pod = %name, error = %e, "writing pod status"),
                     }
                 }

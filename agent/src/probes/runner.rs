@@ -286,6 +286,7 @@ async fn probe_loop(
         }
         let outcome = target.run(&spec.action, spec.timeout).await;
         let ok = outcome == Outcome::Success;
+        crate::observe::probe_result(spec.kind.label(), ok, name);
         if last == Some(ok) {
             run = run.saturating_add(1);
         } else {

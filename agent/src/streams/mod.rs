@@ -10,6 +10,7 @@
 //! - `GET /stats/summary`: the latest resource readings of the node and
 //!   its pods (a subset of the kubelet's stats Summary, see
 //!   [`bosun::metrics::Summary`]); 503 when metrics collection is off;
+//! - `GET /metrics`: the agent's Prometheus metrics ([`crate::observe`]);
 //! - `GET /healthz`.
 //!
 //! Every request but `/healthz` must carry `Authorization: Bearer <token>`
@@ -159,6 +160,12 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     if segments == ["stats", "summary"] {
         return stats_summary(&server);
+    }
+    if segments == ["metrics"] {
+        let text = crate::observe::render(server.rt.as_ref(), &server.node).await;
+        let text = text.map_err(StatusError::runtime)?;
+        let content_type = [(http::header::CONTENT_TYPE, bosun::observe::CONTENT_TYPE)];
+        return Ok((content_type, text).into_response());
     }
     let (verb, ns, pod, container) = match segments.as_slice() {
         [verb, ns, pod, container] => (*verb, *ns, *pod, *container),

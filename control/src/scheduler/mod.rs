@@ -36,6 +36,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 use serde_json::json;
 
+use crate::observe;
 use crate::toolkit::{key_of, Shared};
 use nodeinfo::NodeInfo;
 use queue::SchedulingQueue;
@@ -99,6 +100,19 @@ pub enum Outcome {
     Skipped,
     /// The API failed; try again soon.
     Failed,
+}
+
+impl Outcome {
+    /// `scheduler_schedule_attempts_total`'s result; none for a pod that
+    /// needed no attempt after all.
+    pub fn result(&self) -> Option<&'static str> {
+        match self {
+            Outcome::Bound(_) => Some("scheduled"),
+            Outcome::Unschedulable(_) => Some("unschedulable"),
+            Outcome::Failed => Some("error"),
+            Outcome::Skipped => None,
+        }
+    }
 }
 
 pub struct Scheduler {
@@ -169,6 +183,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
             if is_ready {
                 scheduler.schedule_queued().await;
             }
+            scheduler.queue.observe();
         }
     }
     .boxed()
@@ -295,7 +310,10 @@ impl Scheduler {
                 self.queue.forget(&key);
                 continue;
             }
-            match self.schedule_one(&pod, &mut infos).await {
+            let started = std::time::Instant::now();
+            let outcome = self.schedule_one(&pod, &mut infos).await;
+            observe::scheduling_attempt(outcome.result(), started);
+            match outcome {
                 Outcome::Bound(_) | Outcome::Skipped => self.queue.forget(&key),
                 Outcome::Unschedulable(_) => self.queue.park(&key, &pod_fingerprint(&pod)),
                 Outcome::Failed => self.queue.park_briefly(&key, &pod_fingerprint(&pod)),

@@ -44,6 +44,7 @@ impl SchedulingQueue {
 
     fn activate(&mut self, key: &str) {
         if self.active.insert(key.to_string()) {
+            crate::observe::queue_add("scheduler");
             self.order.push_back(key.to_string());
         }
     }
@@ -120,6 +121,12 @@ impl SchedulingQueue {
         for key in keys {
             self.activate(&key);
         }
+    }
+
+    /// Publishes the queue's lengths (`workqueue_depth`,
+    /// `scheduler_pending_pods`).
+    pub fn observe(&self) {
+        crate::observe::scheduler_queue(self.active.len(), self.parked.len());
     }
 
     /// Parked pods whose back-off ran out are tried again.

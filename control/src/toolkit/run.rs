@@ -46,7 +46,9 @@ pub async fn run_controller<K, C, E, R, Fut>(
         let backoff = on_success.clone();
         let fut = reconcile(obj, ctx);
         async move {
+            let timer = crate::observe::Reconcile::start(name);
             let result = fut.await;
+            timer.finish(result.is_ok());
             if result.is_ok() {
                 backoff.forget(&key);
             }
