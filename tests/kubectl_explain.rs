@@ -76,6 +76,23 @@ fn kubectl_explain_prints_upstream_field_docs() {
         assert!(listed.iter().any(|l| l == f), "{f} not in {listed:?}");
     }
 
+    // The v2 document, which kubectl reads as gnostic protobuf.
+    let out = c
+        .kubectl(&[
+            "explain",
+            "deployment.spec.strategy",
+            "--output",
+            "plaintext-openapiv2",
+        ])
+        .ok()
+        .to_string();
+    assert!(out.contains("RESOURCE: strategy <Object>"), "{out}");
+    assert!(
+        out.contains("The deployment strategy to use to replace existing pods with new ones."),
+        "{out}"
+    );
+    assert!(out.contains("rollingUpdate\t<Object>"), "{out}");
+
     // The whole tree of a kind.
     let out = c
         .kubectl(&["explain", "pods", "--recursive"])
@@ -146,4 +163,24 @@ fn kubectl_apply_validate_strict_names_the_unknown_field() {
         "jsonpath={.spec.replicas}",
     ]);
     assert_eq!(replicas.ok(), "2");
+
+    // A container dropped from the manifest is removed: kubectl's patch
+    // deletes it by name (its built-in patch metadata), which the served
+    // schemas, without patch merge keys, must not override (a patch made
+    // from them sends the list whole, and the server's merge by name
+    // would keep the dropped container).
+    let both = c.write(
+        "both.yaml",
+        &format!("{DEPLOYMENT}      - name: helper\n        image: bosun.local/helper:1\n"),
+    );
+    c.kubectl(&["apply", "-f", &both]).ok();
+    c.kubectl(&["apply", "-f", &good]).ok();
+    let names = c.kubectl(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].name}",
+    ]);
+    assert_eq!(names.ok(), "1 web");
 }

@@ -17,6 +17,16 @@ async fn get(
     path: &str,
     headers: &[(&str, &str)],
 ) -> (u16, http::HeaderMap, Value) {
+    let (code, head, bytes) = get_bytes(client, path, headers).await;
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (code, head, value)
+}
+
+async fn get_bytes(
+    client: &Client,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, http::HeaderMap, Vec<u8>) {
     let mut req = http::Request::builder().method("GET").uri(path);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -28,8 +38,7 @@ async fn get(
     let code = res.status().as_u16();
     let head = res.headers().clone();
     let bytes = res.into_body().collect_bytes().await.expect("body");
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (code, head, value)
+    (code, head, bytes.to_vec())
 }
 
 /// Follows a field's `$ref` (or its `allOf` of one) in the document.
@@ -142,10 +151,19 @@ async fn v2_document_has_every_kinds_schema_with_definitions_refs() {
             r.kind
         );
     }
-    // Gnostic's protobuf is not encoded: a client asking only for it is
-    // told so rather than handed JSON it would fail to decode.
+    // kubectl asks for gnostic's protobuf (kubectl_explain.rs reads it);
+    // the answer names the type in the form Go's mime parser takes.
     let pb = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-    let (code, _, status) = get(&client, "/openapi/v2", &[("Accept", pb)]).await;
+    let (code, headers, body) = get_bytes(&client, "/openapi/v2", &[("Accept", pb)]).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        headers["content-type"],
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    let name = b"io.k8s.api.apps.v1.Deployment";
+    assert!(body.windows(name.len()).any(|w| w == name));
+    // Neither JSON nor protobuf: told so.
+    let (code, _, status) = get(&client, "/openapi/v2", &[("Accept", "text/html")]).await;
     assert_eq!(code, 406, "{status}");
     assert_eq!(status["reason"], "NotAcceptable");
 }

@@ -8,8 +8,10 @@
 //! The documents are built on the first request for them, once per
 //! process, and kept only as serialized bytes with the hash of their
 //! content: clients cache v3 documents by the `hash` in the index's URLs
-//! and revalidate with the ETag.
+//! and revalidate with the ETag. `/openapi/v2` is JSON or, for kubectl,
+//! gnostic's protobuf.
 
+mod gnostic;
 mod metrics;
 mod paths;
 mod schemas;
@@ -36,7 +38,10 @@ pub struct Document {
 
 impl Document {
     fn new(doc: &Value) -> Document {
-        let body = serde_json::to_vec(doc).expect("documents serialize");
+        Document::from_bytes(serde_json::to_vec(doc).expect("documents serialize"))
+    }
+
+    fn from_bytes(body: Vec<u8>) -> Document {
         let mut h = DefaultHasher::new();
         body.hash(&mut h);
         Document {
@@ -169,6 +174,24 @@ fn v2_document_cached() -> &'static Document {
     })
 }
 
+/// The v2 document in gnostic's protobuf, built on first use.
+fn v2_protobuf_cached() -> &'static Document {
+    static DOC: OnceLock<Document> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let started = Instant::now();
+        let doc = v2_document();
+        let empty = Map::new();
+        let definitions = doc["definitions"].as_object().unwrap_or(&empty);
+        let doc = Document::from_bytes(gnostic::encode_document(&doc["info"], definitions));
+        tracing::info!(
+            bytes = doc.body.len(),
+            millis = started.elapsed().as_millis() as u64,
+            "generated the OpenAPI v2 protobuf document"
+        );
+        doc
+    })
+}
+
 /// `/openapi/v3`: each group version's document URL, with its hash.
 fn v3_index() -> Value {
     let paths: Map<String, Value> = v3_documents()
@@ -184,7 +207,12 @@ fn v3_index() -> Value {
 /// A document with its ETag; 304 when the client has it already. A URL
 /// whose `hash` is the current one never changes, so it may be cached
 /// for good, as the apiserver lets it.
-fn serve_document(doc: &Document, headers: &HeaderMap, query_hash: Option<&str>) -> Response {
+fn serve_document(
+    doc: &Document,
+    content_type: &'static str,
+    headers: &HeaderMap,
+    query_hash: Option<&str>,
+) -> Response {
     let etag = format!("\"{}\"", doc.hash);
     let cache = if query_hash == Some(doc.hash.as_str()) {
         "public, immutable, max-age=31536000"
@@ -205,7 +233,7 @@ fn serve_document(doc: &Document, headers: &HeaderMap, query_hash: Option<&str>)
     (
         StatusCode::OK,
         [
-            (header::CONTENT_TYPE, "application/json".to_string()),
+            (header::CONTENT_TYPE, content_type.to_string()),
             (header::ETAG, etag),
             (header::CACHE_CONTROL, cache.into()),
         ],
@@ -214,19 +242,22 @@ fn serve_document(doc: &Document, headers: &HeaderMap, query_hash: Option<&str>)
         .into_response()
 }
 
-/// Whether the client takes the JSON document: kubectl's discovery client
-/// asks for v2 in gnostic's protobuf only, which bosun does not encode.
-fn accepts_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|accept| {
-            accept.split(',').any(|range| {
-                let media = range.split(';').next().unwrap_or("").trim();
-                matches!(media, "application/json" | "application/*" | "*/*" | "")
-            })
+/// The v2 encoding the client takes first: JSON, or gnostic's protobuf
+/// (kubectl's discovery client asks for that only); None for neither.
+fn v2_encoding(headers: &HeaderMap) -> Option<&'static str> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Some(JSON);
+    };
+    accept
+        .split(',')
+        .find_map(|range| match range.split(';').next().unwrap_or("").trim() {
+            "application/json" | "application/*" | "*/*" | "" => Some(JSON),
+            gnostic::ACCEPTED_MEDIA_TYPE | gnostic::MEDIA_TYPE => Some(gnostic::MEDIA_TYPE),
+            _ => None,
         })
 }
+
+const JSON: &str = "application/json";
 
 fn not_acceptable() -> Response {
     let status = json!({
@@ -234,7 +265,7 @@ fn not_acceptable() -> Response {
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": "/openapi/v2 is served as application/json only",
+        "message": format!("/openapi/v2 is served as {JSON} or {}", gnostic::MEDIA_TYPE),
         "reason": "NotAcceptable",
         "code": 406,
     });
@@ -246,15 +277,18 @@ fn not_acceptable() -> Response {
 pub fn serve(segments: &[&str], headers: &HeaderMap, query: Option<&str>) -> Option<Response> {
     let hash = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("hash=")));
     match segments {
-        ["v2"] if !accepts_json(headers) => Some(not_acceptable()),
-        ["v2"] => Some(serve_document(v2_document_cached(), headers, hash)),
+        ["v2"] => Some(match v2_encoding(headers) {
+            Some(JSON) => serve_document(v2_document_cached(), JSON, headers, hash),
+            Some(pb) => serve_document(v2_protobuf_cached(), pb, headers, hash),
+            None => not_acceptable(),
+        }),
         ["v3"] => Some(super::json_response(StatusCode::OK, &v3_index())),
         ["v3", "api", version] | ["v3", "apis", "", version] => v3_documents()
             .get(&gv_key("", version))
-            .map(|d| serve_document(d, headers, hash)),
+            .map(|d| serve_document(d, JSON, headers, hash)),
         ["v3", "apis", group, version] => v3_documents()
             .get(&gv_key(group, version))
-            .map(|d| serve_document(d, headers, hash)),
+            .map(|d| serve_document(d, JSON, headers, hash)),
         _ => None,
     }
 }
