@@ -2,7 +2,7 @@
 //! `/version`, in the legacy (non-aggregated) form: a client that asks for
 //! aggregated discovery gets plain `application/json` and falls back.
 
-use bosun::resources::{groups, served, ResourceInfo, RESOURCES};
+use bosun::resources::{groups, served, ResourceInfo};
 use serde_json::{json, Value};
 
 const VERBS: &[&str] = &[
@@ -124,86 +124,6 @@ pub fn version() -> Value {
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
     })
-}
-
-/// `/openapi/v3`: the index of per-group-version documents.
-pub fn openapi_v3_index() -> Value {
-    let mut paths = serde_json::Map::new();
-    let mut gvs: Vec<(&str, &str)> = RESOURCES.iter().map(|r| (r.group, r.version)).collect();
-    gvs.dedup();
-    for (group, version) in gvs {
-        let key = if group.is_empty() {
-            format!("api/{version}")
-        } else {
-            format!("apis/{group}/{version}")
-        };
-        paths.insert(
-            key.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", env!("CARGO_PKG_VERSION"))}),
-        );
-    }
-    json!({"paths": paths})
-}
-
-/// `/openapi/v3/api/v1`, `/openapi/v3/apis/<g>/<v>`: a document with the
-/// operations of each resource and the query parameters they take. It
-/// describes operations, not schemas: enough for clients to learn that
-/// the server validates fields itself (`fieldValidation`), as kubectl
-/// checks before it sends a create or an apply.
-pub fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
-    let served: Vec<&ResourceInfo> = RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .collect();
-    if served.is_empty() {
-        return None;
-    }
-    let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string"}, "uniqueItems": true});
-    let mut paths = serde_json::Map::new();
-    for r in served {
-        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let write_params = json!([
-            query("dryRun"),
-            query("fieldManager"),
-            query("fieldValidation")
-        ]);
-        let op = |action: &str, params: &Value| {
-            json!({
-                "operationId": format!("{action}{}", r.kind),
-                "parameters": params,
-                "responses": {"200": {"description": "OK"}},
-                "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk,
-            })
-        };
-        let base = r.collection_path(if r.namespaced {
-            Some("{namespace}")
-        } else {
-            None
-        });
-        let mut patch_params = write_params.clone();
-        patch_params
-            .as_array_mut()
-            .expect("array")
-            .push(query("force"));
-        paths.insert(
-            base.clone(),
-            json!({"get": op("list", &json!([query("labelSelector"), query("fieldSelector"), query("watch")])),
-                   "post": op("post", &write_params)}),
-        );
-        paths.insert(
-            format!("{base}/{{name}}"),
-            json!({"get": op("get", &json!([])),
-                   "put": op("put", &write_params),
-                   "patch": op("patch", &patch_params),
-                   "delete": op("delete", &json!([query("dryRun"), query("gracePeriodSeconds"), query("propagationPolicy")]))}),
-        );
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": self::version()["gitVersion"]},
-        "paths": paths,
-    }))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod get;
 mod list;
 mod metrics;
 pub mod object;
+mod openapi;
 mod patch;
 pub mod protobuf;
 pub mod proxy;
@@ -256,20 +257,8 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
-        ["openapi", "v3"] => {
-            return Ok(json_response(
-                StatusCode::OK,
-                &discovery::openapi_v3_index(),
-            ))
-        }
-        ["openapi", "v3", "api", version] | ["openapi", "v3", "apis", "", version] => {
-            return discovery::openapi_v3_group_version("", version)
-                .map(|d| json_response(StatusCode::OK, &d))
-                .ok_or_else(|| ApiError::not_found_path(path));
-        }
-        ["openapi", "v3", "apis", group, version] => {
-            return discovery::openapi_v3_group_version(group, version)
-                .map(|d| json_response(StatusCode::OK, &d))
+        ["openapi", rest @ ..] => {
+            return openapi::serve(rest, &headers, uri.query())
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
         ["api", version, rest @ ..] => ("", *version, rest),
