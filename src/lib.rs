@@ -4,6 +4,7 @@
 pub mod cron;
 pub mod defaults;
 pub mod events;
+pub mod fieldmanager;
 pub mod files;
 pub mod metrics;
 pub mod names;

@@ -21,6 +21,15 @@ fn comparable(mut obj: Value) -> Value {
     for k in ["uid", "resourceVersion", "creationTimestamp", "name"] {
         md.remove(k);
     }
+    // The write's time, like creationTimestamp.
+    for entry in md
+        .get_mut("managedFields")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        entry.as_object_mut().unwrap().remove("time");
+    }
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         // Allocated per object.
         for k in ["clusterIP", "clusterIPs"] {

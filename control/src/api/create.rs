@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
+use super::managed;
 use super::object::{self, meta_str, metadata_mut, now_rfc3339};
 use super::request::{dry_run, namespace_of, respond};
 use super::{storage_resource, strategy, ApiRequest, ApiState};
@@ -42,9 +43,21 @@ async fn check_namespace(state: &ApiState, res: &ResourceInfo, ns: Option<&str>)
 }
 
 pub(super) async fn create(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
+    let (obj, warnings) = prepare_input(req, decode_body(req)?)?;
+    create_object(state, req, obj, warnings).await
+}
+
+/// Creates `obj` (already decoded and in the storage version). Its
+/// managedFields are recorded as this request's `Update`, unless the
+/// request is an apply, which brings its own.
+pub(super) async fn create_object(
+    state: &ApiState,
+    req: &ApiRequest,
+    mut obj: Value,
+    warnings: Vec<String>,
+) -> ApiResult<Response> {
     let res = req.target.res;
     let sres = storage_resource(res);
-    let (mut obj, warnings) = prepare_input(req, decode_body(req)?)?;
     let ns = namespace_of(req).map(str::to_string);
     {
         let md = metadata_mut(&mut obj);
@@ -91,7 +104,6 @@ pub(super) async fn create(state: &ApiState, req: &ApiRequest) -> ApiResult<Resp
             "resourceVersion",
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
-            "managedFields",
             "selfLink",
         ] {
             md.remove(system);
@@ -115,6 +127,9 @@ pub(super) async fn create(state: &ApiState, req: &ApiRequest) -> ApiResult<Resp
     }
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, &name, &errors));
+    }
+    if !managed::is_apply(req) {
+        managed::record_update(req, &json!({}), &mut obj)?;
     }
     check_namespace(state, res, ns.as_deref()).await?;
     if dry_run(req) {

@@ -12,6 +12,7 @@ mod eviction;
 mod filter;
 mod get;
 mod list;
+mod managed;
 mod metrics;
 pub mod object;
 mod openapi;

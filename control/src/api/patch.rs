@@ -1,14 +1,24 @@
 //! `patch`: JSON patch, merge patch and strategic merge patch, applied to
 //! the object in the version the client speaks and written through the
 //! update path; a resourceVersion or uid the patch sets is a precondition.
+//! An apply patch (server-side apply) merges the applied configuration by
+//! field ownership instead (see `bosun::fieldmanager`), and creates the
+//! object if it is missing.
 
 use axum::response::Response;
+use bosun::fieldmanager::managed::{self as fields, APPLY};
 use bosun::patch;
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use super::create::create_object;
 use super::decode::{content_type, prepare_input};
 use super::error::{ApiError, ApiResult};
-use super::object::{from_storage_version, meta_str, requested_revision};
+use super::managed::{self, APPLY_MEDIA_TYPES};
+use super::object::{
+    from_storage_version, meta_str, metadata_mut, now_rfc3339, requested_revision,
+};
+use super::request::load;
+use super::request::name_of;
 use super::update::read_modify_write;
 use super::{ApiRequest, ApiState};
 
@@ -30,6 +40,8 @@ pub(super) fn patch_type(req: &ApiRequest) -> ApiResult<PatchType> {
                 "application/json-patch+json",
                 "application/merge-patch+json",
                 "application/strategic-merge-patch+json",
+                APPLY_MEDIA_TYPES[0],
+                APPLY_MEDIA_TYPES[1],
             ],
         )),
     }
@@ -57,6 +69,10 @@ pub(super) fn parse_patch(req: &ApiRequest) -> ApiResult<(PatchType, Value)> {
 }
 
 pub(super) async fn patch(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
+    managed::check_force(req)?;
+    if managed::is_apply(req) {
+        return apply(state, req).await;
+    }
     let (kind, doc) = parse_patch(req)?;
     let res = req.target.res;
     read_modify_write(state, req, |current| {
@@ -75,6 +91,70 @@ pub(super) async fn patch(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
                 "metadata.name cannot be changed by a patch",
             ));
         }
+        Ok((next, precondition, warnings))
+    })
+    .await
+}
+
+/// The applied configuration: YAML (JSON is YAML too), an object naming
+/// its apiVersion and kind, and the object of the URL.
+fn parse_apply(req: &ApiRequest) -> ApiResult<Value> {
+    let config: Value = serde_yaml::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the apply patch must be an object with apiVersion, kind and metadata",
+        ));
+    }
+    for field in ["apiVersion", "kind"] {
+        if config
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ApiError::bad_request(format!(
+                "{field} must be set in an apply patch"
+            )));
+        }
+    }
+    let url_name = name_of(req);
+    match meta_str(&config, "name") {
+        Some(n) if n != url_name => Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({url_name})"
+        ))),
+        _ => Ok(config),
+    }
+}
+
+/// Server-side apply: `PATCH` with `application/apply-patch+yaml`.
+async fn apply(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
+    let who = managed::actor(req, managed::manager_of(req)?, APPLY);
+    let force = req.flag("force");
+    let scope = managed::scope_of(req);
+    let config = parse_apply(req)?;
+    let res = req.target.res;
+    match load(state, req).await {
+        Err(e) if e.code == 404 && req.target.subresource.is_none() => {
+            let applied =
+                fields::apply(&json!({}), &[], &config, &who, scope, force, &now_rfc3339())
+                    .map_err(|c| managed::conflict_error(&c))?;
+            let mut obj = applied.object;
+            metadata_mut(&mut obj).insert("name".into(), json!(name_of(req)));
+            let (mut obj, warnings) = prepare_input(req, obj)?;
+            managed::set_entries(&mut obj, &applied.entries);
+            return create_object(state, req, obj, warnings).await;
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    let precondition = requested_revision(&config)?;
+    read_modify_write(state, req, |current| {
+        let view = from_storage_version(res, current.clone());
+        let entries = managed::entries_of(current);
+        let applied = fields::apply(&view, &entries, &config, &who, scope, force, &now_rfc3339())
+            .map_err(|c| managed::conflict_error(&c))?;
+        let (mut next, warnings) = prepare_input(req, applied.object)?;
+        managed::set_entries(&mut next, &applied.entries);
         Ok((next, precondition, warnings))
     })
     .await

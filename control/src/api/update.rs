@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
+use super::managed;
 use super::object::{self, meta_str, metadata_mut, requested_revision};
 use super::request::{
     dry_run, load, name_of, namespace_of, respond, store_delete, store_update, MAX_ATTEMPTS,
@@ -78,7 +79,8 @@ pub(super) fn merge_write(res: &ResourceInfo, current: &Value, new: Value, part:
                 None => md.remove(system),
             };
         }
-        md.remove("managedFields");
+        // managedFields stay as sent: the field manager reads them (see
+        // `managed::record_update`) and keeps the stored ones if none came.
         md.remove("selfLink");
     }
     if res.has_subresource("status") {
@@ -147,6 +149,9 @@ pub(super) async fn commit_write(
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, name, &errors));
     }
+    if !managed::is_apply(req) {
+        managed::record_update(req, current, &mut next)?;
+    }
     if without_revision(&next) == without_revision(current) {
         return Ok(Ok(Written::Unchanged(current.clone())));
     }
@@ -208,7 +213,14 @@ where
                 ));
             }
         }
-        let next = merge_write(res, &current, next, part_of(req));
+        // An apply has worked out the ownership already.
+        let applied = managed::is_apply(req)
+            .then(|| next.pointer("/metadata/managedFields").cloned())
+            .flatten();
+        let mut next = merge_write(res, &current, next, part_of(req));
+        if let Some(entries) = applied {
+            metadata_mut(&mut next).insert("managedFields".into(), entries);
+        }
         match commit_write(state, req, &kv, &current, next, part_of(req)).await? {
             Ok(written) => return Ok(written_response(req, written, &warnings)),
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
