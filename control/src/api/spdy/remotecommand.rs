@@ -254,11 +254,7 @@ async fn client_to_agent<S>(
                     to_agent.push(vec![CLOSE, STDIN]);
                 }
             }
-            Frame::Ping { id } => {
-                if out.send(Frame::Ping { id }).await.is_err() {
-                    return;
-                }
-            }
+            Frame::Ping { id } if out.send(Frame::Ping { id }).await.is_err() => return,
             Frame::GoAway { .. } => return,
             // Flow control is not enforced (as spdystream); the client
             // opens every stream, so replies are not ours to read.
