@@ -21,6 +21,7 @@ pub mod protobuf;
 pub mod proxy;
 mod request;
 mod scale;
+mod spdy;
 mod strategy;
 mod table;
 mod update;

@@ -17,7 +17,10 @@
 //! subprotocols `v5.channel.k8s.io` / `v4.channel.k8s.io`) goes to the
 //! agent, the agent's answer comes back, and from then on the bytes of both
 //! upgraded connections are copied as they are, so the control plane needs
-//! no knowledge of the channel protocol. SPDY is not served.
+//! no knowledge of the channel protocol. A SPDY/3.1 upgrade (kubectl's
+//! fallback) is answered by the control plane itself, which opens a
+//! WebSocket to the agent and translates between the two (see
+//! [`super::spdy`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +38,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
-use super::{object, ApiState, Target};
+use super::{object, spdy, ApiState, Target};
 
 /// The Node annotation the agent publishes its serving certificate in.
 pub const SERVING_CERT_ANNOTATION: &str = "bosun.io/serving-certificate";
@@ -364,11 +367,16 @@ pub async fn serve(
     // Checked last: kubectl retries with SPDY when the WebSocket upgrade is
     // refused for any reason, so the errors above must be the answer to
     // its SPDY request too.
-    if streaming && !wants_websocket(&parts) {
-        return Err(ApiError::bad_request(format!(
-            "Upgrade request required: bosun serves pods/{sub} over WebSocket (subprotocol v5.channel.k8s.io or v4.channel.k8s.io), not SPDY"
-        )));
-    }
+    let spdy = if streaming && !wants_websocket(&parts) {
+        if !spdy::wants_spdy(&parts.headers) {
+            return Err(ApiError::bad_request(format!(
+                "Upgrade request required: pods/{sub} is served over WebSocket (subprotocol v5.channel.k8s.io or v4.channel.k8s.io) or SPDY/3.1"
+            )));
+        }
+        Some(spdy::negotiate(&parts.headers).map_err(ApiError::forbidden)?)
+    } else {
+        None
+    };
 
     let verb = if streaming { sub } else { "containerLogs" };
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
@@ -389,9 +397,17 @@ pub async fn serve(
         req = req
             .header(http::header::CONNECTION, "Upgrade")
             .header(http::header::UPGRADE, "websocket");
-        for name in HANDSHAKE_REQUEST {
-            for value in parts.headers.get_all(&name) {
-                req = req.header(&name, value);
+        if spdy.is_some() {
+            // The control plane is the agent's WebSocket client.
+            req = req
+                .header(http::header::SEC_WEBSOCKET_VERSION, "13")
+                .header(http::header::SEC_WEBSOCKET_KEY, websocket_key())
+                .header(http::header::SEC_WEBSOCKET_PROTOCOL, AGENT_PROTOCOLS);
+        } else {
+            for name in HANDSHAKE_REQUEST {
+                for value in parts.headers.get_all(&name) {
+                    req = req.header(&name, value);
+                }
             }
         }
     }
@@ -404,6 +420,9 @@ pub async fn serve(
         ))
     })?;
 
+    if let (Some(protocol), StatusCode::SWITCHING_PROTOCOLS) = (spdy, resp.status()) {
+        return serve_spdy(&query, &mut parts, &mut resp, protocol);
+    }
     if streaming && resp.status() == StatusCode::SWITCHING_PROTOCOLS {
         let client_upgrade = parts
             .extensions
@@ -445,6 +464,68 @@ pub async fn serve(
         .unwrap_or_else(|| HeaderValue::from_static("text/plain"));
     let body = Body::new(resp.into_body());
     Ok((status, [(http::header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+/// The subprotocols the control plane offers an agent, preferred first.
+const AGENT_PROTOCOLS: &str = "v5.channel.k8s.io, v4.channel.k8s.io";
+
+fn websocket_key() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 16]>())
+}
+
+/// Answers a SPDY upgrade whose WebSocket to the agent is up: 101 with the
+/// negotiated protocol, then the translation runs on its own task.
+fn serve_spdy(
+    query: &[(String, String)],
+    parts: &mut Parts,
+    agent_resp: &mut http::Response<hyper::body::Incoming>,
+    protocol: spdy::Protocol,
+) -> ApiResult<Response> {
+    let agent_v5 = agent_resp
+        .headers()
+        .get(http::header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|p| p.to_str().ok())
+        == Some("v5.channel.k8s.io");
+    let flag = |name: &str| {
+        query
+            .iter()
+            .any(|(k, v)| k == name && (v == "true" || v == "1"))
+    };
+    let flags = spdy::remotecommand::Flags {
+        stdin: flag("stdin"),
+        stdout: flag("stdout"),
+        stderr: flag("stderr"),
+        tty: flag("tty"),
+    };
+    let client_upgrade = parts
+        .extensions
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| ApiError::bad_request("this connection cannot be upgraded"))?;
+    let agent_upgrade = hyper::upgrade::on(agent_resp);
+    tokio::spawn(async move {
+        let (client, agent) = match tokio::join!(client_upgrade, agent_upgrade) {
+            (Ok(c), Ok(a)) => (c, a),
+            (c, a) => {
+                tracing::debug!(client = ?c.err(), agent = ?a.err(), "an upgrade failed");
+                return;
+            }
+        };
+        let agent = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(agent),
+            tokio_tungstenite::tungstenite::protocol::Role::Client,
+            None,
+        )
+        .await;
+        spdy::remotecommand::bridge(TokioIo::new(client), agent, agent_v5, protocol, flags).await;
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(http::header::CONNECTION, "Upgrade")
+        .header(http::header::UPGRADE, spdy::UPGRADE)
+        .header(spdy::PROTOCOL_HEADER, protocol.name())
+        .body(Body::empty())
+        .map_err(|e| ApiError::internal(e.to_string()))
 }
 
 #[cfg(test)]
