@@ -18,4 +18,5 @@ pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod tokens;
 pub mod toolkit;
