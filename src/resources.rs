@@ -90,6 +90,7 @@ impl ResourceInfo {
             "scale" => (&["get", "patch", "update"], "Scale"),
             "binding" => (&["create"], "Binding"),
             "eviction" => (&["create"], "Eviction"),
+            "token" => (&["create"], "TokenRequest"),
             "finalize" => (&["update"], self.kind),
             _ => (&["get", "patch", "update"], self.kind),
         }
@@ -188,7 +189,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Secret", "secrets", "secret", true,
          short: [], cat: [], sub: []),
     res!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true,
-         short: ["sa"], cat: [], sub: []),
+         short: ["sa"], cat: [], sub: ["token"]),
     res!("apps", "v1", "Deployment", "deployments", "deployment", true,
          short: ["deploy"], cat: ["all"], sub: ["status", "scale"]),
     res!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true,

@@ -12,8 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
-use kube::api::Api;
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, ServiceAccount};
+use kube::api::{Api, PostParams};
 use kube::Client;
 
 use bosun::names::is_env_var_name;
@@ -33,6 +34,32 @@ pub struct ConfigSources {
     pub secrets: Lookup,
     pub config_map_files: FilesLookup,
     pub secret_files: FilesLookup,
+    /// Tokens of projected `serviceAccountToken` sources, by
+    /// [`token_key`], or why none could be had.
+    pub tokens: BTreeMap<String, Result<Token, String>>,
+}
+
+/// A service account token the API issued for the pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    pub token: String,
+    /// When it was issued and when it expires (Unix seconds).
+    pub issued: i64,
+    pub expires: i64,
+}
+
+impl Token {
+    /// Whether the kubelet would ask for a new one: past 80% of its
+    /// lifetime, or older than a day.
+    pub fn needs_refresh(&self, now: i64) -> bool {
+        let lifetime = self.expires - self.issued;
+        now >= self.issued + lifetime * 8 / 10 || now >= self.issued + 24 * 3600
+    }
+}
+
+/// The key of a projected token: the volume and the source's index.
+pub fn token_key(volume: &str, source: usize) -> String {
+    format!("{volume}/{source}")
 }
 
 /// The names of the ConfigMaps and Secrets container `c` reads its
@@ -75,14 +102,46 @@ fn pod_refs(pod: &Pod) -> (BTreeSet<String>, BTreeSet<String>) {
         if let Some(name) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
             secrets.insert(name);
         }
+        for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(cm) = &src.config_map {
+                cms.insert(cm.name.clone());
+            }
+            if let Some(s) = &src.secret {
+                secrets.insert(s.name.clone());
+            }
+        }
     }
     (cms, secrets)
 }
 
-/// Whether the pod reads any ConfigMap or Secret.
+/// The projected `serviceAccountToken` sources of the pod's volumes: key,
+/// audience and lifetime.
+fn token_sources(pod: &Pod) -> Vec<(String, Option<String>, i64)> {
+    let mut out = Vec::new();
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        for (i, src) in v
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten())
+            .enumerate()
+        {
+            if let Some(t) = &src.service_account_token {
+                out.push((
+                    token_key(&v.name, i),
+                    t.audience.clone().filter(|a| !a.is_empty()),
+                    t.expiration_seconds.unwrap_or(3600),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Whether the pod reads any ConfigMap or Secret, or has a projected
+/// service account token.
 pub fn references_any(pod: &Pod) -> bool {
     let (a, b) = pod_refs(pod);
-    !a.is_empty() || !b.is_empty()
+    !a.is_empty() || !b.is_empty() || !token_sources(pod).is_empty()
 }
 
 /// Whether the pod has a configMap or secret volume (kept up to date
@@ -91,7 +150,7 @@ pub fn has_config_volumes(pod: &Pod) -> bool {
     pod.spec
         .iter()
         .flat_map(|s| s.volumes.iter().flatten())
-        .any(|v| v.config_map.is_some() || v.secret.is_some())
+        .any(|v| v.config_map.is_some() || v.secret.is_some() || v.projected.is_some())
 }
 
 fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
@@ -104,10 +163,20 @@ fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
     })
 }
 
-/// Reads every ConfigMap and Secret the pod refers to.
-pub async fn resolve(client: &Client, pod: &Pod) -> ConfigSources {
+/// Reads every ConfigMap and Secret the pod refers to, and gets the
+/// tokens of its projected service account sources (keeping those in
+/// `previous` that are still fresh).
+pub async fn resolve(client: &Client, pod: &Pod, previous: &ConfigSources) -> ConfigSources {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = ConfigSources::default();
+    let now = chrono::Utc::now().timestamp();
+    for (key, audience, seconds) in token_sources(pod) {
+        let token = match previous.tokens.get(&key) {
+            Some(Ok(t)) if !t.needs_refresh(now) => Ok(t.clone()),
+            _ => request_token(client, pod, audience, seconds, now).await,
+        };
+        out.tokens.insert(key, token);
+    }
     let (cms, secrets) = pod_refs(pod);
     for name in cms {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
@@ -165,6 +234,53 @@ pub async fn resolve(client: &Client, pod: &Pod) -> ConfigSources {
         out.secret_files.insert(name, got);
     }
     out
+}
+
+/// Asks the API for a token of the pod's service account, bound to the
+/// pod (the kubelet's TokenRequest).
+async fn request_token(
+    client: &Client,
+    pod: &Pod,
+    audience: Option<String>,
+    seconds: i64,
+    now: i64,
+) -> Result<Token, String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let account = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(audience.into_iter().collect()),
+            expiration_seconds: Some(seconds),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let got = api
+        .create_token_request(&account, &PostParams::default(), &request)
+        .await
+        .map_err(|e| format!("failed to fetch token: {e}"))?;
+    let status = got.status.ok_or("failed to fetch token: no status")?;
+    Ok(Token {
+        token: status
+            .token
+            .ok_or("failed to fetch token: none in the answer")?,
+        issued: now,
+        expires: status
+            .expiration_timestamp
+            .map_or(now + seconds, |t| t.0.as_second()),
+    })
 }
 
 /// What `envFrom` and the key references of `env` give container `c`.

@@ -1,7 +1,9 @@
-//! `configMap` and `secret` volumes: the files of a ConfigMap's or
-//! Secret's keys (all of them, or `items` key→path), with `defaultMode` /
-//! per-item `mode`, written with the kubelet's atomic writer layout so a
-//! running container sees an edit as one change:
+//! `configMap`, `secret`, `downwardAPI` and `projected` volumes: the
+//! files of a ConfigMap's or Secret's keys (all of them, or `items`
+//! key→path), of the pod's own fields, of a service account token, or of
+//! several of those at once (projected), with `defaultMode` / per-item
+//! `mode`, written with the kubelet's atomic writer layout so a running
+//! container sees an edit (or a refreshed token) as one change:
 //!
 //! ```text
 //! <dir>/..2026_12_03_19_40_00.123456789/<files>   the current payload
@@ -9,8 +11,9 @@
 //! <dir>/<key> -> ..data/<key>                     what the user sees
 //! ```
 //!
-//! A Secret volume's directory is a tmpfs mount, so its contents never
-//! reach the node's disk; a ConfigMap's lives under the pod's volume dir.
+//! A Secret's or projected volume's directory is a tmpfs mount, so its
+//! contents (tokens too) never reach the node's disk; a ConfigMap's or
+//! downwardAPI's lives under the pod's volume dir.
 //! A `subPath` mount binds the file the symlink points at when the
 //! container is made, so it keeps that version (as in Kubernetes).
 
@@ -18,9 +21,10 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{KeyToPath, Volume};
+use k8s_openapi::api::core::v1::{KeyToPath, Pod, Volume};
 
-use crate::config_sources::ConfigSources;
+use crate::config_sources::{token_key, ConfigSources};
+use crate::downward_api;
 
 /// One file of a volume's payload: its bytes and mode.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,40 +33,113 @@ pub struct File {
     pub mode: u32,
 }
 
-/// The files volume `v` holds (relative path → file), or the kubelet's
-/// error for a missing object or key; `Ok(None)` if `v` is not a
-/// configMap or secret volume.
+/// A mode from the API (`defaultMode`, an item's `mode`), or `default`.
+fn mode_of(mode: Option<i32>, default: u32) -> u32 {
+    mode.map_or(default, |m| m as u32 & 0o777)
+}
+
+/// The files volume `v` of `pod` holds (relative path → file), or the
+/// kubelet's error for a missing object or key; `Ok(None)` if `v` is not
+/// a configMap, secret, downwardAPI or projected volume.
 pub fn payload(
     v: &Volume,
+    pod: &Pod,
     sources: &ConfigSources,
 ) -> Result<Option<BTreeMap<String, File>>, String> {
-    let (secret, name, items, default_mode, optional) = match (&v.config_map, &v.secret) {
-        (Some(cm), _) => (
-            false,
-            cm.name.clone(),
-            cm.items.clone(),
-            cm.default_mode,
-            cm.optional == Some(true),
-        ),
-        (None, Some(s)) => (
-            true,
-            s.secret_name.clone().unwrap_or_default(),
-            s.items.clone(),
-            s.default_mode,
-            s.optional == Some(true),
-        ),
-        _ => return Ok(None),
+    if let Some(cm) = &v.config_map {
+        let mode = mode_of(cm.default_mode, 0o644);
+        let o = Object::config_map(&cm.name, cm.items.as_deref(), cm.optional);
+        return object_files(o, mode, sources).map(Some);
+    }
+    if let Some(s) = &v.secret {
+        let mode = mode_of(s.default_mode, 0o644);
+        let name = s.secret_name.clone().unwrap_or_default();
+        let o = Object::secret(&name, s.items.as_deref(), s.optional);
+        return object_files(o, mode, sources).map(Some);
+    }
+    if let Some(d) = &v.downward_api {
+        let mode = mode_of(d.default_mode, 0o644);
+        return downward_api::files(pod, d.items.as_deref().unwrap_or_default(), mode).map(Some);
+    }
+    let Some(p) = &v.projected else {
+        return Ok(None);
     };
-    let kind = if secret { "secret" } else { "configmap" };
-    let default_mode = default_mode.map_or(0o644, |m| m as u32 & 0o777);
-    let files = match sources.files(secret, &name) {
+    let mode = mode_of(p.default_mode, 0o644);
+    let mut out = BTreeMap::new();
+    for (i, src) in p.sources.iter().flatten().enumerate() {
+        if let Some(cm) = &src.config_map {
+            let o = Object::config_map(&cm.name, cm.items.as_deref(), cm.optional);
+            out.extend(object_files(o, mode, sources)?);
+        }
+        if let Some(s) = &src.secret {
+            let o = Object::secret(&s.name, s.items.as_deref(), s.optional);
+            out.extend(object_files(o, mode, sources)?);
+        }
+        if let Some(d) = &src.downward_api {
+            let items = d.items.as_deref().unwrap_or_default();
+            out.extend(downward_api::files(pod, items, mode)?);
+        }
+        if let Some(t) = &src.service_account_token {
+            let token = match sources.tokens.get(&token_key(&v.name, i)) {
+                Some(Ok(t)) => t.token.clone(),
+                Some(Err(e)) => return Err(e.clone()),
+                None => return Err("failed to fetch token: not requested yet".into()),
+            };
+            out.insert(
+                t.path.clone(),
+                File {
+                    data: token.into_bytes(),
+                    mode,
+                },
+            );
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A ConfigMap or Secret a volume (or a projected source) shows.
+struct Object<'a> {
+    secret: bool,
+    name: &'a str,
+    items: Option<&'a [KeyToPath]>,
+    optional: bool,
+}
+
+impl<'a> Object<'a> {
+    fn config_map(name: &'a str, items: Option<&'a [KeyToPath]>, optional: Option<bool>) -> Self {
+        Object {
+            secret: false,
+            name,
+            items,
+            optional: optional == Some(true),
+        }
+    }
+
+    fn secret(name: &'a str, items: Option<&'a [KeyToPath]>, optional: Option<bool>) -> Self {
+        Object {
+            secret: true,
+            name,
+            items,
+            optional: optional == Some(true),
+        }
+    }
+}
+
+/// The files of one ConfigMap or Secret: every key, or the `items`.
+fn object_files(
+    o: Object,
+    default_mode: u32,
+    sources: &ConfigSources,
+) -> Result<BTreeMap<String, File>, String> {
+    let kind = if o.secret { "secret" } else { "configmap" };
+    let files = match sources.files(o.secret, o.name) {
         Some(Ok(Some(files))) => files,
         Some(Err(e)) => return Err(e.clone()),
-        _ if optional => return Ok(Some(BTreeMap::new())),
-        _ => return Err(format!("{kind} \"{name}\" not found")),
+        _ if o.optional => return Ok(BTreeMap::new()),
+        _ => return Err(format!("{kind} \"{}\" not found", o.name)),
     };
     let mut out = BTreeMap::new();
-    match items.filter(|i| !i.is_empty()) {
+    match o.items.filter(|i| !i.is_empty()) {
         None => {
             for (k, data) in files {
                 out.insert(
@@ -79,27 +156,27 @@ pub fn payload(
                 key, path, mode, ..
             } in items
             {
-                let Some(data) = files.get(&key) else {
-                    if optional {
+                let Some(data) = files.get(key) else {
+                    if o.optional {
                         continue;
                     }
-                    return Err(if secret {
+                    return Err(if o.secret {
                         format!("references non-existent secret key: {key}")
                     } else {
                         format!("configmap references non-existent config key: {key}")
                     });
                 };
                 out.insert(
-                    path,
+                    path.clone(),
                     File {
                         data: data.clone(),
-                        mode: mode.map_or(default_mode, |m| m as u32 & 0o777),
+                        mode: mode_of(*mode, default_mode),
                     },
                 );
             }
         }
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// The payload now behind `dir/..data`, as [`write`] left it.
@@ -210,6 +287,7 @@ mod tests {
         let got = payload(
             &vol(serde_json::json!({"name": "v", "configMap": {"name": "web",
                 "defaultMode": 0o600, "items": [{"key": "a", "path": "x/y"}]}})),
+            &Pod::default(),
             &src,
         )
         .unwrap()
@@ -224,6 +302,7 @@ mod tests {
         let missing_key = payload(
             &vol(serde_json::json!({"name": "v", "configMap": {"name": "web",
                 "items": [{"key": "b", "path": "b"}]}})),
+            &Pod::default(),
             &src,
         );
         assert_eq!(
@@ -232,6 +311,7 @@ mod tests {
         );
         let missing = payload(
             &vol(serde_json::json!({"name": "v", "secret": {"secretName": "s"}})),
+            &Pod::default(),
             &src,
         );
         assert_eq!(missing.unwrap_err(), "secret \"s\" not found");

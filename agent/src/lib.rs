@@ -6,6 +6,7 @@ pub mod config;
 pub mod config_sources;
 pub mod config_volumes;
 pub mod dns;
+pub mod downward_api;
 pub mod events;
 pub mod metrics;
 pub mod node;

@@ -49,18 +49,13 @@ pub fn host_path_of(pod: &Pod, name: &str, cfg: &AgentConfig) -> Result<String, 
     if let Some(hp) = &v.host_path {
         return Ok(hp.path.clone());
     }
-    for (kind, is) in [
-        ("configmap", v.config_map.is_some()),
-        ("secret", v.secret.is_some()),
-    ] {
-        if is {
-            return Ok(config_volume_path(cfg, uid, kind, name)
-                .to_string_lossy()
-                .into_owned());
-        }
+    if let Some(kind) = file_volume_kind(v) {
+        return Ok(config_volume_path(cfg, uid, kind, name)
+            .to_string_lossy()
+            .into_owned());
     }
     Err(
-        "only emptyDir, hostPath, configMap, secret and claim volumes are supported by this agent"
+        "only emptyDir, hostPath, configMap, secret, downwardAPI, projected and claim volumes are supported by this agent"
             .into(),
     )
 }
@@ -127,19 +122,41 @@ fn mount_tmpfs(dir: &Path, opts: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes a configMap or secret volume's files (when they changed). A
-/// volume already written keeps its files when its object cannot be read
-/// any more, as the kubelet's do.
+/// The folder kind of a volume made of files the agent writes: the
+/// kubelet's plugin names, and whether it lives on tmpfs (secrets and
+/// tokens never touch the node's disk).
+fn file_volume_kind(v: &Volume) -> Option<&'static str> {
+    if v.config_map.is_some() {
+        Some("configmap")
+    } else if v.secret.is_some() {
+        Some("secret")
+    } else if v.downward_api.is_some() {
+        Some("downward-api")
+    } else if v.projected.is_some() {
+        Some("projected")
+    } else {
+        None
+    }
+}
+
+/// Kinds of [`file_volume_kind`] kept on tmpfs.
+const TMPFS_KINDS: [&str; 2] = ["secret", "projected"];
+
+/// Writes a configMap, secret, downwardAPI or projected volume's files
+/// (when they changed). A volume already written keeps its files when its
+/// object cannot be read any more, as the kubelet's do.
 fn setup_config_volume(
-    v: &k8s_openapi::api::core::v1::Volume,
-    uid: &str,
+    v: &Volume,
+    pod: &Pod,
     cfg: &AgentConfig,
     sources: &ConfigSources,
 ) -> Result<(), String> {
-    let secret = v.secret.is_some();
-    let kind = if secret { "secret" } else { "configmap" };
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let Some(kind) = file_volume_kind(v) else {
+        return Ok(());
+    };
     let dir = config_volume_path(cfg, uid, kind, &v.name);
-    let files = match config_volumes::payload(v, sources) {
+    let files = match config_volumes::payload(v, pod, sources) {
         Ok(Some(files)) => files,
         Ok(None) => return Ok(()),
         Err(e) if dir.join("..data").exists() => {
@@ -154,10 +171,10 @@ fn setup_config_volume(
         }
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("{kind} volume {}: {e}", v.name))?;
-    if secret && !is_mounted(&dir) {
-        // Secrets never touch the node's disk.
+    if TMPFS_KINDS.contains(&kind) && !is_mounted(&dir) {
+        // Secrets and tokens never touch the node's disk.
         mount_tmpfs(&dir, "mode=0755")
-            .map_err(|e| format!("secret volume {} (tmpfs): {e}", v.name))?;
+            .map_err(|e| format!("{kind} volume {} (tmpfs): {e}", v.name))?;
     }
     config_volumes::write(&dir, &files).map_err(|e| format!("{kind} volume {}: {e}", v.name))?;
     Ok(())
@@ -194,9 +211,7 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<()
                 }
             }
         }
-        if v.config_map.is_some() || v.secret.is_some() {
-            setup_config_volume(&v, uid, cfg, sources)?;
-        }
+        setup_config_volume(&v, pod, cfg, sources)?;
         if let Some(hp) = &v.host_path {
             check_host_path(&hp.path, hp.type_.as_deref().unwrap_or(""))
                 .map_err(|e| format!("hostPath {}: {e}", v.name))?;
@@ -208,7 +223,7 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<()
 /// Removes the pod's volumes dir (unmounting tmpfs emptyDirs first).
 pub fn teardown(cfg: &AgentConfig, uid: &str) {
     let dir = pod_dir(cfg, uid);
-    for kind in ["empty-dir", "secret"] {
+    for kind in ["empty-dir", "secret", "projected"] {
         let Ok(entries) = std::fs::read_dir(dir.join("volumes").join(kind)) else {
             continue;
         };

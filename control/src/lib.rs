@@ -20,4 +20,5 @@ pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod tokens;
 pub mod toolkit;

@@ -121,6 +121,8 @@ async fn main() -> anyhow::Result<()> {
             cpu_initialization_period: args.horizontal_pod_autoscaler_cpu_initialization_period,
             initial_readiness_delay: args.horizontal_pod_autoscaler_initial_readiness_delay,
         },
+        // Filled in from the PKI when the server starts.
+        root_ca: String::new(),
     };
     if let Err(e) = controllers.validate() {
         eprintln!("error: {e}");

@@ -13,8 +13,8 @@ use kube::Client;
 
 use crate::controllers::{
     cronjob, daemonset, deployment, endpoints, endpointslice, eventttl, garbagecollector, job,
-    namespace, nodelifecycle, podautoscaler, podgc, replicaset, statefulset, tainteviction,
-    volumebinding,
+    namespace, nodelifecycle, podautoscaler, podgc, replicaset, rootcacertpublisher,
+    serviceaccount, statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -35,6 +35,8 @@ pub const ALL: &[&str] = &[
     "tainteviction",
     "podgc",
     "namespace",
+    "serviceaccount",
+    "root-ca-cert-publisher",
     "garbagecollector",
     "eventttl",
 ];
@@ -49,6 +51,9 @@ pub struct ControllerOptions {
     pub node_lifecycle: nodelifecycle::NodeLifecycleOptions,
     pub pod_gc: podgc::PodGcOptions,
     pub pod_autoscaler: podautoscaler::PodAutoscalerOptions,
+    /// The CA certificate (PEM) the root CA publisher puts in every
+    /// namespace; set by the server from its PKI.
+    pub root_ca: String,
 }
 
 impl Default for ControllerOptions {
@@ -59,6 +64,7 @@ impl Default for ControllerOptions {
             node_lifecycle: Default::default(),
             pod_gc: Default::default(),
             pod_autoscaler: Default::default(),
+            root_ca: String::new(),
         }
     }
 }
@@ -134,6 +140,8 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "nodelifecycle" => nodelifecycle::start(shared, options.node_lifecycle.clone()),
             "tainteviction" => tainteviction::start(shared),
             "podgc" => podgc::start(shared, options.pod_gc.clone()),
+            "serviceaccount" => serviceaccount::start(shared),
+            "root-ca-cert-publisher" => rootcacertpublisher::start(shared, options.root_ca.clone()),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");

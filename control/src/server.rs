@@ -15,6 +15,7 @@ use crate::manager::{self, ControllerOptions};
 use crate::observe;
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
 use crate::tls;
+use crate::tokens::TokenIssuer;
 use crate::toolkit::{Shared, SystemClock};
 
 #[derive(Debug, Clone)]
@@ -128,6 +129,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
+        tokens: Arc::new(TokenIssuer::load_or_create(&config.data_dir)?),
         options: config.api.clone(),
         shutdown: shutdown_rx,
     });
@@ -151,7 +153,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         manager::in_process_client(router.clone(), &token),
         Arc::new(SystemClock),
     );
-    let loops: Vec<_> = manager::start(&shared, &config.controllers)
+    let controllers = ControllerOptions {
+        root_ca: pki.ca_pem.clone(),
+        ..config.controllers.clone()
+    };
+    let loops: Vec<_> = manager::start(&shared, &controllers)
         .into_iter()
         .map(tokio::spawn)
         .collect();

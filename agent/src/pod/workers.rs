@@ -189,7 +189,8 @@ pub async fn pod_worker_loop(
         // appears.
         let reads_config = crate::config_sources::references_any(&seen);
         if reads_config {
-            worker.config_sources = crate::config_sources::resolve(&client, &seen).await;
+            worker.config_sources =
+                crate::config_sources::resolve(&client, &seen, &worker.config_sources).await;
         }
         let wake_after = match worker.sync_pod(&seen).await {
             Ok(synced) => {

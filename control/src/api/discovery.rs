@@ -92,6 +92,10 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 e["group"] = json!("policy");
                 e["version"] = json!("v1");
             }
+            if *sub == "token" {
+                e["group"] = json!("authentication.k8s.io");
+                e["version"] = json!("v1");
+            }
             resources.push(e);
         }
     }

@@ -24,6 +24,7 @@ mod scale;
 mod spdy;
 mod strategy;
 mod table;
+mod token;
 mod update;
 mod watch;
 
@@ -70,8 +71,11 @@ impl Default for ApiOptions {
 
 pub struct ApiState {
     pub store: Arc<dyn Store>,
-    /// The bearer token every request must carry.
+    /// The admin's bearer token.
     pub token: String,
+    /// Signs and checks service account tokens, the other bearer tokens
+    /// the API accepts.
+    pub tokens: Arc<crate::tokens::TokenIssuer>,
     pub options: ApiOptions,
     /// Flips to true when the server shuts down, ending open watches.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
@@ -192,8 +196,11 @@ pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> R
     json_response(code, body)
 }
 
-fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {
+/// Whether the request carries the admin's token or a valid service
+/// account token.
+async fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {
     bosun::serving::bearer_token_matches(&state.token, headers)
+        || token::service_account_authenticated(state, headers).await
 }
 
 /// Everything a verb handler needs of the request.
@@ -237,7 +244,7 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         "/version" => return Ok(json_response(StatusCode::OK, &discovery::version())),
         _ => {}
     }
-    if !authorized(&state, &headers) {
+    if !authorized(&state, &headers).await {
         return Err(ApiError::unauthorized());
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -346,6 +353,10 @@ async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
             "the server does not allow this method on the requested resource (pods/binding)",
         )),
         (&Method::POST, true, Some("eviction")) => eviction::evict(state, &req).await,
+        (&Method::POST, true, Some("token")) => token::create_token(state, &req).await,
+        (_, true, Some("token")) => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource (serviceaccounts/token)",
+        )),
         (_, true, Some("eviction")) => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource (pods/eviction)",
         )),

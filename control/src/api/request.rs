@@ -120,3 +120,19 @@ pub(super) async fn list_all(
         .map(object::from_store)
         .collect()
 }
+
+/// The stored core (`v1`) object of `kind` named `name` in `ns`, if any,
+/// for rules that look at another object (admission, token checks).
+pub(super) async fn stored_core(
+    state: &ApiState,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> ApiResult<Option<Value>> {
+    let res = bosun::resources::by_kind("v1", kind).expect("a served core kind");
+    match state.store.get(&res.storage_key(Some(ns), name)).await {
+        Ok(Some(kv)) => Ok(Some(object::from_store(&kv)?)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(ApiError::from_store(e, res, name)),
+    }
+}

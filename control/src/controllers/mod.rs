@@ -17,6 +17,8 @@ pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
+pub mod rootcacertpublisher;
+pub mod serviceaccount;
 pub mod statefulset;
 pub mod tainteviction;
 pub mod volumebinding;

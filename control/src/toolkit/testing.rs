@@ -36,6 +36,7 @@ impl TestApi {
         let state = Arc::new(ApiState {
             store: store.clone(),
             token: TOKEN.into(),
+            tokens: Arc::new(crate::tokens::TokenIssuer::ephemeral()),
             options: ApiOptions {
                 bookmark_interval: Duration::from_secs(5),
                 ..Default::default()

@@ -23,6 +23,7 @@ mod namespace;
 mod pod;
 mod secret;
 mod service;
+pub mod service_account;
 mod statefulset;
 mod volume;
 

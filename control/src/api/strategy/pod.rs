@@ -1,11 +1,15 @@
 //! Pods: they start Pending with their QoS class, get the default
 //! NoExecute tolerations for not-ready and unreachable nodes, and only a
-//! pod a node runs needs time to stop when deleted.
+//! pod a node runs needs time to stop when deleted. New pods run as a
+//! service account ([`service_account`]).
 
+use async_trait::async_trait;
+use bosun::validation::FieldError;
 use serde_json::{json, Value};
 
-use super::Strategy;
-use crate::api::{object, ApiOptions};
+use super::{service_account, Strategy};
+use crate::api::error::ApiResult;
+use crate::api::{object, ApiOptions, ApiState};
 
 use bosun::well_known::{
     TAINT_NOT_READY as NOT_READY_TAINT, TAINT_UNREACHABLE as UNREACHABLE_TAINT,
@@ -57,9 +61,16 @@ pub fn add_default_tolerations(options: &ApiOptions, pod: &mut Value) {
 
 pub struct PodStrategy;
 
+#[async_trait]
 impl Strategy for PodStrategy {
     fn prepare_for_create(&self, options: &ApiOptions, pod: &mut Value) {
         add_default_tolerations(options, pod);
+    }
+
+    /// The service account and its token volume.
+    async fn allocate(&self, state: &ApiState, pod: &mut Value) -> ApiResult<Vec<FieldError>> {
+        service_account::admit(state, pod).await?;
+        Ok(Vec::new())
     }
 
     fn initial_status(&self, obj: &Value) -> Option<Value> {

@@ -1,0 +1,183 @@
+//! Service account tokens on the API: the `serviceaccounts/token`
+//! subresource (TokenRequest, what the kubelet asks for a pod's projected
+//! token) and accepting those tokens as bearer tokens, as
+//! kube-apiserver's service account authenticator does: signed by this
+//! control plane, for the API's audience, not expired, and the service
+//! account (and the pod it is bound to) still the same object, by uid.
+
+use axum::response::Response;
+use bosun::resources;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+use super::decode::decode_body;
+use super::error::{ApiError, ApiResult};
+use super::object::meta_str;
+use super::request::stored_core;
+use super::{ApiRequest, ApiState};
+use crate::tokens::{Claims, Ref, ISSUER};
+use bosun::validation::FieldError;
+
+/// Shortest and default lifetime of a requested token (TokenRequest's
+/// `expirationSeconds`), and the longest.
+const MIN_SECONDS: i64 = 600;
+const DEFAULT_SECONDS: i64 = 3600;
+const MAX_SECONDS: i64 = 1 << 32;
+
+/// Whether the request's bearer token is a valid service account token.
+pub async fn service_account_authenticated(state: &ApiState, headers: &HeaderMap) -> bool {
+    let Some(token) = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    else {
+        return false;
+    };
+    let claims = match state
+        .tokens
+        .verify(token, ISSUER, chrono::Utc::now().timestamp())
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "bearer token refused");
+            return false;
+        }
+    };
+    let k = &claims.kubernetes;
+    let same = |obj: Option<Value>, r: &Ref| {
+        obj.is_some_and(|o| meta_str(&o, "uid") == Some(r.uid.as_str()))
+    };
+    let sa = stored_core(
+        state,
+        "ServiceAccount",
+        &k.namespace,
+        &k.serviceaccount.name,
+    )
+    .await;
+    if !same(sa.ok().flatten(), &k.serviceaccount) {
+        tracing::debug!(sub = %claims.sub, "token's service account is gone");
+        return false;
+    }
+    if let Some(pod) = &k.pod {
+        let p = stored_core(state, "Pod", &k.namespace, &pod.name).await;
+        if !same(p.ok().flatten(), pod) {
+            tracing::debug!(sub = %claims.sub, pod = %pod.name, "token's pod is gone");
+            return false;
+        }
+    }
+    true
+}
+
+fn invalid(name: &str, errors: Vec<FieldError>) -> ApiError {
+    ApiError::invalid(
+        resources::by_kind("v1", "ServiceAccount").expect("served"),
+        name,
+        &errors,
+    )
+}
+
+/// `POST .../serviceaccounts/<name>/token`: a signed token for the
+/// service account, bound to the object the request names.
+pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
+    let ns = req.target.namespace.as_deref().unwrap_or("default");
+    let name = req.target.name.as_deref().unwrap_or("");
+    let body = decode_body(req)?;
+    let spec = &body["spec"];
+    let seconds = spec["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(DEFAULT_SECONDS);
+    if !(MIN_SECONDS..=MAX_SECONDS).contains(&seconds) {
+        return Err(invalid(
+            name,
+            vec![FieldError::invalid(
+                "spec.expirationSeconds",
+                seconds,
+                if seconds < MIN_SECONDS {
+                    "may not specify a duration less than 10 minutes"
+                } else {
+                    "may not specify a duration larger than 2^32 seconds"
+                },
+            )],
+        ));
+    }
+    let audiences: Vec<String> = match spec["audiences"].as_array() {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
+        _ => vec![ISSUER.to_string()],
+    };
+    let sa = stored_core(state, "ServiceAccount", ns, name)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(
+                resources::by_kind("v1", "ServiceAccount").expect("served"),
+                name,
+            )
+        })?;
+    let sa_ref = Ref {
+        name: name.to_string(),
+        uid: meta_str(&sa, "uid").unwrap_or_default().to_string(),
+    };
+    let bound = &spec["boundObjectRef"];
+    let pod = match bound["kind"].as_str() {
+        None => None,
+        Some("Pod") => {
+            let pod_name = bound["name"].as_str().unwrap_or_default();
+            let pod = stored_core(state, "Pod", ns, pod_name)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::not_found(resources::by_kind("v1", "Pod").expect("served"), pod_name)
+                })?;
+            let uid = meta_str(&pod, "uid").unwrap_or_default();
+            if let Some(want) = bound["uid"].as_str().filter(|u| !u.is_empty()) {
+                if want != uid {
+                    return Err(ApiError::conflict(
+                        resources::by_kind("v1", "Pod").expect("served"),
+                        pod_name,
+                        &format!(
+                            "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
+                        ),
+                    ));
+                }
+            }
+            Some(Ref {
+                name: pod_name.to_string(),
+                uid: uid.to_string(),
+            })
+        }
+        Some(other) => {
+            return Err(invalid(
+                name,
+                vec![FieldError::not_supported(
+                    "spec.boundObjectRef.kind",
+                    other,
+                    &["Pod"],
+                )],
+            ))
+        }
+    };
+    let now = chrono::Utc::now().timestamp();
+    let claims = Claims::new(ns, sa_ref, pod, audiences.clone(), now, seconds);
+    let token = state.tokens.sign(&claims);
+    let expires = chrono::DateTime::from_timestamp(claims.exp, 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let out = json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+        "spec": {
+            "audiences": audiences,
+            "expirationSeconds": seconds,
+            "boundObjectRef": if bound.is_object() { bound.clone() } else { Value::Null },
+        },
+        "status": {"token": token, "expirationTimestamp": expires},
+    });
+    Ok(super::object_response(
+        &req.headers,
+        StatusCode::CREATED,
+        &out,
+    ))
+}
