@@ -59,7 +59,8 @@ pub fn payload(
     }
     if let Some(d) = &v.downward_api {
         let mode = mode_of(d.default_mode, 0o644);
-        return downward_api::files(pod, d.items.as_deref().unwrap_or_default(), mode).map(Some);
+        let items = d.items.as_deref().unwrap_or_default();
+        return downward_files(pod, items, mode).map(Some);
     }
     let Some(p) = &v.projected else {
         return Ok(None);
@@ -77,7 +78,7 @@ pub fn payload(
         }
         if let Some(d) = &src.downward_api {
             let items = d.items.as_deref().unwrap_or_default();
-            out.extend(downward_api::files(pod, items, mode)?);
+            out.extend(downward_files(pod, items, mode)?);
         }
         if let Some(t) = &src.service_account_token {
             let token = match sources.tokens.get(&token_key(&v.name, i)) {
@@ -95,6 +96,18 @@ pub fn payload(
         }
     }
     Ok(Some(out))
+}
+
+/// The downward API's files of `pod`.
+fn downward_files(
+    pod: &Pod,
+    items: &[k8s_openapi::api::core::v1::DownwardAPIVolumeFile],
+    mode: u32,
+) -> Result<BTreeMap<String, File>, String> {
+    Ok(downward_api::files(pod, items, mode)?
+        .into_iter()
+        .map(|(path, (data, mode))| (path, File { data, mode }))
+        .collect())
 }
 
 /// A ConfigMap or Secret a volume (or a projected source) shows.

@@ -11,14 +11,12 @@ use serde_json::Value;
 
 use bosun::quantity::parse_quantity;
 
-use crate::config_volumes::File;
-
-/// The files `items` make of `pod`.
+/// The files `items` make of `pod`: path → (contents, mode).
 pub fn files(
     pod: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: u32,
-) -> Result<BTreeMap<String, File>, String> {
+) -> Result<BTreeMap<String, (Vec<u8>, u32)>, String> {
     let mut out = BTreeMap::new();
     for item in items {
         let value = match (&item.field_ref, &item.resource_field_ref) {
@@ -33,10 +31,10 @@ pub fn files(
         };
         out.insert(
             item.path.clone(),
-            File {
-                data: value.into_bytes(),
-                mode: item.mode.map_or(default_mode, |m| m as u32 & 0o777),
-            },
+            (
+                value.into_bytes(),
+                item.mode.map_or(default_mode, |m| m as u32 & 0o777),
+            ),
         );
     }
     Ok(out)
@@ -165,11 +163,11 @@ mod tests {
         ]))
         .unwrap();
         let got = files(&pod, &items, 0o644).unwrap();
-        let text = |k: &str| String::from_utf8(got[k].data.clone()).unwrap();
+        let text = |k: &str| String::from_utf8(got[k].0.clone()).unwrap();
         assert_eq!(text("name"), "web");
         assert_eq!(text("ns"), "team");
-        assert_eq!(got["ns"].mode, 0o600);
-        assert_eq!(got["name"].mode, 0o644);
+        assert_eq!(got["ns"].1, 0o600);
+        assert_eq!(got["name"].1, 0o644);
         assert_eq!(text("labels"), "a=\"say \\\"hi\\\"\"\nb=\"2\"");
         assert_eq!(text("b"), "2");
         assert_eq!(text("cpu"), "250");
