@@ -350,6 +350,10 @@ fn check_table(who: &str, out: &str, get: &Get) {
     }
 }
 
+/// The examples whose pods mount volumes of their own: kubectl reports a
+/// re-apply of them as "configured" (see [`check_example`]).
+const KUBECTL_REORDERS_VOLUMES: &[&str] = &["hostpath.yaml", "javaweb-2.yaml"];
+
 /// The whole life of one example with both clients.
 fn check_example(file: &str) {
     let ex = find(file);
@@ -370,9 +374,18 @@ fn check_example(file: &str) {
     }
 
     // kubectl takes over what bosun applied, and sees the same tables.
+    // A pod with volumes of its own is "configured" by kubectl, as against
+    // Kubernetes: the server added the service account token volume (and
+    // its mounts), so kubectl's patch carries `$setElementOrder` for those
+    // lists, while bosun's three-way patch leaves an unchanged order out.
+    let kubectl_reapplied = if KUBECTL_REORDERS_VOLUMES.contains(&file) {
+        "configured"
+    } else {
+        ex.reapplied
+    };
     assert_eq!(
         c.kubectl(&["apply", "-f", &path]).ok(),
-        lines(ex.objects, ex.reapplied)
+        lines(ex.objects, kubectl_reapplied)
     );
     for get in ex.gets {
         check_table("kubectl", c.kubectl(&get.argv()).ok(), get);
@@ -389,7 +402,7 @@ fn check_example(file: &str) {
     );
     assert_eq!(
         c.kubectl(&["apply", "-f", &path]).ok(),
-        lines(ex.objects, ex.reapplied)
+        lines(ex.objects, kubectl_reapplied)
     );
     assert_eq!(
         c.bosun(&["apply", "-f", &path]).ok(),
@@ -706,8 +719,9 @@ fn kubectl_verbs_on_all_the_examples() {
         assert!(described.contains(want), "no {want:?} in:\n{described}");
     }
     let described = k(&["describe", "pod", "nginx"]).ok().to_string();
+    // Aligned to "Service Account:", the longest label, as kubectl does.
     assert!(
-        described.starts_with("Name:         nginx\n"),
+        described.starts_with("Name:             nginx\n"),
         "{described}"
     );
     assert!(described.contains("\n  shell:\n"), "{described}");
