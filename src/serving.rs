@@ -16,15 +16,19 @@ pub fn init_logging() {
         .init();
 }
 
-/// Whether the request's `Authorization: Bearer` token is `token` (never
-/// when `token` is empty).
-pub fn bearer_token_matches(token: &str, headers: &http::HeaderMap) -> bool {
-    let presented = headers
+/// The bearer token the request presents, if any.
+pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
+        .map(str::trim)
+}
+
+/// Whether the request's `Authorization: Bearer` token is `token` (never
+/// when `token` is empty).
+pub fn bearer_token_matches(token: &str, headers: &http::HeaderMap) -> bool {
+    match bearer_token(headers) {
         // Every byte is compared so the time taken does not reveal a prefix.
         Some(t) if t.len() == token.len() && !token.is_empty() => {
             t.bytes()

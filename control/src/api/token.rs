@@ -26,12 +26,7 @@ const MAX_SECONDS: i64 = 1 << 32;
 
 /// Whether the request's bearer token is a valid service account token.
 pub async fn service_account_authenticated(state: &ApiState, headers: &HeaderMap) -> bool {
-    let Some(token) = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-    else {
+    let Some(token) = bosun::serving::bearer_token(headers) else {
         return false;
     };
     let claims = match state
