@@ -37,11 +37,24 @@ pub(crate) async fn call(
     body: Vec<u8>,
     want: StatusCode,
 ) -> Result<Bytes, String> {
+    call_as(client, method, uri, content_type, JSON, body, want).await
+}
+
+/// [`call`], asking for the response in `accept`.
+pub(crate) async fn call_as(
+    client: &Client,
+    method: Method,
+    uri: &str,
+    content_type: &str,
+    accept: &str,
+    body: Vec<u8>,
+    want: StatusCode,
+) -> Result<Bytes, String> {
     let req = Request::builder()
         .method(method)
         .uri(uri)
         .header(http::header::CONTENT_TYPE, content_type)
-        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::ACCEPT, accept)
         .body(Body::from(body))
         .map_err(|e| e.to_string())?;
     let resp = client.send(req).await.map_err(|e| e.to_string())?;

@@ -99,10 +99,15 @@ pub(crate) struct Args {
     /// Leave out the watch fan-out phase.
     #[arg(long)]
     pub(crate) skip_watch: bool,
+    /// Instead of the phases above: create N pods and list them, once as
+    /// JSON and once as protobuf, and compare bytes, time and server CPU.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) encodings: usize,
 }
 
 mod bosun_phases;
 mod clients;
+mod encodings;
 mod etcd_phases;
 mod numbers;
 mod objects;
@@ -110,6 +115,7 @@ mod open_loop;
 mod report;
 use bosun_phases::*;
 use clients::*;
+use encodings::*;
 use etcd_phases::*;
 use numbers::*;
 use objects::*;
@@ -130,8 +136,12 @@ async fn main() -> anyhow::Result<()> {
         config.cluster_url, args.concurrency, args.rate, args.duration, args.watchers
     );
 
-    // Fresh namespace.
     let admin = new_client(&config)?;
+    if args.encodings > 0 {
+        return compare_encodings(&args, &config, &admin, &ns, &date).await;
+    }
+
+    // Fresh namespace.
     let ns_body = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
                                             "metadata": {"name": ns}}))?;
     call(
@@ -300,6 +310,45 @@ async fn main() -> anyhow::Result<()> {
                 "update": etcd[1].to_json(),
                 "memory": etcd_mem,
             })},
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&out)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// The `--encodings` run: JSON first, then protobuf, the same pods.
+async fn compare_encodings(
+    args: &Args,
+    config: &Config,
+    admin: &Client,
+    ns: &str,
+    date: &str,
+) -> anyhow::Result<()> {
+    let ws = workers(config, args.concurrency)?;
+    warm_up(&ws, "/api/v1/namespaces/default").await?;
+    let mut steps = Vec::new();
+    for (encoding, media_type) in [("json", JSON), ("protobuf", PROTOBUF)] {
+        let ns = format!("{ns}-{encoding}");
+        steps.extend(
+            encoding_steps(args, admin, &ws, &ns, encoding, media_type, args.encodings).await?,
+        );
+    }
+    println!();
+    print_encoding_steps(&steps);
+    let bosun_mem = memory_json(args.server_pid);
+    println!(
+        "peak RSS (VmHWM): bosun {}",
+        mib(bosun_mem["vm_hwm_kib"].as_u64())
+    );
+    if let Some(path) = &args.json {
+        let out = json!({
+            "date": date,
+            "server": config.cluster_url.to_string(),
+            "args": {"concurrency": args.concurrency, "pods": args.encodings},
+            "encodings": steps.iter().map(EncodingStep::to_json).collect::<Vec<_>>(),
+            "memory": bosun_mem,
         });
         std::fs::write(path, serde_json::to_vec_pretty(&out)?)
             .with_context(|| format!("writing {}", path.display()))?;
