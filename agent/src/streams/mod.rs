@@ -141,7 +141,9 @@ impl StreamServer {
             })
             .max_by_key(|c| c.created_at)
             .ok_or_else(|| {
-                StatusError::not_found(format!("pod {ns}/{pod} has no running sandbox on this node"))
+                StatusError::not_found(format!(
+                    "pod {ns}/{pod} has no running sandbox on this node"
+                ))
             })
     }
 
