@@ -305,11 +305,7 @@ where
                 // Dropping the route ends that pair's forward.
                 routes.remove(&stream_id);
             }
-            Frame::Ping { id } => {
-                if out.send(Frame::Ping { id }).await.is_err() {
-                    break false;
-                }
-            }
+            Frame::Ping { id } if out.send(Frame::Ping { id }).await.is_err() => break false,
             Frame::GoAway { .. } => break false,
             // Flow control is not enforced (as spdystream); the client
             // opens every stream, so replies are not ours to read.

@@ -63,11 +63,7 @@ where
         let incoming = async {
             while let Some(Ok(message)) = ws_rx.next().await {
                 match message {
-                    Message::Binary(b) => {
-                        if write.write_all(&b).await.is_err() {
-                            break;
-                        }
-                    }
+                    Message::Binary(b) if write.write_all(&b).await.is_err() => break,
                     Message::Close(_) => break,
                     _ => {}
                 }
