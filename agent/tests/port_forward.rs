@@ -121,7 +121,10 @@ async fn web_pod(c: &Cluster, client: &Client, name: &str, labels: serde_json::V
             "metadata": {"name": name, "labels": labels},
             "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
                 "name": "web", "image": WEB,
-                "ports": [{"name": "http", "containerPort": 80}]}]}}),
+                "ports": [{"name": "http", "containerPort": 80}]}, {
+                // An echo server: a connection answers as soon as it is up.
+                "name": "echo", "image": WEB,
+                "command": ["nc", "-ll", "-p", "7000", "-e", "cat"]}]}}),
     )
     .await;
     c.wait_pod(client, name, "running", UP, |p| {
@@ -145,19 +148,30 @@ fn bosun_forward(c: &Cluster, target: &str, spec: &str) -> Forward {
     Forward::start(cmd)
 }
 
-/// Two connections open at once over one forward, then eight in parallel.
-fn concurrent_connections_work(port: u16) {
-    // The first stays open, its request unfinished, while the second runs.
-    let mut first = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    first
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    first.write_all(b"GET / HTTP/1.0\r\n").unwrap();
-    assert!(http_get(port).contains("web v1"));
-    first.write_all(b"Host: web\r\n\r\n").unwrap();
-    let mut out = String::new();
-    first.read_to_string(&mut out).unwrap();
-    assert!(out.contains("web v1"), "the held connection: {out:?}");
+/// Sends `line` and reads it back from the echo server.
+fn echo(conn: &mut TcpStream, line: &str) {
+    conn.write_all(line.as_bytes()).unwrap();
+    let mut back = vec![0u8; line.len()];
+    conn.read_exact(&mut back)
+        .unwrap_or_else(|e| panic!("echo of {line:?}: {e}"));
+    assert_eq!(String::from_utf8_lossy(&back), line);
+}
+
+/// Two connections open at once over one forward to the echo port (the
+/// first proven up before the second opens), then eight HTTP GETs in
+/// parallel over the forward to `port`.
+fn concurrent_connections_work(port: u16, echo_port: u16) {
+    let open = || {
+        let c = TcpStream::connect(("127.0.0.1", echo_port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c
+    };
+    let mut first = open();
+    echo(&mut first, "first\n");
+    let mut second = open();
+    echo(&mut second, "second\n");
+    echo(&mut first, "first again\n");
+    drop((first, second));
     let threads: Vec<_> = (0..8)
         .map(|_| std::thread::spawn(move || http_get(port)))
         .collect();
@@ -180,12 +194,14 @@ async fn kubectl_port_forward_reaches_the_pod_over_both_of_its_protocols() {
             "websockets={websockets}: {body:?}; kubectl: {}",
             f.stderr()
         );
-        concurrent_connections_work(f.port);
+        let e = kubectl_forward(&c, "pod/web", ":7000", websockets);
+        concurrent_connections_work(f.port, e.port);
     }
     // The pass-through WebSocket path (kube-rs, as `bosun` uses it).
     let f = bosun_forward(&c, "pod/web", ":80");
     assert!(http_get(f.port).contains("web v1"), "{}", f.stderr());
-    concurrent_connections_work(f.port);
+    let e = bosun_forward(&c, "pod/web", ":7000");
+    concurrent_connections_work(f.port, e.port);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
