@@ -78,7 +78,7 @@ impl ResourceInfo {
     }
 
     /// The verbs and kind discovery lists for a subresource, as Kubernetes
-    /// does: `pods/log` is read-only, `pods/exec` and `pods/attach` are
+    /// does: `pods/log` is read-only, `pods/exec`, `pods/attach` and `pods/portforward` are
     /// upgraded streams (`create` and `get`), `pods/binding` is created
     /// (a `Binding`), the rest read and write an
     /// object of the resource's kind (`scale` one of `autoscaling/v1` Scale).
