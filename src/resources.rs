@@ -78,7 +78,7 @@ impl ResourceInfo {
     }
 
     /// The verbs and kind discovery lists for a subresource, as Kubernetes
-    /// does: `pods/log` is read-only, `pods/exec` and `pods/attach` are
+    /// does: `pods/log` is read-only, `pods/exec`, `pods/attach` and `pods/portforward` are
     /// upgraded streams (`create` and `get`), `pods/binding` is created
     /// (a `Binding`), the rest read and write an
     /// object of the resource's kind (`scale` one of `autoscaling/v1` Scale).
@@ -87,6 +87,7 @@ impl ResourceInfo {
             "log" => (&["get"], self.kind),
             "exec" => (&["create", "get"], "PodExecOptions"),
             "attach" => (&["create", "get"], "PodAttachOptions"),
+            "portforward" => (&["create", "get"], "PodPortForwardOptions"),
             "scale" => (&["get", "patch", "update"], "Scale"),
             "binding" => (&["create"], "Binding"),
             "eviction" => (&["create"], "Eviction"),
@@ -173,7 +174,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Node", "nodes", "node", false,
          short: ["no"], cat: [], sub: ["status"]),
     res!("", "v1", "Pod", "pods", "pod", true,
-         short: ["po"], cat: ["all"], sub: ["status", "binding", "eviction", "log", "exec", "attach"]),
+         short: ["po"], cat: ["all"], sub: ["status", "binding", "eviction", "log", "exec", "attach", "portforward"]),
     res!("", "v1", "Service", "services", "service", true,
          short: ["svc"], cat: ["all"], sub: ["status"]),
     res!("", "v1", "Endpoints", "endpoints", "endpoints", true,

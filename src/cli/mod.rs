@@ -15,6 +15,7 @@ mod manifest;
 mod modify;
 mod nodes;
 mod output;
+mod port_forward;
 mod purge;
 mod record;
 mod replica_sets;
@@ -95,6 +96,8 @@ enum Command {
     Exec(streams::ExecArgs),
     /// Attach to a process that is already running inside a container.
     Attach(streams::AttachArgs),
+    /// Forward one or more local ports to a pod.
+    PortForward(port_forward::PortForwardArgs),
     /// Mark a node as unschedulable.
     Cordon(nodes::CordonArgs),
     /// Mark a node as schedulable.
@@ -150,6 +153,7 @@ async fn dispatch(cli: Cli) -> Outcome {
                 Command::Logs(args) => streams::logs(&ctx, &args).await,
                 Command::Exec(args) => streams::exec(&ctx, &args).await,
                 Command::Attach(args) => streams::attach(&ctx, &args).await,
+                Command::PortForward(args) => port_forward::port_forward(&ctx, &args).await,
                 Command::Cordon(args) => nodes::cordon(&ctx, &args, true).await,
                 Command::Uncordon(args) => nodes::cordon(&ctx, &args, false).await,
                 Command::Drain(args) => drain::drain(&ctx, &args).await,

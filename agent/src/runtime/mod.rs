@@ -367,4 +367,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// One reading of a running container's CPU and memory (a single
     /// request, no stream held open).
     async fn container_usage(&self, id: &str) -> Result<ContainerUsage>;
+
+    /// The host PID of a running container's main process, when the
+    /// engine runs on this host (its network namespace is then
+    /// `/proc/PID/ns/net`); `None` for a remote engine or a runtime without
+    /// processes, whose pods are reached by their IP instead.
+    async fn container_pid(&self, _id: &str) -> Result<Option<u32>> {
+        Ok(None)
+    }
 }

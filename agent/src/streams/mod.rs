@@ -7,6 +7,8 @@
 //! - `GET /exec/{namespace}/{pod}/{container}?command=..&stdin&stdout&stderr&tty`
 //!   and `GET /attach/{namespace}/{pod}/{container}?..`: WebSocket upgrades
 //!   speaking [`remotecommand`]'s protocol;
+//! - `GET /portForward/{namespace}/{pod}?ports=80,443`: a WebSocket
+//!   upgrade speaking [`portforward`]'s protocol;
 //! - `GET /stats/summary`: the latest resource readings of the node and
 //!   its pods (a subset of the kubelet's stats Summary, see
 //!   [`bosun::metrics::Summary`]); 503 when metrics collection is off;
@@ -18,6 +20,7 @@
 //! kubeconfig, which the control plane holds too). Errors are Kubernetes
 //! `Status` objects, so the control plane hands them on as they are.
 
+pub mod portforward;
 pub mod remotecommand;
 pub mod tls;
 
@@ -123,6 +126,27 @@ impl StreamServer {
         Ok(found)
     }
 
+    /// The pod's running sandbox (the newest, should there be two).
+    async fn sandbox(&self, ns: &str, pod: &str) -> Result<ContainerInfo> {
+        self.rt
+            .list_containers(&self.node)
+            .await
+            .map_err(StatusError::runtime)?
+            .into_iter()
+            .filter(|c| {
+                c.role == Role::Sandbox
+                    && c.pod.namespace == ns
+                    && c.pod.name == pod
+                    && c.state == ContainerState::Running
+            })
+            .max_by_key(|c| c.created_at)
+            .ok_or_else(|| {
+                StatusError::not_found(format!(
+                    "pod {ns}/{pod} has no running sandbox on this node"
+                ))
+            })
+    }
+
     /// The container's current instance, which must be running.
     async fn running(&self, ns: &str, pod: &str, container: &str) -> Result<ContainerInfo> {
         let newest = self.instances(ns, pod, container).await?.into_iter().next();
@@ -166,6 +190,10 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
         let text = text.map_err(StatusError::runtime)?;
         let content_type = [(http::header::CONTENT_TYPE, bosun::observe::CONTENT_TYPE)];
         return Ok((content_type, text).into_response());
+    }
+    if let ["portForward", ns, pod] = segments.as_slice() {
+        let (ns, pod) = (ns.to_string(), pod.to_string());
+        return port_forward(&server, &ns, &pod, req).await;
     }
     let (verb, ns, pod, container) = match segments.as_slice() {
         [verb, ns, pod, container] => (*verb, *ns, *pod, *container),
@@ -242,6 +270,58 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
         }
         _ => Err(StatusError::not_found(format!("no such path {path}"))),
     }
+}
+
+/// `/portForward/{ns}/{pod}`: a WebSocket whose channels carry one
+/// connection per requested port into the pod's network namespace.
+async fn port_forward(
+    server: &StreamServer,
+    ns: &str,
+    pod: &str,
+    req: Request,
+) -> Result<Response> {
+    let pairs = bosun::serving::query_pairs(req.uri());
+    let ports = portforward::parse_ports(&pairs).map_err(StatusError::bad_request)?;
+    let (mut parts, _body) = req.into_parts();
+    let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
+        .await
+        .map_err(|e| {
+            StatusError::bad_request(format!(
+                "portforward needs a WebSocket upgrade with subprotocol {}: {}",
+                portforward::V4,
+                e.body_text()
+            ))
+        })?;
+    let offered = parts
+        .headers
+        .contains_key(http::header::SEC_WEBSOCKET_PROTOCOL);
+    let upgrade = upgrade.protocols([portforward::V4]);
+    if offered && upgrade.selected_protocol().is_none() {
+        return Err(StatusError::bad_request(format!(
+            "no supported subprotocol requested (want {})",
+            portforward::V4
+        )));
+    }
+    let sandbox = server.sandbox(ns, pod).await?;
+    let network = match server
+        .rt
+        .container_pid(&sandbox.id)
+        .await
+        .map_err(StatusError::runtime)?
+    {
+        Some(pid) => portforward::PodNetwork::Namespace { pid },
+        None => {
+            let ip = sandbox
+                .ip
+                .as_deref()
+                .and_then(|ip| ip.parse().ok())
+                .ok_or_else(|| StatusError::bad_request(format!("pod {pod} has no IP")))?;
+            portforward::PodNetwork::Address(ip)
+        }
+    };
+    tracing::debug!(pod, ?ports, ?network, "port-forward started");
+    let who = (pod.to_string(), sandbox.pod.uid.clone());
+    Ok(upgrade.on_upgrade(move |ws| portforward::serve(ws, ports, network, who)))
 }
 
 fn stats_summary(server: &StreamServer) -> Result<Response> {

@@ -192,6 +192,18 @@ impl ContainerRuntime for DockerRuntime {
         containers::to_info(self.inspect_raw(id).await?)
     }
 
+    async fn container_pid(&self, id: &str) -> Result<Option<u32>> {
+        // Only a local engine's PIDs are this host's.
+        if !(self.host.starts_with("unix://") || self.host.starts_with('/')) {
+            return Ok(None);
+        }
+        let state = self.inspect_raw(id).await?.state.unwrap_or_default();
+        Ok(state
+            .pid
+            .filter(|p| *p > 0 && state.running == Some(true))
+            .and_then(|p| u32::try_from(p).ok()))
+    }
+
     async fn exec(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecOutput> {
         self.exec_once(id, cmd, timeout).await
     }

@@ -13,6 +13,9 @@
 //!   the kubelet, starts once every stream the request's flags call for is
 //!   there.
 //! - [`frame`] is the wire format; [`remotecommand`] the translation.
+//! - `pods/portforward` speaks `portforward.k8s.io` instead, plainly
+//!   upgraded or tunnelled through a WebSocket: [`portforward`] and
+//!   [`tunnel`].
 //!
 //! Flow control is as moby/spdystream does it, which is what kubectl
 //! uses: WINDOW_UPDATE and SETTINGS are read and ignored, and none is
@@ -20,7 +23,9 @@
 
 mod dictionary;
 pub mod frame;
+pub mod portforward;
 pub mod remotecommand;
+pub mod tunnel;
 
 use http::HeaderMap;
 
@@ -65,23 +70,42 @@ pub fn wants_spdy(headers: &HeaderMap) -> bool {
 /// The protocol to speak: the client's first offer that is served.
 /// The error names both lists, as the apiserver's does.
 pub fn negotiate(headers: &HeaderMap) -> Result<Protocol, String> {
-    let offered: Vec<String> = headers
+    let offered = offered(headers);
+    offered
+        .iter()
+        .find_map(|o| Protocol::SERVED.into_iter().find(|p| p.name() == o))
+        .ok_or_else(|| {
+            let served: Vec<&str> = Protocol::SERVED.iter().map(|p| p.name()).collect();
+            unsupported(&offered, &served)
+        })
+}
+
+/// Checks that the client offers `protocol`, the one served.
+pub fn require(headers: &HeaderMap, protocol: &str) -> Result<(), String> {
+    let offered = offered(headers);
+    if offered.iter().any(|o| o == protocol) {
+        Ok(())
+    } else {
+        Err(unsupported(&offered, &[protocol]))
+    }
+}
+
+fn unsupported(offered: &[String], served: &[&str]) -> String {
+    format!(
+        "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {served:?}"
+    )
+}
+
+/// The stream protocols the client offers, in its order.
+fn offered(headers: &HeaderMap) -> Vec<String> {
+    headers
         .get_all(PROTOCOL_HEADER)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|p| p.trim().to_string())
         .filter(|p| !p.is_empty())
-        .collect();
-    offered
-        .iter()
-        .find_map(|o| Protocol::SERVED.into_iter().find(|p| p.name() == o))
-        .ok_or_else(|| {
-            let served: Vec<&str> = Protocol::SERVED.iter().map(|p| p.name()).collect();
-            format!(
-                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {served:?}"
-            )
-        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -121,5 +145,20 @@ mod tests {
         assert!(e.contains("v4.channel.k8s.io"), "{e}");
         assert!(negotiate(&HeaderMap::new()).is_err());
         assert!(!wants_spdy(&headers(&[("Upgrade", "websocket")])));
+    }
+
+    #[test]
+    fn port_forward_needs_its_one_protocol() {
+        let h = headers(&[(PROTOCOL_HEADER, "portforward.k8s.io")]);
+        assert_eq!(require(&h, "portforward.k8s.io"), Ok(()));
+        let e = require(
+            &headers(&[(PROTOCOL_HEADER, "v4.channel.k8s.io")]),
+            "portforward.k8s.io",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("server supports [\"portforward.k8s.io\"]"),
+            "{e}"
+        );
     }
 }

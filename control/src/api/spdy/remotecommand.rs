@@ -96,7 +96,10 @@ impl<W: AsyncWrite + Unpin> ClientWriter<W> {
 }
 
 /// Reads the client's frames onto `tx` until the connection or `tx` ends.
-async fn read_frames<R: AsyncRead + Unpin>(mut io: R, tx: mpsc::Sender<Result<Frame, FrameError>>) {
+pub(super) async fn read_frames<R: AsyncRead + Unpin>(
+    mut io: R,
+    tx: mpsc::Sender<Result<Frame, FrameError>>,
+) {
     let mut reader = FrameReader::default();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
@@ -148,7 +151,7 @@ enum End {
 }
 
 /// Writes queued frames to the client until every sender is gone.
-async fn write_frames<W: AsyncWrite + Unpin>(io: W, mut rx: mpsc::Receiver<Frame>) {
+pub(super) async fn write_frames<W: AsyncWrite + Unpin>(io: W, mut rx: mpsc::Receiver<Frame>) {
     let mut out = ClientWriter {
         io,
         frames: FrameWriter::default(),

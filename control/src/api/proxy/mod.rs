@@ -1,4 +1,4 @@
-//! `pods/log`, `pods/exec` and `pods/attach`: the control plane finds the
+//! `pods/log`, `pods/exec`, `pods/attach` and `pods/portforward`: the control plane finds the
 //! pod's node and hands the request on to that node's agent, like the
 //! kube-apiserver does to the kubelet.
 //!
@@ -21,6 +21,13 @@
 //! fallback) is answered by the control plane itself, which opens a
 //! WebSocket to the agent and translates between the two (see
 //! [`super::spdy`]).
+//!
+//! Port-forward: a WebSocket asking for `v4.channel.k8s.io` (kube-rs) is
+//! passed through to the agent's `/portForward/{ns}/{pod}` like exec. SPDY
+//! (`portforward.k8s.io`, plainly upgraded or tunnelled through a WebSocket
+//! as `SPDY/3.1+portforward.k8s.io`, which kubectl 1.31+ tries first) is
+//! answered here: each forwarded connection gets a WebSocket of its own to
+//! the agent, and the session ends when the pod is deleted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +44,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::Value;
 
+mod portforward;
+
 use super::error::{ApiError, ApiResult};
 use super::{object, spdy, ApiState, Target};
 
@@ -50,7 +59,7 @@ pub fn is_proxied(target: &Target) -> bool {
         && target.name.is_some()
         && matches!(
             target.subresource.as_deref(),
-            Some("log" | "exec" | "attach")
+            Some("log" | "exec" | "attach" | "portforward")
         )
 }
 
@@ -347,7 +356,12 @@ pub async fn serve(
         .iter()
         .find(|(k, _)| k == "container")
         .map(|(_, v)| v.as_str());
-    let container = pick_container(pod_name, &pod["spec"], asked)?;
+    let port_forward = sub == "portforward";
+    let container = if port_forward {
+        None
+    } else {
+        Some(pick_container(pod_name, &pod["spec"], asked)?)
+    };
     if streaming {
         let phase = pod["status"]["phase"].as_str().unwrap_or_default();
         if phase == "Succeeded" || phase == "Failed" {
@@ -364,6 +378,14 @@ pub async fn serve(
         })?;
     let node = load(state, "nodes", None, node_name).await?;
     let endpoint = agent_endpoint(node_name, &node)?;
+    if port_forward {
+        let ns = ns.unwrap_or("default");
+        if let Some(resp) =
+            portforward::serve_port_forward(state, ns, pod_name, &pod, &endpoint, &mut parts)?
+        {
+            return Ok(resp);
+        }
+    }
     // Checked last: kubectl retries with SPDY when the WebSocket upgrade is
     // refused for any reason, so the errors above must be the answer to
     // its SPDY request too.
@@ -380,12 +402,11 @@ pub async fn serve(
 
     let verb = if streaming { sub } else { "containerLogs" };
     let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-    let mut uri = format!(
-        "/{verb}/{}/{}/{}",
-        enc(ns.unwrap_or("default")),
-        enc(pod_name),
-        enc(&container)
-    );
+    let ns = enc(ns.unwrap_or("default"));
+    let mut uri = match &container {
+        Some(c) => format!("/{verb}/{ns}/{}/{}", enc(pod_name), enc(c)),
+        None => format!("/portForward/{ns}/{}", enc(pod_name)),
+    };
     let q = agent_query(&query);
     if !q.is_empty() {
         uri.push('?');
@@ -468,7 +489,6 @@ pub async fn serve(
 
 /// The subprotocols the control plane offers an agent, preferred first.
 const AGENT_PROTOCOLS: &str = "v5.channel.k8s.io, v4.channel.k8s.io";
-
 fn websocket_key() -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 16]>())
