@@ -10,11 +10,14 @@
 //! - [`nft`]: `nft -f -`, one atomic transaction per sync.
 //! - [`sync`]: the watches and the loop that renders once per burst of
 //!   changes (within 100 ms) and applies what changed.
+//! - [`hairpin`]: hairpin mode on the pod bridge's ports, so a pod reaches
+//!   itself through its own service.
 //!
 //! The rules live in one table of the agent's own, `ip bosun-<node>`,
 //! installed at start (before any pod runs) and removed on shutdown and by
 //! `bosun-agent --purge`; nothing else on the host is touched.
 
+pub mod hairpin;
 pub mod model;
 pub mod nft;
 pub mod render;

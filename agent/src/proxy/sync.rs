@@ -42,7 +42,11 @@ impl ServiceProxy {
         let changed = Arc::new(Notify::new());
         let (tx, rx) = watch::channel(empty);
         let table = settings.table.clone();
-        let tasks = vec![
+        let mut tasks = Vec::new();
+        if let Some(gateway) = crate::dns::gateway_of(&settings.pod_cidr.to_string()) {
+            tasks.push(tokio::spawn(super::hairpin::run(gateway)));
+        }
+        tasks.extend([
             tokio::spawn(feed(
                 "service proxy",
                 Api::<Service>::all(client.clone()),
@@ -75,7 +79,7 @@ impl ServiceProxy {
                 });
             })),
             tokio::spawn(apply_changes(rx)),
-        ];
+        ]);
         Ok(ServiceProxy { tasks, table })
     }
 
