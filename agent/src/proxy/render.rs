@@ -11,7 +11,7 @@
 //!   the `aff-…` sets of `sessionAffinity: ClientIP`; `ep-…` chains DNAT.
 //! - What must be masqueraded is marked (`mark-for-masquerade`) and
 //!   masqueraded in `nat-postrouting`: traffic to a cluster IP from outside
-//!   the node's pod subnet (the host), NodePort traffic of the `Cluster`
+//!   the node (neither its pods nor the host), NodePort traffic of the `Cluster`
 //!   policy, and pod traffic to an endpoint on the node's own bridge (the
 //!   reply would otherwise bypass the host's conntrack unless
 //!   br_netfilter is on, which the proxy does not rely on).
@@ -188,8 +188,13 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
 
     for p in ports.iter().filter(|p| !p.backends.is_empty()) {
         let id = port_id(p);
-        // The cluster chain: from outside the pod subnet, masquerade.
-        let mut rules = vec![format!("ip saddr != {pod_cidr} jump mark-for-masquerade")];
+        // The cluster chain: from outside the node, masquerade (the reply
+        // must come back this way). The host's own connections are not:
+        // their replies come back to it anyway, and one masquerade
+        // address runs out of ports under many short connections.
+        let mut rules = vec![format!(
+            "ip saddr != {pod_cidr} fib saddr type != local jump mark-for-masquerade"
+        )];
         rules.extend(pick(p, &p.backends));
         chain(s, &format!("svc-{id}"), None, &rules);
 

@@ -71,7 +71,7 @@ fn endpoints_are_picked_at_random_and_dnatted() {
     assert_eq!(
         svc,
         [
-            "ip saddr != 10.244.1.0/24 jump mark-for-masquerade",
+            "ip saddr != 10.244.1.0/24 fib saddr type != local jump mark-for-masquerade",
             "numgen random mod 2 vmap { 0 : goto ep-default/web/http/tcp/10.244.1.5/8080, \
              1 : goto ep-default/web/http/tcp/10.244.2.7/8080 }"
         ]
