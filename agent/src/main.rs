@@ -295,6 +295,7 @@ async fn main() -> anyhow::Result<()> {
                 )?,
                 pod_cidr: proxy::Cidr::parse(&pod_cidr)
                     .with_context(|| format!("--pod-cidr {pod_cidr}: not an IPv4 CIDR"))?,
+                bridge_netfilter: proxy::render::host_bridge_netfilter(),
             })
         })
         .transpose()?;

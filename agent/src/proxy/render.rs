@@ -12,9 +12,10 @@
 //! - What must be masqueraded is marked (`mark-for-masquerade`) and
 //!   masqueraded in `nat-postrouting`: traffic to a cluster IP from outside
 //!   the node (neither its pods nor the host), NodePort traffic of the `Cluster`
-//!   policy, and pod traffic to an endpoint on the node's own bridge (the
-//!   reply would otherwise bypass the host's conntrack unless
-//!   br_netfilter is on, which the proxy does not rely on).
+//!   policy, and a pod's traffic to itself (hairpin). Pod traffic to
+//!   another endpoint on the node's own bridge is masqueraded too unless
+//!   br_netfilter passes bridged packets through the host's conntrack
+//!   ([`Settings::bridge_netfilter`]): the reply would bypass the un-DNAT.
 //! - Filter chains after the DNAT (`filter-forward`,
 //!   `filter-output-post-dnat`) reject whatever is still addressed to the
 //!   service range: an unallocated cluster IP, a service without ready
@@ -36,6 +37,16 @@ pub struct Settings {
     pub service_cidr: Cidr,
     /// This node's pod subnet.
     pub pod_cidr: Cidr,
+    /// Bridged IPv4 packets go through the host's netfilter hooks
+    /// (`net.bridge.bridge-nf-call-iptables = 1`), so replies between pods
+    /// of one bridge are un-DNATed without masquerading.
+    pub bridge_netfilter: bool,
+}
+
+/// Whether this host passes bridged IPv4 packets through netfilter.
+pub fn host_bridge_netfilter() -> bool {
+    std::fs::read_to_string("/proc/sys/net/bridge/bridge-nf-call-iptables")
+        .is_ok_and(|v| v.trim() == "1")
 }
 
 /// The table name of the agent of `node`: several agents on one host each
@@ -230,8 +241,15 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
             }
             let mut rules = Vec::new();
             if pod_cidr.contains(b.ip) {
-                // Same bridge as the node's pods: hairpin and neighbours.
-                rules.push(format!("ip saddr {pod_cidr} jump mark-for-masquerade"));
+                // Same bridge as the node's pods: the pod itself always
+                // (its reply would not leave it), its neighbours unless
+                // the bridge passes the reply through conntrack.
+                let from = if settings.bridge_netfilter {
+                    b.ip.to_string()
+                } else {
+                    pod_cidr.to_string()
+                };
+                rules.push(format!("ip saddr {from} jump mark-for-masquerade"));
             }
             if p.affinity.is_some() {
                 rules.push(format!("update @aff-{eid} {{ ip saddr }}"));

@@ -37,7 +37,7 @@ impl ServiceProxy {
         nft::apply(&empty)
             .await
             .with_context(|| format!("installing nftables table ip {}", settings.table))?;
-        tracing::info!(table = %settings.table, service_cidr = %settings.service_cidr, "service proxy: table installed");
+        tracing::info!(table = %settings.table, service_cidr = %settings.service_cidr, bridge_netfilter = settings.bridge_netfilter, "service proxy: table installed");
         let state = Arc::new(Mutex::new(ProxyState::default()));
         let changed = Arc::new(Notify::new());
         let (tx, rx) = watch::channel(empty);

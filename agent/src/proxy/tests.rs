@@ -15,6 +15,7 @@ fn settings() -> Settings {
         table: "bosun-n1".into(),
         service_cidr: Cidr::parse("10.96.0.0/12").unwrap(),
         pod_cidr: Cidr::parse("10.244.1.0/24").unwrap(),
+        bridge_netfilter: false,
     }
 }
 
@@ -87,6 +88,19 @@ fn endpoints_are_picked_at_random_and_dnatted() {
     assert_eq!(
         chain_of(&t, "ep-default/web/http/tcp/10.244.2.7/8080"),
         ["meta l4proto tcp dnat to 10.244.2.7:8080"]
+    );
+    // With br_netfilter, only the pod's connections to itself.
+    let bridged = Settings {
+        bridge_netfilter: true,
+        ..settings()
+    };
+    let t2 = render(&bridged, &[web(&[("10.244.1.5", true)])]);
+    assert_eq!(
+        chain_of(&t2, "ep-default/web/http/tcp/10.244.1.5/8080"),
+        [
+            "ip saddr 10.244.1.5 jump mark-for-masquerade",
+            "meta l4proto tcp dnat to 10.244.1.5:8080"
+        ]
     );
     // Both hooks dispatch; the rest of the range is rejected after them.
     assert_eq!(chain_of(&t, "nat-prerouting")[1], "jump services");
