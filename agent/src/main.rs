@@ -57,9 +57,9 @@ struct Args {
     /// Do not run the node-local DNS server (pods then need --cluster-dns).
     #[arg(long)]
     no_dns: bool,
-    /// The cluster's service range (the control plane's
-    /// --service-cluster-ip-range): the service proxy rejects whatever is
-    /// addressed to it and no service answers.
+    /// The cluster's service range, which the control plane allocates
+    /// cluster IPs from: the service proxy rejects whatever is addressed
+    /// to it and no service answers.
     #[arg(long, default_value = proxy::DEFAULT_SERVICE_CIDR)]
     service_cluster_ip_range: String,
     /// Do not run the service proxy (its nftables table `ip bosun-<node>`):
