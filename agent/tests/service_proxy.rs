@@ -5,7 +5,8 @@
 //! readiness fails, and pods scaled away, stop getting connections within
 //! a second of their EndpointSlice saying so; a pod reaches its own
 //! service (hairpin); a NodePort answers on the node's address from the
-//! host; ClientIP affinity sends one client to one pod; an address of the
+//! host; ClientIP affinity sends one client to one pod, also after other
+//! changes to the rules; an address of the
 //! service range nothing is behind is refused; deleting the services
 //! leaves the agent's table as it was before them, and a stopped agent
 //! leaves no table.
@@ -275,6 +276,29 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
     // ClientIP affinity: one client, one pod.
     let sticky = requests(&c, "client", "app", "http://web-sticky/name", 30);
     assert_eq!(sticky.len(), 1, "affinity spread the client: {sticky:?}");
+    // Four clients (the web pods too), each kept to one pod.
+    let mut clients = vec![("client".to_string(), "app")];
+    clients.extend(pods.keys().map(|p| (p.clone(), "web")));
+    let stuck: Vec<String> = clients
+        .iter()
+        .map(|(pod, container)| {
+            let got = requests(&c, pod, container, "http://web-sticky/name", 10);
+            assert_eq!(got.len(), 1, "affinity spread {pod}: {got:?}");
+            got.into_keys().next().unwrap()
+        })
+        .collect();
+    // Another service changes the rules; every client still sticks to its
+    // pod (by chance: (1/3)^4).
+    create_service(&client, "other", json!({})).await;
+    rules_follow(&c, &client, "other", &all_ips).await;
+    for ((pod, container), was) in clients.iter().zip(&stuck) {
+        let again = requests(&c, pod, container, "http://web-sticky/name", 10);
+        assert_eq!(
+            again.keys().collect::<Vec<_>>(),
+            [was],
+            "{pod}'s affinity lost over a sync: {again:?}"
+        );
+    }
 
     // The NodePort answers on the node's address, from the host.
     let answered = http_get(&format!("{node_ip}:{node_port}"), "/name").unwrap();
@@ -354,7 +378,7 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
 
     // Deleting the services leaves the table as it was before them.
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    for name in ["web", "web-np", "web-sticky"] {
+    for name in ["web", "web-np", "web-sticky", "other"] {
         services
             .delete(name, &DeleteParams::default())
             .await

@@ -1,6 +1,7 @@
 //! The nftables ruleset of the proxy, rendered from the desired service
-//! ports: one table of the agent's own (`ip bosun-<node>`), replaced whole
-//! in one `nft -f` transaction per sync. Its shape follows kube-proxy's
+//! ports: one table of the agent's own (`ip bosun-<node>`), redeclared in
+//! one `nft -f` transaction per sync ([`transaction`]: its rules and maps
+//! anew, the affinity sets of staying endpoints kept). Its shape follows kube-proxy's
 //! nftables mode:
 //!
 //! - `nat-prerouting` / `nat-output` (priority dstnat, -100) jump to
@@ -55,14 +56,39 @@ pub fn table_name(node: &str) -> String {
     format!("bosun-{node}")
 }
 
-/// The `nft -f` script that replaces the table in one transaction: create
-/// it (so the delete cannot fail), delete it, declare it anew.
-pub fn transaction(settings: &Settings, ports: &[ServicePort]) -> String {
+/// The `nft -f` script that makes the table `table` (a [`render`]ed one)
+/// in one transaction. With no `previous` table: create it (so the delete
+/// cannot fail), delete it, declare it anew. After `previous`: flush its
+/// rules and dispatch maps, declare the new one over it, and delete the
+/// chains and sets `previous` had and it has not; the affinity sets of
+/// endpoints that stay keep their clients, as kube-proxy's do.
+pub fn transaction(settings: &Settings, table: &str, previous: Option<&str>) -> String {
     let t = &settings.table;
-    format!(
-        "add table ip {t}\ndelete table ip {t}\n{}",
-        render(settings, ports)
-    )
+    let Some(previous) = previous else {
+        return format!("add table ip {t}\ndelete table ip {t}\n{table}");
+    };
+    let mut out = format!(
+        "add table ip {t}\nflush table ip {t}\nflush map ip {t} service-ips\n\
+         flush map ip {t} service-nodeports\nflush set ip {t} no-endpoint-nodeports\n{table}"
+    );
+    let now = declared(table);
+    for (kind, name) in declared(previous).difference(&now) {
+        let _ = writeln!(out, "delete {kind} ip {t} {name}");
+    }
+    out
+}
+
+/// The (kind, name) of the chains, sets and maps `table` declares.
+fn declared(table: &str) -> std::collections::BTreeSet<(&str, &str)> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix('\t')?;
+            let (kind, rest) = l.split_once(' ')?;
+            let name = rest.strip_suffix(" {")?;
+            matches!(kind, "chain" | "set" | "map").then_some((kind, name))
+        })
+        .collect()
 }
 
 /// The chain-name part naming a service port: `ns/name/port/proto`.

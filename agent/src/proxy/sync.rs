@@ -1,7 +1,7 @@
 //! The sync loop: watches of Services and EndpointSlices feed a
 //! [`ProxyState`] (the cluster DNS's watch-cache helper); once per burst
 //! of changes ([`COALESCE`]) the desired table is rendered, and the
-//! applier replaces the table with it when it differs from the last one.
+//! applier makes the table that one, over the last one, when they differ.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::model::{desired, ProxyState, SliceInfo, SvcInfo};
 use super::nft;
-use super::render::{transaction, Settings};
+use super::render::{render, transaction, Settings};
 use crate::dns::cache::{feed, rebuild_on_change};
 
 /// How long the proxy gathers changes before it renders.
@@ -33,15 +33,16 @@ impl ServiceProxy {
     /// rejected before anything can send to one), then keeps it in sync.
     pub async fn start(client: Client, node: String, settings: Settings) -> anyhow::Result<Self> {
         nft::check_installed().await?;
-        let empty = transaction(&settings, &[]);
-        nft::apply(&empty)
+        let empty = render(&settings, &[]);
+        nft::apply(&transaction(&settings, &empty, None))
             .await
             .with_context(|| format!("installing nftables table ip {}", settings.table))?;
         tracing::info!(table = %settings.table, service_cidr = %settings.service_cidr, bridge_netfilter = settings.bridge_netfilter, "service proxy: table installed");
         let state = Arc::new(Mutex::new(ProxyState::default()));
         let changed = Arc::new(Notify::new());
-        let (tx, rx) = watch::channel(empty);
+        let (tx, rx) = watch::channel(empty.clone());
         let table = settings.table.clone();
+        let applier_settings = settings.clone();
         let mut tasks = Vec::new();
         if let Some(gateway) = crate::dns::gateway_of(&settings.pod_cidr.to_string()) {
             tasks.push(tokio::spawn(super::hairpin::run(gateway)));
@@ -69,16 +70,16 @@ impl ServiceProxy {
                     &node,
                     settings.pod_cidr,
                 );
-                let script = transaction(&settings, &ports);
+                let table = render(&settings, &ports);
                 tx.send_if_modified(|current| {
-                    let differs = *current != script;
+                    let differs = *current != table;
                     if differs {
-                        *current = script;
+                        *current = table;
                     }
                     differs
                 });
             })),
-            tokio::spawn(apply_changes(rx)),
+            tokio::spawn(apply_changes(rx, applier_settings, empty)),
         ]);
         Ok(ServiceProxy { tasks, table })
     }
@@ -97,23 +98,25 @@ impl ServiceProxy {
     }
 }
 
-/// Applies every new script; a failed one is retried (with whatever is
-/// newest then) every second.
-async fn apply_changes(mut rx: watch::Receiver<String>) {
-    let mut failing = false;
+/// Makes the table every new rendered one, over the last one applied; a
+/// failure is retried (with whatever is newest then, replacing the table
+/// whole) every second.
+async fn apply_changes(mut rx: watch::Receiver<String>, settings: Settings, installed: String) {
+    let mut last = Some(installed);
     loop {
-        if !failing && rx.changed().await.is_err() {
+        if last.is_some() && rx.changed().await.is_err() {
             return;
         }
-        let script = rx.borrow_and_update().clone();
+        let table = rx.borrow_and_update().clone();
+        let script = transaction(&settings, &table, last.as_deref());
         let start = std::time::Instant::now();
         match nft::apply(&script).await {
             Ok(()) => {
-                failing = false;
                 tracing::debug!(took = ?start.elapsed(), bytes = script.len(), "service proxy: rules synced");
+                last = Some(table);
             }
             Err(e) => {
-                failing = true;
+                last = None;
                 tracing::error!(error = %format!("{e:#}"), "service proxy: syncing the rules; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

@@ -128,7 +128,7 @@ fn a_service_without_ready_endpoints_is_left_to_the_reject() {
     assert!(t.contains("elements = { tcp . 31234 }"), "{t}");
     assert!(chain_of(&t, "filter-input")[1].contains("@no-endpoint-nodeports reject"));
     // The empty table still rejects the whole range.
-    let empty = transaction(&settings(), &[]);
+    let empty = transaction(&settings(), &render(&settings(), &[]), None);
     assert!(
         empty.starts_with("add table ip bosun-n1\ndelete table ip bosun-n1\ntable ip bosun-n1 {\n")
     );
@@ -299,4 +299,26 @@ fn headless_and_external_name_services_are_not_proxied() {
             serde_json::from_value(json!({"metadata": {"name": "h"}, "spec": spec})).unwrap();
         assert!(SvcInfo::from_service(&svc).is_none());
     }
+}
+
+#[test]
+fn a_sync_over_the_last_table_keeps_it_and_deletes_what_went() {
+    let mut p = web(&[("10.244.1.5", true), ("10.244.2.7", false)]);
+    p.affinity = Some(60);
+    let before = render(&settings(), &[p.clone()]);
+    p.backends.pop();
+    let after = render(&settings(), &[p]);
+    let script = transaction(&settings(), &after, Some(&before));
+    let (head, tail) = script.split_once(&after).unwrap();
+    assert_eq!(
+        head,
+        "add table ip bosun-n1\nflush table ip bosun-n1\nflush map ip bosun-n1 service-ips\n\
+         flush map ip bosun-n1 service-nodeports\nflush set ip bosun-n1 no-endpoint-nodeports\n"
+    );
+    assert_eq!(
+        tail,
+        "delete chain ip bosun-n1 ep-default/web/http/tcp/10.244.2.7/8080\n\
+         delete set ip bosun-n1 aff-default/web/http/tcp/10.244.2.7/8080\n"
+    );
+    assert!(!script.contains("delete table"), "{script}");
 }
