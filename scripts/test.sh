@@ -44,7 +44,17 @@ sweep_stale_test_resources() {
     fi
   done < <(docker network ls -q --filter label=io.bosun.node |
     xargs -r docker network inspect -f '{{.Id}} {{index .Labels "io.bosun.node"}} {{.Created}}')
-  echo "== swept $swept stale test containers and networks"
+  # The service proxy tables (`ip bosun-<node>`) of killed test agents.
+  local family name pid
+  while read -r _ family name; do
+    if [[ $family == ip && $name =~ ^bosun-e2e-([0-9]+)- ]]; then
+      pid=${BASH_REMATCH[1]}
+      if ! kill -0 "$pid" 2>/dev/null; then
+        nft delete table ip "$name" && swept=$((swept + 1))
+      fi
+    fi
+  done < <(command -v nft >/dev/null 2>&1 && nft list tables)
+  echo "== swept $swept stale test containers, networks and nftables tables"
 }
 if [ "${1:-}" = "--sweep-only" ]; then
   sweep_stale_test_resources
@@ -64,11 +74,18 @@ fi
 
 need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
+# The agent's service proxy programs nftables with `nft`.
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   apt-get update -qq
-  # Debian's kubectl is packaged as kubernetes-client.
-  apt-get install -y -qq kubectl >/dev/null 2>&1 || apt-get install -y -qq kubernetes-client
+  if [[ " ${need_apt[*]} " == *" nftables "* ]]; then
+    apt-get install -y -qq nftables
+  fi
+  if [[ " ${need_apt[*]} " == *" kubectl "* ]]; then
+    # Debian's kubectl is packaged as kubernetes-client.
+    apt-get install -y -qq kubectl >/dev/null 2>&1 || apt-get install -y -qq kubernetes-client
+  fi
 fi
 
 # Two cores: one build job per core, and test binaries that start servers

@@ -13,6 +13,7 @@ pub mod node;
 pub mod observe;
 pub mod pod;
 pub mod probes;
+pub mod proxy;
 pub mod runtime;
 pub mod spec;
 pub mod status;

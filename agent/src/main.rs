@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
 use bosun_agent::metrics::MetricsCollector;
+use bosun_agent::proxy::{self, ServiceProxy};
 use bosun_agent::runtime::docker::DockerRuntime;
 use bosun_agent::streams::{self, StreamServer};
 use bosun_agent::sync_loop::Agent;
@@ -56,6 +57,15 @@ struct Args {
     /// Do not run the node-local DNS server (pods then need --cluster-dns).
     #[arg(long)]
     no_dns: bool,
+    /// The cluster's service range, which the control plane allocates
+    /// cluster IPs from: the service proxy rejects whatever is addressed
+    /// to it and no service answers.
+    #[arg(long, default_value = proxy::DEFAULT_SERVICE_CIDR)]
+    service_cluster_ip_range: String,
+    /// Do not run the service proxy (its nftables table `ip bosun-<node>`):
+    /// service IPs and node ports then do not answer on this node.
+    #[arg(long)]
+    no_proxy: bool,
     /// Docker endpoint (default: DOCKER_HOST or the local socket).
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
@@ -174,8 +184,20 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
         .purge_node(node)
         .await
         .with_context(|| format!("removing node {node}'s containers and network"))?;
+    // The service proxy's table (SIGTERM removes it; a killed agent
+    // leaves it). Without nft there is no table to remove.
+    let table = proxy::table_name(node);
+    let tables = match proxy::nft::delete_table(&table).await {
+        Ok(true) => format!("ip {table}"),
+        Ok(false) => String::new(),
+        Err(e) if proxy::nft::check_installed().await.is_err() => {
+            tracing::debug!(error = %e, "nft is not installed; no table to remove");
+            String::new()
+        }
+        Err(e) => return Err(e.context(format!("removing nftables table ip {table}"))),
+    };
     println!(
-        "node {node}: removed {} containers, networks [{}], iptables rules [{}]",
+        "node {node}: removed {} containers, networks [{}], iptables rules [{}], nftables tables [{tables}]",
         purged.containers,
         purged.networks.join(", "),
         purged.rules.join(", ")
@@ -259,6 +281,24 @@ async fn main() -> anyhow::Result<()> {
         ttl: dns::DEFAULT_TTL,
         forward_timeout: dns::DEFAULT_FORWARD_TIMEOUT,
     });
+    let proxy_settings = (!args.no_proxy)
+        .then(|| -> anyhow::Result<proxy::Settings> {
+            Ok(proxy::Settings {
+                table: proxy::table_name(&node_name),
+                service_cidr: proxy::Cidr::parse(&args.service_cluster_ip_range).with_context(
+                    || {
+                        format!(
+                            "--service-cluster-ip-range {}: not an IPv4 CIDR",
+                            args.service_cluster_ip_range
+                        )
+                    },
+                )?,
+                pod_cidr: proxy::Cidr::parse(&pod_cidr)
+                    .with_context(|| format!("--pod-cidr {pod_cidr}: not an IPv4 CIDR"))?,
+                bridge_netfilter: proxy::render::host_bridge_netfilter(),
+            })
+        })
+        .transpose()?;
     let cfg = AgentConfig {
         pod_cidr,
         data_dir,
@@ -321,11 +361,24 @@ async fn main() -> anyhow::Result<()> {
         }),
         stop_rx.clone(),
     ));
-    Agent {
+    // Before any pod runs: nothing may reach a service address unhandled.
+    let service_proxy = match proxy_settings {
+        Some(settings) => Some(
+            ServiceProxy::start(client.clone(), cfg.node_name.clone(), settings)
+                .await
+                .context("starting the service proxy")?,
+        ),
+        None => None,
+    };
+    let result = Agent {
         client,
         rt,
         cfg: Arc::new(cfg),
     }
     .run(stop_rx)
-    .await
+    .await;
+    if let Some(p) = service_proxy {
+        p.shutdown().await;
+    }
+    result
 }

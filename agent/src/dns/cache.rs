@@ -41,6 +41,7 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
     let changed = Arc::new(Notify::new());
     let tasks = vec![
         tokio::spawn(feed(
+            "cluster DNS",
             Api::<Service>::all(client.clone()),
             state.clone(),
             changed.clone(),
@@ -48,6 +49,7 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
             |st| &mut st.services,
         )),
         tokio::spawn(feed(
+            "cluster DNS",
             Api::<EndpointSlice>::all(client.clone()),
             state.clone(),
             changed.clone(),
@@ -55,6 +57,7 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
             |st| &mut st.slices,
         )),
         tokio::spawn(feed(
+            "cluster DNS",
             Api::<Pod>::all(client),
             state.clone(),
             changed.clone(),
@@ -87,13 +90,18 @@ pub async fn rebuild_on_change(changed: Arc<Notify>, window: Duration, mut build
     }
 }
 
-/// Keeps `map_of(state)` equal to what the API holds of kind `K`.
-async fn feed<K, V>(
+/// Keeps `map_of(state)` equal to what the API holds of kind `K`, keeping
+/// of each object what `slim` makes of it (None: nothing), and wakes
+/// `changed` when the map changed. Any watch-fed cache of the agent (the
+/// cluster DNS's, the service proxy's) runs on it; `who` names the cache
+/// in its warnings.
+pub async fn feed<S, K, V>(
+    who: &'static str,
     api: Api<K>,
-    state: Arc<Mutex<ClusterState>>,
+    state: Arc<Mutex<S>>,
     changed: Arc<Notify>,
     slim: fn(&K) -> Option<V>,
-    map_of: fn(&mut ClusterState) -> &mut BTreeMap<Key, V>,
+    map_of: fn(&mut S) -> &mut BTreeMap<Key, V>,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
@@ -113,13 +121,13 @@ async fn feed<K, V>(
             }
             Err(e) => {
                 if !warned {
-                    tracing::warn!(kind, error = %e, "cluster DNS: watching; retrying");
+                    tracing::warn!(kind, error = %e, "{who}: watching; retrying");
                     warned = true;
                 }
                 continue;
             }
         };
-        let mut st = state.lock().expect("dns state");
+        let mut st = state.lock().expect("watch cache state");
         let dirty = apply(map_of(&mut st), &mut relist, event, slim);
         drop(st);
         if dirty {

@@ -347,17 +347,17 @@ impl Cluster {
     /// (Re)starts the agent of node `i`.
     pub fn start_agent_at(&mut self, i: usize) {
         let a = &self.agents[i];
+        // 127.0.0.1 unless the test names the node's address.
+        let node_ip: &[&str] = if self.agent_args.iter().any(|a| a == "--node-ip") {
+            &[]
+        } else {
+            &["--node-ip", "127.0.0.1"]
+        };
         let child = dies_with_test(env!("CARGO_BIN_EXE_bosun-agent"))
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
-            .args([
-                "--node-name",
-                &a.node,
-                "--node-ip",
-                "127.0.0.1",
-                "--pod-cidr",
-                &a.pod_cidr,
-            ])
+            .args(["--node-name", &a.node, "--pod-cidr", &a.pod_cidr])
+            .args(node_ip)
             .arg("--data-dir")
             .arg(self.dir.path().join(&a.name))
             .args([
@@ -570,6 +570,11 @@ impl Drop for Cluster {
             }
             let _ = Command::new("docker")
                 .args(["network", "rm", &format!("bosun-{node}")])
+                .output();
+            // The service proxy's table, which a killed agent leaves.
+            let _ = Command::new("nft")
+                .args(["delete", "table", "ip", &format!("bosun-{node}")])
+                .stderr(Stdio::null())
                 .output();
         }
         // tmpfs emptyDirs are mounted under the agents' data dirs.

@@ -1,0 +1,34 @@
+//! The service proxy (what kube-proxy's nftables mode is to a Kubernetes
+//! node, inside the agent): connections from the node's pods and from the
+//! host to a Service's `clusterIP:port`, and to `nodeIP:nodePort`, go to
+//! one of the service's ready endpoints (TCP and UDP); whatever else is
+//! addressed to the service range is rejected ("connection refused").
+//!
+//! - [`model`]: what the proxy keeps of Services and EndpointSlices and the
+//!   service ports with their ready endpoints it makes of them.
+//! - [`render`]: the nftables table of those (pure).
+//! - [`nft`]: `nft -f -`, one atomic transaction per sync.
+//! - [`sync`]: the watches and the loop that renders once per burst of
+//!   changes (within 100 ms) and applies what changed.
+//! - [`hairpin`]: hairpin mode on the pod bridge's ports, so a pod reaches
+//!   itself through its own service.
+//!
+//! The rules live in one table of the agent's own, `ip bosun-<node>`,
+//! installed at start (before any pod runs) and removed on shutdown and by
+//! `bosun-agent --purge`; nothing else on the host is touched.
+
+pub mod hairpin;
+pub mod model;
+pub mod nft;
+pub mod render;
+pub mod sync;
+
+#[cfg(test)]
+mod tests;
+
+pub use model::Cidr;
+pub use render::{table_name, Settings};
+pub use sync::ServiceProxy;
+
+/// The default service range, as the control plane allocates from.
+pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
