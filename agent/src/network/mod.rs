@@ -50,8 +50,10 @@ impl HostGw {
             }
             // Take whatever else arrived at once.
             while let Some(Some(_)) = events.next().now_or_never() {}
-            if reader.wait_until_ready().await.is_err() {
-                return;
+            // The cache fills only while `events` is polled: do not wait
+            // on it here.
+            if reader.wait_until_ready().now_or_never().is_none() {
+                continue;
             }
             let nodes: Vec<Node> = reader.state().iter().map(|n| (**n).clone()).collect();
             match self.sync(&nodes).await {
