@@ -45,6 +45,11 @@ sweep_stale_test_resources() {
   done < <(docker network ls -q --filter label=io.bosun.node |
     xargs -r docker network inspect -f '{{.Id}} {{index .Labels "io.bosun.node"}} {{.Created}}')
   echo "== swept $swept stale test containers and networks"
+  # The multi-host test's namespaces and engines (scripts/hosts.sh), if a
+  # killed run left them.
+  if ip netns list 2>/dev/null | grep -q '^bosun-h[0-9]'; then
+    bash scripts/hosts.sh down && echo "== took down hosts a killed run left"
+  fi
 }
 if [ "${1:-}" = "--sweep-only" ]; then
   sweep_stale_test_resources
