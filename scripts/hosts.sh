@@ -3,7 +3,7 @@
 # (run as root):
 #
 #   scripts/hosts.sh up N           N hosts bosun-h1..hN: network namespaces
-#                                   joined by the bridge bosun-hbr
+#                                   joined by the bridge br-bosunhosts
 #                                   (172.31.250.0/24; this machine is .1,
 #                                   host i is .(10+i)), each with its own
 #                                   Docker Engine and the project's images
@@ -27,7 +27,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DIR=${BOSUN_HOSTS_DIR:-/tmp/bosun-hosts}
-BRIDGE=bosun-hbr
+# br-: agents on this machine that pick their node address by themselves
+# skip Docker's bridges by that prefix, so the hosts' bridge never makes
+# them see two candidates.
+BRIDGE=br-bosunhosts
 NET=172.31.250
 CHAIN=BOSUN-HOSTS
 IMAGES=(bosun.local/busybox:1.35 bosun.local/web:1 bosun.local/web:2)

@@ -287,24 +287,6 @@ pub async fn renew_lease(client: &Client, cfg: &AgentConfig) -> kube::Result<()>
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn allocatable_names_cpus_memory_and_max_pods() {
-        let mut cfg = AgentConfig::for_tests("n1", std::env::temp_dir());
-        cfg.max_pods = 7;
-        let status = node_status(&cfg, &Health::ready("docker://test"));
-        let alloc = &status["allocatable"];
-        assert_eq!(alloc["pods"], "7");
-        let cpus: usize = alloc["cpu"].as_str().unwrap().parse().unwrap();
-        assert!(cpus >= 1);
-        let memory = alloc["memory"].as_str().unwrap();
-        assert!(memory.ends_with("Ki") && memory != "0Ki", "{memory}");
-    }
-}
-
 /// The pod CIDR the control plane gave this node (`spec.podCIDR`, written
 /// by its node IPAM controller): registers a bare Node if there is none
 /// yet, then waits for the CIDR, at most `timeout`, saying every 10 s
@@ -363,5 +345,23 @@ pub async fn await_pod_cidr(
             said = tokio::time::Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocatable_names_cpus_memory_and_max_pods() {
+        let mut cfg = AgentConfig::for_tests("n1", std::env::temp_dir());
+        cfg.max_pods = 7;
+        let status = node_status(&cfg, &Health::ready("docker://test"));
+        let alloc = &status["allocatable"];
+        assert_eq!(alloc["pods"], "7");
+        let cpus: usize = alloc["cpu"].as_str().unwrap().parse().unwrap();
+        assert!(cpus >= 1);
+        let memory = alloc["memory"].as_str().unwrap();
+        assert!(memory.ends_with("Ki") && memory != "0Ki", "{memory}");
     }
 }

@@ -56,9 +56,9 @@ fn sh(script: &str) -> String {
 /// routes, iptables rules and directories that name it.
 fn traces() -> String {
     sh("ip netns list | grep '^bosun-h' || true; \
-        ip -o link | grep -o 'bosun-h[a-z0-9]*' || true; \
+        ip -o link | grep -oE 'bosun-h[0-9]+|br-bosunhosts' || true; \
         ip route | grep -E '172\\.31\\.250|proto 235' || true; \
-        iptables -w -S | grep -E 'BOSUN-HOSTS|bosun-hbr' || true; \
+        iptables -w -S | grep -E 'BOSUN-HOSTS|br-bosunhosts' || true; \
         iptables -w -t nat -S | grep -E 'BOSUN|172\\.31\\.250' || true; \
         ls -d /tmp/bosun-hosts 2>/dev/null || true; \
         pgrep -f '[d]ockerd .*bosun-hosts' || true")
