@@ -119,19 +119,30 @@ pub fn start(shared: &Arc<Shared>, options: NodeIpamOptions) -> BoxFuture<'stati
     let changes = shared.informers.subscribe::<Node>().map(|_| ());
     let deleted = shared.informers.deleted::<Node>().map(|_| ());
     let mut wake = futures::stream::select(changes, deleted);
-    async move {
+    // The shared stream is drained all the time (the cache's watch waits
+    // for its slowest subscriber); changes that pile up during a pass
+    // make one more pass.
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let notify = changed.clone();
+    let drain = async move {
+        while wake.next().await.is_some() {
+            notify.notify_one();
+        }
+    };
+    let work = async move {
         synced(&ctx.nodes).await;
         let mut tick = tokio::time::interval(RESYNC);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             pass(&ctx).await;
             tokio::select! {
-                _ = wake.next() => {}
+                _ = changed.notified() => {}
                 _ = tick.tick() => {}
             }
-            // Take every change that piled up meanwhile in one pass.
-            while wake.next().now_or_never().flatten().is_some() {}
         }
+    };
+    async move {
+        futures::future::join(drain, work).await;
     }
     .boxed()
 }
