@@ -283,13 +283,18 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
             "-o",
             "jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR}{'\\n'}{end}",
         ]);
-        let cidrs: Vec<String> = out
+        let cidrs: Vec<(String, String)> = out
             .lines()
-            .filter_map(|l| l.split_once('=').map(|(_, c)| c.to_string()))
-            .filter(|c| !c.is_empty())
+            .filter_map(|l| {
+                l.split_once('=')
+                    .map(|(n, c)| (n.to_string(), c.to_string()))
+            })
+            .filter(|(_, c)| !c.is_empty())
             .collect();
         (cidrs.len() == HOSTS).then_some(cidrs)
     });
+    let cidr_of = |node: &str| cidrs.iter().find(|(n, _)| n == node).unwrap().1.clone();
+    let cidrs: Vec<String> = cidrs.iter().map(|(_, c)| c.clone()).collect();
     let mut distinct = cidrs.clone();
     distinct.sort();
     distinct.dedup();
@@ -310,6 +315,15 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
     let client_ip = m.kubectl_ok(&["get", "pod", "client", "-o", "jsonpath={.status.podIP}"]);
     let on = |node: &str| pods.iter().find(|p| p.0 == node).cloned().unwrap();
     let (a, b) = (on("h1"), on("h2"));
+    // Each agent made its pod network with the CIDR it was given.
+    for (node, name, ip) in &pods {
+        let prefix = cidr_of(node).trim_end_matches("0/24").to_string();
+        assert!(
+            ip.starts_with(&prefix),
+            "{name} on {node} has {ip}, outside {}",
+            cidr_of(node)
+        );
+    }
     for (node, _, ip) in [&a, &b] {
         let page = wait_for(
             &format!("the web pod on {node} ({ip}) from h3"),
