@@ -208,21 +208,17 @@ impl Drop for MultiHost {
     }
 }
 
+// One web pod per host: a DaemonSet (bosun's scheduler has no inter-pod
+// anti-affinity to spread a Deployment by).
 const MANIFEST: &str = r#"
 apiVersion: apps/v1
-kind: Deployment
+kind: DaemonSet
 metadata: {name: web}
 spec:
-  replicas: 3
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
     spec:
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector: {matchLabels: {app: web}}
-            topologyKey: kubernetes.io/hostname
       containers:
       - {name: web, image: bosun.local/web:1}
 ---
@@ -303,7 +299,7 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
         assert!(c.starts_with("10.244.") && c.ends_with(".0/24"), "{c}");
     }
 
-    // A Deployment spread one pod per host, and a client on h3.
+    // A DaemonSet's web pod on every host, and a client on h3.
     let manifest = m.dir.path().join("web.yaml");
     std::fs::write(&manifest, MANIFEST).unwrap();
     m.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
