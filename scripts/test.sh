@@ -55,6 +55,11 @@ sweep_stale_test_resources() {
     fi
   done < <(command -v nft >/dev/null 2>&1 && nft list tables)
   echo "== swept $swept stale test containers, networks and nftables tables"
+  # The multi-host test's namespaces and engines (scripts/hosts.sh), if a
+  # killed run left them.
+  if ip netns list 2>/dev/null | grep -q '^bosun-h[0-9]'; then
+    bash scripts/hosts.sh down && echo "== took down hosts a killed run left"
+  fi
 }
 if [ "${1:-}" = "--sweep-only" ]; then
   sweep_stale_test_resources

@@ -9,6 +9,7 @@ pub mod dns;
 pub mod downward_api;
 pub mod events;
 pub mod metrics;
+pub mod network;
 pub mod node;
 pub mod observe;
 pub mod pod;

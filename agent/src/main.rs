@@ -7,6 +7,8 @@ use anyhow::{bail, Context};
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
 use bosun_agent::metrics::MetricsCollector;
+use bosun_agent::network::{self, HostGw};
+use bosun_agent::node;
 use bosun_agent::proxy::{self, ServiceProxy};
 use bosun_agent::runtime::docker::DockerRuntime;
 use bosun_agent::streams::{self, StreamServer};
@@ -29,12 +31,20 @@ struct Args {
     /// The Node's name (default: the hostname).
     #[arg(long)]
     node_name: Option<String>,
-    /// The node's address; required when the host has several.
-    #[arg(long)]
+    /// The node's address (its InternalIP, which other hosts route its
+    /// pods through); needed when the host has several.
+    #[arg(long, conflicts_with = "node_interface")]
     node_ip: Option<IpAddr>,
-    /// The node's pod subnet (default: a /24 of 10.244.0.0/16 picked from the node name).
+    /// The interface whose IPv4 address is the node's address.
+    #[arg(long)]
+    node_interface: Option<String>,
+    /// The node's pod subnet (default: the one the control plane assigns
+    /// the Node, waited for up to --pod-cidr-timeout).
     #[arg(long)]
     pod_cidr: Option<String>,
+    /// How long to wait for the control plane to assign a pod CIDR.
+    #[arg(long, default_value_t = 60.0)]
+    pod_cidr_timeout: f64,
     /// Where pod volumes live (default: /var/lib/bosun/agent-<node>).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -133,39 +143,6 @@ fn stream_token(explicit: Option<&PathBuf>, config: &kube::Config) -> anyhow::Re
     Ok(token)
 }
 
-/// The one non-loopback IPv4 address of this host, if there is exactly one.
-fn only_address() -> anyhow::Result<String> {
-    let mut found: Vec<String> = nix::ifaddrs::getifaddrs()?
-        .filter(|i| {
-            !i.interface_name.starts_with("docker")
-                && !i.interface_name.starts_with("br-")
-                && !i.interface_name.starts_with("veth")
-        })
-        .filter_map(|i| i.address?.as_sockaddr_in().map(|a| a.ip().to_string()))
-        .filter(|ip| !ip.starts_with("127."))
-        .collect();
-    found.sort();
-    found.dedup();
-    match found.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Ok("127.0.0.1".into()),
-        many => bail!(
-            "this host has several addresses ({}); say which with --node-ip",
-            many.join(", ")
-        ),
-    }
-}
-
-/// A /24 of 10.244.0.0/16 derived from the node name.
-fn default_pod_cidr(node: &str) -> String {
-    let n = node
-        .bytes()
-        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
-        % 254
-        + 1;
-    format!("10.244.{n}.0/24")
-}
-
 /// `IP` or `IP:PORT` (port 53 by default).
 fn parse_upstream(s: &str) -> anyhow::Result<SocketAddr> {
     if let Ok(addr) = s.parse::<SocketAddr>() {
@@ -196,11 +173,20 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.context(format!("removing nftables table ip {table}"))),
     };
+    let (routes, chain) = network::purge()
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("removing routes to other nodes' pods")?;
+    let mut rules = purged.rules;
+    if chain {
+        rules.push(format!("nat {}", network::masquerade::CHAIN));
+    }
     println!(
-        "node {node}: removed {} containers, networks [{}], iptables rules [{}], nftables tables [{tables}]",
+        "node {node}: removed {} containers, networks [{}], iptables rules [{}], routes [{}], nftables tables [{tables}]",
         purged.containers,
         purged.networks.join(", "),
-        purged.rules.join(", ")
+        rules.join(", "),
+        routes.join(", ")
     );
     Ok(())
 }
@@ -222,10 +208,11 @@ async fn main() -> anyhow::Result<()> {
     if args.purge {
         return purge(&node_name, args.docker_host.as_deref()).await;
     }
-    let node_ip = match args.node_ip {
-        Some(ip) => ip.to_string(),
-        None => only_address()?,
-    };
+    let addresses = network::address::host_addresses().context("listing this host's addresses")?;
+    let node_ip =
+        network::address::choose(args.node_ip, args.node_interface.as_deref(), &addresses)
+            .map_err(anyhow::Error::msg)?
+            .to_string();
     let secs = Duration::from_secs_f64;
     let data_dir = args
         .data_dir
@@ -246,9 +233,17 @@ async fn main() -> anyhow::Result<()> {
     cert_names.dedup();
     let serving = streams::tls::load_or_create(&data_dir, &cert_names)
         .context("making the stream API's certificate")?;
-    let pod_cidr = args
-        .pod_cidr
-        .unwrap_or_else(|| default_pod_cidr(&node_name));
+    let kubeconfig_path = args.kubeconfig.clone().expect("required unless --purge");
+    let kubeconfig = Kubeconfig::read_from(&kubeconfig_path)
+        .with_context(|| format!("reading {}", kubeconfig_path.display()))?;
+    let client_config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;
+    let client = kube::Client::try_from(client_config)?;
+    let pod_cidr = match args.pod_cidr {
+        Some(c) => c,
+        None => node::await_pod_cidr(&client, &node_name, secs(args.pod_cidr_timeout)).await?,
+    };
     let dns_bind = match (args.dns_bind, dns::gateway_of(&pod_cidr)) {
         (Some(b), _) => b,
         (None, Some(gw)) => SocketAddr::new(gw.into(), 53),
@@ -320,13 +315,6 @@ async fn main() -> anyhow::Result<()> {
         serving_cert: Some(serving.cert_pem.clone()),
         max_pods: args.max_pods,
     };
-    let kubeconfig_path = args.kubeconfig.expect("required unless --purge");
-    let kubeconfig = Kubeconfig::read_from(&kubeconfig_path)
-        .with_context(|| format!("reading {}", kubeconfig_path.display()))?;
-    let client_config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;
-    let client = kube::Client::try_from(client_config)?;
     let rt: Arc<DockerRuntime> = Arc::new(
         DockerRuntime::connect(args.docker_host.as_deref()).context("connecting to Docker")?,
     );
@@ -350,6 +338,14 @@ async fn main() -> anyhow::Result<()> {
         );
         collector
     });
+    tokio::spawn(
+        HostGw {
+            client: client.clone(),
+            node_name: cfg.node_name.clone(),
+            pod_cidr: cfg.pod_cidr.clone(),
+        }
+        .run(stop_rx.clone()),
+    );
     tokio::spawn(streams::serve(
         stream_listener,
         serving.config,

@@ -287,6 +287,67 @@ pub async fn renew_lease(client: &Client, cfg: &AgentConfig) -> kube::Result<()>
     }
 }
 
+/// The pod CIDR the control plane gave this node (`spec.podCIDR`, written
+/// by its node IPAM controller): registers a bare Node if there is none
+/// yet, then waits for the CIDR, at most `timeout`, saying every 10 s
+/// what it waits for.
+pub async fn await_pod_cidr(
+    client: &Client,
+    node_name: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<String> {
+    use std::time::Duration;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pod_cidr = |n: &Node| n.spec.as_ref().and_then(|s| s.pod_cidr.clone());
+    match nodes.get_opt(node_name).await? {
+        Some(n) if pod_cidr(&n).is_some() => return Ok(pod_cidr(&n).unwrap_or_default()),
+        Some(_) => {}
+        None => {
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": node_name, "labels": {
+                    "kubernetes.io/hostname": node_name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": arch(),
+                }},
+            }))
+            .expect("a valid Node");
+            match nodes.create(&PostParams::default(), &node).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let start = tokio::time::Instant::now();
+    let mut said = start;
+    tracing::info!(
+        node = node_name,
+        "waiting for the control plane to assign this node a pod CIDR"
+    );
+    loop {
+        if let Some(cidr) = nodes.get_opt(node_name).await?.as_ref().and_then(pod_cidr) {
+            tracing::info!(node = node_name, pod_cidr = %cidr, "the control plane assigned this node's pod CIDR");
+            return Ok(cidr);
+        }
+        if start.elapsed() >= timeout {
+            anyhow::bail!(
+                "node {node_name} got no pod CIDR (spec.podCIDR) from the control plane in {timeout:?}: \
+                 is its nodeipam controller running (bosun-control --controllers) and is its \
+                 --cluster-cidr not exhausted (kubectl get events)? Or give one with --pod-cidr"
+            );
+        }
+        if said.elapsed() >= Duration::from_secs(10) {
+            tracing::info!(
+                node = node_name,
+                waited = ?start.elapsed(),
+                "still waiting for a pod CIDR from the control plane's nodeipam controller"
+            );
+            said = tokio::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

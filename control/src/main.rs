@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bosun_control::api::ApiOptions;
+use bosun_control::controllers::nodeipam::NodeIpamOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
 use bosun_control::controllers::podautoscaler::PodAutoscalerOptions;
 use bosun_control::controllers::podgc::PodGcOptions;
@@ -50,6 +51,13 @@ struct Args {
     /// How often the node lifecycle controller looks at the nodes.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     node_monitor_period: Duration,
+    /// The pod network of the whole cluster, from which every Node gets a
+    /// subnet of its own (spec.podCIDR).
+    #[arg(long, default_value = "10.244.0.0/16")]
+    cluster_cidr: String,
+    /// The prefix length of each Node's pod subnet.
+    #[arg(long, default_value_t = 24)]
+    node_cidr_mask_size: u8,
     /// How many finished pods are kept before pod GC deletes the oldest
     /// (0: no limit).
     #[arg(long, default_value_t = 12500)]
@@ -101,7 +109,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 async fn main() -> anyhow::Result<()> {
     bosun::serving::init_logging();
     let args = Args::parse();
+    let node_ipam = match NodeIpamOptions::parse(&args.cluster_cidr, args.node_cidr_mask_size) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
     let controllers = ControllerOptions {
+        node_ipam,
         controllers: args.controllers,
         event_ttl: args.event_ttl,
         node_lifecycle: NodeLifecycleOptions {

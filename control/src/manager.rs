@@ -13,7 +13,7 @@ use kube::Client;
 
 use crate::controllers::{
     cronjob, daemonset, deployment, endpoints, endpointslice, eventttl, garbagecollector, job,
-    namespace, nodelifecycle, podautoscaler, podgc, replicaset, rootcacertpublisher,
+    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset, rootcacertpublisher,
     serviceaccount, statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
@@ -31,6 +31,7 @@ pub const ALL: &[&str] = &[
     "volumebinding",
     "endpoints",
     "endpointslice",
+    "nodeipam",
     "nodelifecycle",
     "tainteviction",
     "podgc",
@@ -49,6 +50,7 @@ pub struct ControllerOptions {
     /// How long an Event is kept after its last occurrence.
     pub event_ttl: Duration,
     pub node_lifecycle: nodelifecycle::NodeLifecycleOptions,
+    pub node_ipam: nodeipam::NodeIpamOptions,
     pub pod_gc: podgc::PodGcOptions,
     pub pod_autoscaler: podautoscaler::PodAutoscalerOptions,
     /// The CA certificate (PEM) the root CA publisher puts in every
@@ -62,6 +64,7 @@ impl Default for ControllerOptions {
             controllers: vec!["*".into()],
             event_ttl: Duration::from_secs(3600),
             node_lifecycle: Default::default(),
+            node_ipam: Default::default(),
             pod_gc: Default::default(),
             pod_autoscaler: Default::default(),
             root_ca: String::new(),
@@ -137,6 +140,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "volumebinding" => volumebinding::start(shared),
             "endpoints" => endpoints::start(shared),
             "endpointslice" => endpointslice::start(shared),
+            "nodeipam" => nodeipam::start(shared, options.node_ipam.clone()),
             "nodelifecycle" => nodelifecycle::start(shared, options.node_lifecycle.clone()),
             "tainteviction" => tainteviction::start(shared),
             "podgc" => podgc::start(shared, options.pod_gc.clone()),

@@ -40,7 +40,7 @@ pub struct UpArgs {
     /// The local node's address, needed when the host has several.
     #[arg(long)]
     node_ip: Option<String>,
-    /// The local node's pod CIDR (default: one derived from its name).
+    /// The local node's pod CIDR (default: the one the control plane assigns).
     #[arg(long)]
     pod_cidr: Option<String>,
 }

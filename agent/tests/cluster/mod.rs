@@ -18,14 +18,14 @@ use serde_json::Value;
 
 pub const BUSYBOX: &str = "bosun.local/busybox:1.35";
 
-fn bin_dir() -> PathBuf {
+pub fn bin_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bosun-agent"))
         .parent()
         .unwrap()
         .to_path_buf()
 }
 
-fn repo_root() -> PathBuf {
+pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
@@ -33,7 +33,7 @@ fn repo_root() -> PathBuf {
 }
 
 /// `bosun-control`, built next to the agent if it is not there yet.
-fn control_binary() -> PathBuf {
+pub fn control_binary() -> PathBuf {
     let path = bin_dir().join("bosun-control");
     if !path.exists() {
         let status = Command::new(env!("CARGO"))
@@ -107,7 +107,7 @@ pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Op
 /// `scripts/test.sh`'s sweep of stale test resources. `setpriv
 /// --pdeathsig` (util-linux) sets that up and execs `program` in the same
 /// process.
-fn dies_with_test(program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub fn dies_with_test(program: impl AsRef<std::ffi::OsStr>) -> Command {
     if Path::new("/usr/bin/setpriv").exists() {
         let mut cmd = Command::new("/usr/bin/setpriv");
         cmd.args(["--pdeathsig", "KILL", "--"]).arg(program);

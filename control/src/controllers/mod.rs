@@ -13,6 +13,7 @@ pub mod eventttl;
 pub mod garbagecollector;
 pub mod job;
 pub mod namespace;
+pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod podgc;

@@ -20,7 +20,8 @@ pub struct ControlPlane {
 }
 
 /// Controllers that write objects of their own (pods, replica sets, revisions,
-/// bindings, each namespace's `default` ServiceAccount and `kube-root-ca.crt`)
+/// bindings, each namespace's `default` ServiceAccount and `kube-root-ca.crt`,
+/// nodes' pod CIDRs)
 /// and so would change what the API tests read back; the API tests run
 /// without them unless a test asks for them by its flags.
 pub const OFF_IN_API_TESTS: &[&str] = &[
@@ -39,6 +40,7 @@ pub const OFF_IN_API_TESTS: &[&str] = &[
     "horizontalpodautoscaling",
     "serviceaccount",
     "root-ca-cert-publisher",
+    "nodeipam",
 ];
 
 pub fn binary() -> PathBuf {

@@ -163,7 +163,7 @@ pub(super) async fn pod_traffic_rule(
 }
 
 /// The /16 that holds an IPv4 CIDR: `10.244.1.0/24` → `10.244.0.0/16`.
-pub(super) fn supernet16(subnet: &str) -> Option<String> {
+pub fn supernet16(subnet: &str) -> Option<String> {
     let (addr, _) = subnet.split_once('/').unwrap_or((subnet, "32"));
     let ip: std::net::Ipv4Addr = addr.parse().ok()?;
     let [a, b, _, _] = ip.octets();

@@ -1,0 +1,79 @@
+//! Pod-to-pod traffic between hosts keeps the pods' own addresses:
+//! Docker masquerades everything leaving a bridge for another interface,
+//! so bosun's chain `BOSUN-POSTROUTING` in the `nat` table, jumped to
+//! first from `POSTROUTING`, accepts (does not NAT) traffic from the pod
+//! network to the pod network. Traffic leaving the cluster still meets
+//! Docker's masquerade. Forwarding itself is allowed by the pod-traffic
+//! rule the runtime keeps in `DOCKER-USER` (see
+//! `runtime/docker/network.rs`).
+
+/// bosun's chain in the nat table.
+pub const CHAIN: &str = "BOSUN-POSTROUTING";
+
+async fn iptables(args: &[&str]) -> Result<String, String> {
+    let out = tokio::process::Command::new("iptables")
+        .arg("-w")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("running iptables {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "iptables {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The chain's one rule for the pod network `cidr`.
+fn rule(cidr: &str) -> [&str; 8] {
+    ["-s", cidr, "-d", cidr, "-j", "ACCEPT", "-m", "comment"]
+}
+
+const COMMENT: &str = "bosun: pod-to-pod traffic keeps pod IPs";
+
+/// Makes sure pod-to-pod traffic inside `cidr` is not masqueraded: the
+/// chain, its rule, and the jump to it as POSTROUTING's first rule (Docker
+/// inserts its own at the top when it makes a network, so this is checked
+/// on every call).
+pub async fn ensure(cidr: &str) -> Result<(), String> {
+    if iptables(&["-t", "nat", "-S", CHAIN]).await.is_err() {
+        iptables(&["-t", "nat", "-N", CHAIN]).await?;
+    }
+    let mut add = vec!["-t", "nat", "-C", CHAIN];
+    add.extend(rule(cidr));
+    add.extend(["--comment", COMMENT]);
+    if iptables(&add).await.is_err() {
+        add[2] = "-A";
+        iptables(&add).await?;
+        tracing::info!(%cidr, "pod-to-pod traffic between hosts is not masqueraded");
+    }
+    let rules = iptables(&["-t", "nat", "-S", "POSTROUTING"]).await?;
+    let jump = format!("-A POSTROUTING -j {CHAIN}");
+    let first = rules.lines().find(|l| l.starts_with("-A "));
+    if first != Some(jump.as_str()) {
+        while iptables(&["-t", "nat", "-D", "POSTROUTING", "-j", CHAIN])
+            .await
+            .is_ok()
+        {}
+        iptables(&["-t", "nat", "-I", "POSTROUTING", "1", "-j", CHAIN]).await?;
+    }
+    Ok(())
+}
+
+/// Removes the jump and the chain; true if there was one.
+pub async fn remove() -> Result<bool, String> {
+    if iptables(&["-t", "nat", "-S", CHAIN]).await.is_err() {
+        return Ok(false);
+    }
+    while iptables(&["-t", "nat", "-D", "POSTROUTING", "-j", CHAIN])
+        .await
+        .is_ok()
+    {}
+    iptables(&["-t", "nat", "-F", CHAIN]).await?;
+    iptables(&["-t", "nat", "-X", CHAIN]).await?;
+    Ok(true)
+}
