@@ -58,13 +58,15 @@ pub fn anonymous_allowed(method: &Method, path: &str) -> bool {
             )
 }
 
-/// A 403 unless `who` may do what the request asks of `target`.
+/// A 403 unless `who` may do what the request asks of `target` (`body`:
+/// what it sends, whose name a create is judged by).
 pub async fn authorize(
     state: &ApiState,
     who: &Identity,
     method: &Method,
     target: &Target,
     watch: bool,
+    body: Option<&Bytes>,
 ) -> ApiResult<()> {
     if matches!(who, Identity::Admin | Identity::ServiceAccount) {
         return Ok(());
@@ -73,6 +75,12 @@ pub async fn authorize(
         // Only cluster-info gets this far (see anonymous_allowed).
         return Ok(());
     }
+    let created: Option<String> = match (method, &target.name, body) {
+        (&Method::POST, None, Some(b)) => serde_json::from_slice::<Value>(b)
+            .ok()
+            .and_then(|v| v["metadata"]["name"].as_str().map(String::from)),
+        _ => None,
+    };
     let attrs = Attributes {
         user: who.user(),
         verb: auth::verb(method, target.name.is_some(), watch),
@@ -81,6 +89,7 @@ pub async fn authorize(
         subresource: target.subresource.as_deref(),
         namespace: target.namespace.as_deref(),
         name: target.name.as_deref(),
+        created_name: created.as_deref(),
     };
     auth::authorize(state.store.as_ref(), who, &attrs)
         .await

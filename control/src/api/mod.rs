@@ -281,12 +281,13 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let watch = bosun::serving::query_pairs(&uri)
         .iter()
         .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
-    authn::authorize(&state, &who, &method, &target, watch).await?;
     if proxy::is_proxied(&target) {
+        authn::authorize(&state, &who, &method, &target, watch, None).await?;
         let pairs = bosun::serving::query_pairs(&uri);
         return proxy::serve(&state, &target, pairs, parts).await;
     }
     let body = read_body(body, state.options.body_limit).await?;
+    authn::authorize(&state, &who, &method, &target, watch, Some(&body)).await?;
     let req = ApiRequest {
         method,
         query: bosun::serving::query_pairs(&uri).into_iter().collect(),

@@ -106,6 +106,8 @@ pub struct Attributes<'a> {
     pub subresource: Option<&'a str>,
     pub namespace: Option<&'a str>,
     pub name: Option<&'a str>,
+    /// The name of the object a create sends (its URL names none).
+    pub created_name: Option<&'a str>,
 }
 
 impl Attributes<'_> {

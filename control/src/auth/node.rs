@@ -78,7 +78,7 @@ pub fn needs(a: &Attributes) -> Needs {
 /// words, for the 403.
 pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), String> {
     let verb = a.verb;
-    let name = a.name.unwrap_or("");
+    let name = a.name.or(a.created_name).unwrap_or("");
     let ns = a.namespace.unwrap_or("");
     match (a.group, a.resource, a.subresource) {
         (g, r, None) if is_read(verb) && READ_ALL.contains(&(g, r)) => Ok(()),
@@ -260,6 +260,7 @@ mod tests {
             subresource: sub,
             namespace: ns,
             name,
+            created_name: None,
         }
     }
 
@@ -311,6 +312,13 @@ mod tests {
             assert_eq!(decide("a", &lease("a"), &none), Ok(()));
             assert!(decide("a", &lease("b"), &none).is_err());
         }
+        // A create names its object in the body.
+        let create = |n| Attributes {
+            created_name: Some(n),
+            ..attrs("create", "", "nodes", None, None, None)
+        };
+        assert_eq!(decide("a", &create("a"), &none), Ok(()));
+        assert!(decide("a", &create("b"), &none).is_err());
         // Leases elsewhere are not the node's.
         let elsewhere = attrs(
             "update",
