@@ -250,7 +250,7 @@ async fn start_agent(
         "--node-name".into(),
         node.to_string(),
         "--data-dir".into(),
-        dir.join("agent").display().to_string(),
+        up::agent_data_dir(dir).display().to_string(),
         "--stream-token-file".into(),
         stream_token.display().to_string(),
         "--port".into(),

@@ -38,7 +38,10 @@ impl Plan {
             node,
             dirs: [dir, agent_dir]
                 .into_iter()
-                .filter(|d| d.exists())
+                .enumerate()
+                // `bosun join` keeps the agent's data inside its own dir.
+                .filter(|(i, d)| d.exists() && !(*i == 1 && d.starts_with(dir)))
+                .map(|(_, d)| d)
                 .map(Path::to_path_buf)
                 .collect(),
             kubeconfig: read(KUBECONFIG_FILE).map(PathBuf::from),

@@ -82,6 +82,7 @@ pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), Strin
     let ns = a.namespace.unwrap_or("");
     match (a.group, a.resource, a.subresource) {
         (g, r, None) if is_read(verb) && READ_ALL.contains(&(g, r)) => Ok(()),
+        ("", "pods" | "nodes", Some("status")) if verb == "get" => Ok(()),
         ("", r, None) if READ_REFERENCED.contains(&r) => {
             if verb != "get" || name.is_empty() {
                 return Err(a.forbidden(&format!(
