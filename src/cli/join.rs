@@ -59,9 +59,6 @@ pub struct JoinArgs {
     timeout: String,
 }
 
-/// The node's kubeconfig in the join data dir.
-pub const NODE_KUBECONFIG: &str = "node.kubeconfig";
-
 fn default_data_dir() -> PathBuf {
     home_dir().join(".bosun").join("join")
 }
@@ -89,7 +86,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
         );
         return Ok(true);
     }
-    let kubeconfig = dir.join(NODE_KUBECONFIG);
+    let kubeconfig = dir.join(super::purge::NODE_KUBECONFIG);
     if kubeconfig.exists() {
         // The credential stays; the server is the one named this time.
         let text = std::fs::read_to_string(&kubeconfig)

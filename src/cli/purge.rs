@@ -67,6 +67,8 @@ impl Plan {
 
 /// In the control plane's data dir: the node `bosun up` started.
 pub const NODE_FILE: &str = "agent.node";
+/// In `bosun join`'s data dir: the node's kubeconfig (its credential).
+pub const NODE_KUBECONFIG: &str = "node.kubeconfig";
 /// In the control plane's data dir: the kubeconfig `bosun up` wrote.
 pub const KUBECONFIG_FILE: &str = "kubeconfig.path";
 

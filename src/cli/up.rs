@@ -538,7 +538,7 @@ fn stop(
 /// The agent's data dir: beside the control plane's, or inside the data
 /// dir of `bosun join` (which holds the node's kubeconfig).
 pub(super) fn agent_data_dir(dir: &Path) -> PathBuf {
-    if dir.join(super::join::NODE_KUBECONFIG).exists() {
+    if dir.join(purge::NODE_KUBECONFIG).exists() {
         return dir.join("agent");
     }
     dir.parent().unwrap_or(dir).join("agent")
