@@ -1,6 +1,7 @@
 //! bosun's shared library: the served resources, Kubernetes' defaulting
 //! and validation, label selectors, quantities, patches and printers.
 
+pub mod bootstrap;
 pub mod cron;
 pub mod defaults;
 pub mod events;

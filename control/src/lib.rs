@@ -13,6 +13,7 @@
 //! - [`server`]: starts it all; [`tls`]: the CA and serving certificate.
 
 pub mod api;
+pub mod auth;
 pub mod controllers;
 pub mod manager;
 pub mod observe;

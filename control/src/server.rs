@@ -11,6 +11,7 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::api::{self, ApiOptions, ApiState};
+use crate::auth;
 use crate::manager::{self, ControllerOptions};
 use crate::observe;
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
@@ -126,14 +127,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     bootstrap(store.as_ref()).await?;
 
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let pki = tls::load_or_create(&config.data_dir, &certificate_names(&config))?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
         tokens: Arc::new(TokenIssuer::load_or_create(&config.data_dir)?),
         options: config.api.clone(),
         shutdown: shutdown_rx,
+        node_signer: Some(Arc::new(auth::credential::NodeSigner::load(
+            &config.data_dir,
+        )?)),
     });
-    let pki = tls::load_or_create(&config.data_dir, &certificate_names(&config))?;
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .with_context(|| format!("listening on {}", config.bind))?;
@@ -146,6 +150,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     )?;
     let address_file = config.data_dir.join("address");
     write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
+    auth::bootstrap::publish_cluster_info(
+        store.as_ref(),
+        &advertised_server(&config, addr),
+        &pki.ca_pem,
+    )
+    .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
     let router = observe::routes(api::router(state.clone()), state);
@@ -157,10 +167,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         root_ca: pki.ca_pem.clone(),
         ..config.controllers.clone()
     };
-    let loops: Vec<_> = manager::start(&shared, &controllers)
+    let mut loops: Vec<_> = manager::start(&shared, &controllers)
         .into_iter()
         .map(tokio::spawn)
         .collect();
+    loops.push(tokio::spawn(auth::bootstrap::run_cleaner(
+        store.clone(),
+        std::time::Duration::from_secs(60),
+    )));
 
     serve_tls(listener, pki.server_config, router, shutdown_tx).await;
     for l in loops {
@@ -169,6 +183,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&address_file);
     drop(store);
     Ok(())
+}
+
+/// The server URL other hosts reach: the first `--tls-san` if any (the
+/// advertised address), else the address listened on.
+fn advertised_server(config: &Config, addr: SocketAddr) -> String {
+    let host = match config.tls_sans.first() {
+        Some(san) => san.clone(),
+        None if addr.ip().is_unspecified() => "127.0.0.1".into(),
+        None => addr.ip().to_string(),
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    format!("https://{host}:{}", addr.port())
 }
 
 /// The names the serving certificate is valid for.
@@ -237,7 +267,7 @@ async fn serve_tls(
             _ = int.recv() => break,
         };
         let acceptor = acceptor.clone();
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let app = app.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
@@ -248,6 +278,24 @@ async fn serve_tls(
                     return;
                 }
             };
+            // The client certificate rustls checked against the CA, if
+            // any, goes with every request of the connection.
+            let client = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .and_then(|c| auth::PeerCert::from_der(c.as_ref()));
+            let app = tower::ServiceExt::map_request(
+                app,
+                move |mut req: http::Request<hyper::body::Incoming>| {
+                    if let Some(p) = &client {
+                        req.extensions_mut().insert(p.clone());
+                    }
+                    req
+                },
+            );
+            let service = hyper_util::service::TowerToHyperService::new(app);
             let conn = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .into_owned();

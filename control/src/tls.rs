@@ -75,12 +75,25 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> anyhow::Result<Pki> {
         .context("reading server.crt")?
         .collect::<Result<_, _>>()?;
     let key = PrivateKeyDer::from_pem_file(&server_key).context("reading server.key")?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    // Client certificates are optional (bearer tokens need none); one
+    // that is presented must chain to the cluster CA. Node credentials
+    // are such certificates.
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(&ca_crt).context("reading ca.crt")? {
+        roots.add(ca?)?;
+    }
+    let clients = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .context("setting up client certificate checks")?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(clients)
+        .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Pki {
         ca_pem,

@@ -11,6 +11,7 @@ mod drain;
 mod errors;
 mod get;
 mod info;
+mod join;
 mod manifest;
 mod modify;
 mod nodes;
@@ -27,6 +28,7 @@ mod set;
 mod streams;
 mod table;
 mod targets;
+mod token;
 mod top;
 mod up;
 
@@ -64,6 +66,10 @@ enum Command {
     Up(up::UpArgs),
     /// Stop the local control plane started by `bosun up` (its data is kept).
     Down(up::DownArgs),
+    /// Make this host a node of a cluster, with a bootstrap token.
+    Join(join::JoinArgs),
+    /// Create, list and delete the bootstrap tokens hosts join with.
+    Token(token::TokenArgs),
     /// Apply a configuration to resources from a file, a directory or stdin.
     Apply(apply::ApplyArgs),
     /// Create resources from a file, a directory or stdin.
@@ -131,6 +137,7 @@ async fn dispatch(cli: Cli) -> Outcome {
     match cli.command {
         Command::Up(args) => up::up(&args, opts.kubeconfig.as_deref()).await,
         Command::Down(args) => up::down(&args),
+        Command::Join(args) => join::join(&args).await,
         command => {
             let ctx = Ctx::connect(&opts).await?;
             let explicit_ns = opts.namespace.is_some();
@@ -158,9 +165,12 @@ async fn dispatch(cli: Cli) -> Outcome {
                 Command::Uncordon(args) => nodes::cordon(&ctx, &args, false).await,
                 Command::Drain(args) => drain::drain(&ctx, &args).await,
                 Command::Taint(args) => nodes::taint(&ctx, &args).await,
+                Command::Token(args) => token::token(&ctx, &args).await,
                 Command::Version => info::version(&ctx).await,
                 Command::ApiResources => info::api_resources(&ctx).await,
-                Command::Up(_) | Command::Down(_) => unreachable!("handled above"),
+                Command::Up(_) | Command::Down(_) | Command::Join(_) => {
+                    unreachable!("handled above")
+                }
             }
         }
     }

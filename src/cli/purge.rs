@@ -38,7 +38,10 @@ impl Plan {
             node,
             dirs: [dir, agent_dir]
                 .into_iter()
-                .filter(|d| d.exists())
+                .enumerate()
+                // `bosun join` keeps the agent's data inside its own dir.
+                .filter(|(i, d)| d.exists() && !(*i == 1 && d.starts_with(dir)))
+                .map(|(_, d)| d)
                 .map(Path::to_path_buf)
                 .collect(),
             kubeconfig: read(KUBECONFIG_FILE).map(PathBuf::from),
@@ -64,6 +67,8 @@ impl Plan {
 
 /// In the control plane's data dir: the node `bosun up` started.
 pub const NODE_FILE: &str = "agent.node";
+/// In `bosun join`'s data dir: the node's kubeconfig (its credential).
+pub const NODE_KUBECONFIG: &str = "node.kubeconfig";
 /// In the control plane's data dir: the kubeconfig `bosun up` wrote.
 pub const KUBECONFIG_FILE: &str = "kubeconfig.path";
 

@@ -43,6 +43,11 @@ pub struct UpArgs {
     /// The local node's pod CIDR (default: the one the control plane assigns).
     #[arg(long)]
     pod_cidr: Option<String>,
+    /// The address other hosts reach the control plane at: it then
+    /// listens on every interface, its certificate covers the address, and
+    /// the printed `bosun join` command names it.
+    #[arg(long, value_name = "ADDR")]
+    advertise_address: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -64,7 +69,7 @@ pub struct DownArgs {
 }
 
 /// A process `bosun up` runs in the background.
-struct Component {
+pub(super) struct Component {
     /// Shown to the user.
     title: &'static str,
     /// The executable, looked up next to `bosun` and then on PATH.
@@ -80,7 +85,7 @@ const CONTROL: Component = Component {
 };
 
 /// The local node's agent: started once CONTROL is ready, stopped before it.
-const AGENT: Component = Component {
+pub(super) const AGENT: Component = Component {
     title: "agent",
     binary: "bosun-agent",
     name: "agent",
@@ -91,15 +96,15 @@ fn default_data_dir() -> PathBuf {
 }
 
 impl Component {
-    fn pid_file(&self, dir: &Path) -> PathBuf {
+    pub(super) fn pid_file(&self, dir: &Path) -> PathBuf {
         dir.join(format!("{}.pid", self.name))
     }
-    fn log_file(&self, dir: &Path) -> PathBuf {
+    pub(super) fn log_file(&self, dir: &Path) -> PathBuf {
         dir.join(format!("{}.log", self.name))
     }
 
     /// The recorded pid, if that process is still running this component's binary.
-    fn running_pid(&self, dir: &Path) -> Option<i32> {
+    pub(super) fn running_pid(&self, dir: &Path) -> Option<i32> {
         let pid: i32 = std::fs::read_to_string(self.pid_file(dir))
             .ok()?
             .trim()
@@ -137,7 +142,7 @@ impl Component {
 
     /// Starts the process detached from this one: its own process group,
     /// stdin from /dev/null, stdout and stderr appended to its log.
-    fn spawn(&self, dir: &Path, args: &[String]) -> Result<std::process::Child> {
+    pub(super) fn spawn(&self, dir: &Path, args: &[String]) -> Result<std::process::Child> {
         let binary = self.find_binary()?;
         let log_path = self.log_file(dir);
         let log = OpenOptions::new()
@@ -320,6 +325,27 @@ fn print_next_steps(server: &str, pid: i32, dir: &Path, kubeconfig: &Path) {
     println!("  export KUBECONFIG={kc}");
 }
 
+/// Makes a bootstrap token good for a day and prints the command other
+/// hosts join with, as `kubeadm init` does.
+async fn print_join_command(admin_kubeconfig: &Path) -> Result<()> {
+    let ctx = super::client::Ctx::connect(&super::client::ConnectOptions {
+        kubeconfig: Some(admin_kubeconfig.to_path_buf()),
+        context: None,
+        namespace: None,
+    })
+    .await?;
+    let token = super::token::create(
+        &ctx,
+        Duration::from_secs(24 * 3600),
+        Some("made by bosun up"),
+    )
+    .await?;
+    println!();
+    println!("Other hosts join with (the token is good for 24h; `bosun token create` makes more):");
+    println!("  {}", super::token::join_command(&ctx, &token).await?);
+    Ok(())
+}
+
 pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let timeout = parse_duration(&args.timeout)?;
@@ -349,15 +375,21 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
 
     // A stale address from an earlier run must not be mistaken for this one's.
     let _ = std::fs::remove_file(&address_file);
-    let mut child = CONTROL.spawn(
-        &dir,
-        &[
-            "--data-dir".to_string(),
-            dir.display().to_string(),
-            "--port".to_string(),
-            args.port.to_string(),
-        ],
-    )?;
+    let mut control_args = vec![
+        "--data-dir".to_string(),
+        dir.display().to_string(),
+        "--port".to_string(),
+        args.port.to_string(),
+    ];
+    if let Some(addr) = &args.advertise_address {
+        control_args.extend([
+            "--bind".into(),
+            "0.0.0.0".into(),
+            "--tls-san".into(),
+            addr.clone(),
+        ]);
+    }
+    let mut child = CONTROL.spawn(&dir, &control_args)?;
     let pid = child.id() as i32;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -393,6 +425,7 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     }
     println!("bosun is up.");
     print_next_steps(&admin.server, pid, &dir, &kubeconfig);
+    print_join_command(&admin_kubeconfig).await?;
     Ok(true)
 }
 
@@ -432,11 +465,23 @@ async fn start_agent(
         // takes a free port too (it is published on the Node).
         agent_args.extend(["--port".to_string(), "0".into()]);
     }
-    let mut child = AGENT.spawn(dir, &agent_args)?;
+    let child = AGENT.spawn(dir, &agent_args)?;
     let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig)?;
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
     )?;
+    wait_for_node(child, dir, client, &node, timeout).await
+}
+
+/// Waits until the agent `child` (started in `dir`) has registered Node
+/// `node`; fails with the end of its log if it exits first.
+pub(super) async fn wait_for_node(
+    mut child: std::process::Child,
+    dir: &Path,
+    client: kube::Client,
+    node: &str,
+    timeout: Duration,
+) -> Result<()> {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -448,7 +493,7 @@ async fn start_agent(
                 tail(&AGENT.log_file(dir), 20)
             );
         }
-        if nodes.get_opt(&node).await.ok().flatten().is_some() {
+        if nodes.get_opt(node).await.ok().flatten().is_some() {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
@@ -490,8 +535,12 @@ fn stop(
     Ok(Some(pid))
 }
 
-/// The agent's data dir, beside the control plane's.
-fn agent_data_dir(dir: &Path) -> PathBuf {
+/// The agent's data dir: beside the control plane's, or inside the data
+/// dir of `bosun join` (which holds the node's kubeconfig).
+pub(super) fn agent_data_dir(dir: &Path) -> PathBuf {
+    if dir.join(purge::NODE_KUBECONFIG).exists() {
+        return dir.join("agent");
+    }
     dir.parent().unwrap_or(dir).join("agent")
 }
 

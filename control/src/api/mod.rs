@@ -2,6 +2,7 @@
 //! the verbs on every served resource.
 
 mod allocate;
+mod authn;
 mod binding;
 mod create;
 mod decode;
@@ -79,6 +80,8 @@ pub struct ApiState {
     pub options: ApiOptions,
     /// Flips to true when the server shuts down, ending open watches.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Signs the certificates of joining nodes (none in unit tests).
+    pub node_signer: Option<Arc<crate::auth::credential::NodeSigner>>,
 }
 
 /// The API as an axum router.
@@ -196,13 +199,6 @@ pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> R
     json_response(code, body)
 }
 
-/// Whether the request carries the admin's token or a valid service
-/// account token.
-async fn authorized(state: &ApiState, headers: &HeaderMap) -> bool {
-    bosun::serving::bearer_token_matches(&state.token, headers)
-        || token::service_account_authenticated(state, headers).await
-}
-
 /// Everything a verb handler needs of the request.
 pub struct ApiRequest {
     pub method: Method,
@@ -244,7 +240,13 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         "/version" => return Ok(json_response(StatusCode::OK, &discovery::version())),
         _ => {}
     }
-    if !authorized(&state, &headers).await {
+    let peer = parts.extensions.get::<crate::auth::PeerCert>().cloned();
+    let who = authn::authenticate(&state, &headers, peer.as_ref()).await?;
+    if path == bosun::bootstrap::NODE_CREDENTIAL_PATH {
+        let body = read_body(body, state.options.body_limit).await?;
+        return authn::node_credential(&state, &who, &method, &body).await;
+    }
+    if who == crate::auth::Identity::Anonymous && !authn::anonymous_allowed(&method, path) {
         return Err(ApiError::unauthorized());
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -276,11 +278,16 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     };
     let target =
         parse_target(group, version, rest).ok_or_else(|| ApiError::not_found_path(path))?;
+    let watch = bosun::serving::query_pairs(&uri)
+        .iter()
+        .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
     if proxy::is_proxied(&target) {
+        authn::authorize(&state, &who, &method, &target, watch, None).await?;
         let pairs = bosun::serving::query_pairs(&uri);
         return proxy::serve(&state, &target, pairs, parts).await;
     }
     let body = read_body(body, state.options.body_limit).await?;
+    authn::authorize(&state, &who, &method, &target, watch, Some(&body)).await?;
     let req = ApiRequest {
         method,
         query: bosun::serving::query_pairs(&uri).into_iter().collect(),

@@ -42,6 +42,7 @@ impl TestApi {
                 ..Default::default()
             },
             shutdown: rx,
+            node_signer: None,
         });
         let client = crate::manager::in_process_client(crate::api::router(state), TOKEN);
         TestApi {

@@ -1,0 +1,222 @@
+//! Bootstrap tokens on the control plane, as kube-apiserver's bootstrap
+//! token authenticator and kube-controller-manager's token cleaner do: a
+//! token is good while its `bootstrap-token-<id>` Secret in kube-system
+//! exists, holds the same secret, allows authentication and has not
+//! expired; expired Secrets are deleted. And kubeadm's cluster-info
+//! ConfigMap, which a joining host reads before it trusts the CA.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use base64::Engine;
+use bosun::bootstrap::{self as bt, BootstrapToken};
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::store::{Store, StoreError};
+
+fn secret_key(id: &str) -> String {
+    bosun::resources::by_kind("v1", "Secret")
+        .expect("served")
+        .storage_key(Some(bt::NAMESPACE), &bt::secret_name(id))
+}
+
+/// The token's id if `token` authenticates at `now`; why not otherwise
+/// (for the log; the client only sees 401). An expired token's Secret
+/// is deleted on the spot.
+pub async fn authenticate(
+    store: &dyn Store,
+    token: &BootstrapToken,
+    now: DateTime<Utc>,
+) -> Result<String, String> {
+    let key = secret_key(&token.id);
+    let kv = store
+        .get(&key)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no bootstrap token with id {:?}", token.id))?;
+    let secret: Value = serde_json::from_slice(&kv.value).map_err(|e| e.to_string())?;
+    if secret["type"] != bt::SECRET_TYPE {
+        return Err(format!("{key} is not of type {}", bt::SECRET_TYPE));
+    }
+    if secret["metadata"]["deletionTimestamp"].is_string() {
+        return Err(format!("bootstrap token {:?} is being deleted", token.id));
+    }
+    let stored = bt::secret_field(&secret, "token-secret").unwrap_or_default();
+    // Compared whole so the time taken reveals no prefix.
+    let same = stored.len() == token.secret.len()
+        && stored
+            .bytes()
+            .zip(token.secret.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same {
+        return Err(format!("bootstrap token {:?}: wrong secret", token.id));
+    }
+    if bt::secret_field(&secret, "usage-bootstrap-authentication").as_deref() != Some("true") {
+        return Err(format!(
+            "bootstrap token {:?} is not usable for authentication",
+            token.id
+        ));
+    }
+    if bt::is_expired(&secret, now) {
+        let _ = store.delete(&key, kv.mod_revision).await;
+        return Err(format!("bootstrap token {:?} has expired", token.id));
+    }
+    Ok(token.id.clone())
+}
+
+/// Deletes every expired bootstrap token Secret; returns their ids.
+pub async fn clean_expired(store: &dyn Store, now: DateTime<Utc>) -> Vec<String> {
+    let prefix = bosun::resources::by_kind("v1", "Secret")
+        .expect("served")
+        .storage_key(Some(bt::NAMESPACE), bt::SECRET_PREFIX);
+    let Ok((kvs, _)) = store.list(&prefix).await else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for kv in kvs {
+        let Ok(secret) = serde_json::from_slice::<Value>(&kv.value) else {
+            continue;
+        };
+        if secret["type"] == bt::SECRET_TYPE && bt::is_expired(&secret, now) {
+            match store.delete(&kv.key, kv.mod_revision).await {
+                Ok(_) | Err(StoreError::NotFound(_)) => {
+                    removed.push(bt::secret_field(&secret, "token-id").unwrap_or_default())
+                }
+                Err(e) => {
+                    tracing::warn!(key = %kv.key, error = %e, "deleting an expired bootstrap token")
+                }
+            }
+        }
+    }
+    removed
+}
+
+/// Runs [`clean_expired`] every `period`, for ever.
+pub async fn run_cleaner(store: std::sync::Arc<dyn Store>, period: Duration) {
+    loop {
+        for id in clean_expired(store.as_ref(), Utc::now()).await {
+            tracing::info!(%id, "deleted an expired bootstrap token");
+        }
+        tokio::time::sleep(period).await;
+    }
+}
+
+/// Writes kube-public's cluster-info ConfigMap: a kubeconfig with the
+/// server's address and the CA, which anyone may read (the joining host
+/// checks the CA against the hash it was given before trusting it).
+pub async fn publish_cluster_info(
+    store: &dyn Store,
+    server: &str,
+    ca_pem: &str,
+) -> anyhow::Result<()> {
+    let kubeconfig = serde_yaml::to_string(&json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "", "cluster": {
+            "server": server,
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+        }}],
+        "users": [],
+        "contexts": [],
+    }))?;
+    let res = bosun::resources::by_kind("v1", "ConfigMap").expect("served");
+    let key = res.storage_key(Some(bt::CLUSTER_INFO_NAMESPACE), bt::CLUSTER_INFO);
+    let existing = store.get(&key).await.context("reading cluster-info")?;
+    let mut obj = existing
+        .as_ref()
+        .and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
+        .unwrap_or_else(|| {
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": bt::CLUSTER_INFO,
+                    "namespace": bt::CLUSTER_INFO_NAMESPACE,
+                    "uid": uuid::Uuid::new_v4().to_string(),
+                    "creationTimestamp": bt::rfc3339(Utc::now()),
+                },
+            })
+        });
+    if obj["data"]["kubeconfig"].as_str() == Some(kubeconfig.as_str()) {
+        return Ok(());
+    }
+    obj["data"] = json!({"kubeconfig": kubeconfig});
+    if let Some(m) = obj["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    let value = serde_json::to_vec(&obj)?;
+    match existing {
+        Some(kv) => store.update(&key, kv.mod_revision, value).await,
+        None => store.create(&key, value).await,
+    }
+    .context("writing cluster-info")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EmbeddedStore, StoreOptions};
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    async fn store_with(token: &BootstrapToken, expires: Option<DateTime<Utc>>) -> EmbeddedStore {
+        let store = EmbeddedStore::in_memory(StoreOptions::default()).unwrap();
+        let secret = token.secret(None, expires);
+        store
+            .create(&secret_key(&token.id), serde_json::to_vec(&secret).unwrap())
+            .await
+            .unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn good_tokens_authenticate_until_they_expire_then_are_deleted() {
+        let t = BootstrapToken::generate();
+        let store = store_with(&t, Some(at("2026-01-02T00:00:00Z"))).await;
+        assert_eq!(
+            authenticate(&store, &t, at("2026-01-01T00:00:00Z")).await,
+            Ok(t.id.clone())
+        );
+        let wrong = BootstrapToken {
+            id: t.id.clone(),
+            secret: "0000000000000000".into(),
+        };
+        assert!(authenticate(&store, &wrong, at("2026-01-01T00:00:00Z"))
+            .await
+            .unwrap_err()
+            .contains("wrong secret"));
+        let unknown = BootstrapToken::generate();
+        assert!(authenticate(&store, &unknown, at("2026-01-01T00:00:00Z"))
+            .await
+            .is_err());
+        let err = authenticate(&store, &t, at("2026-01-02T00:00:00Z"))
+            .await
+            .unwrap_err();
+        assert!(err.contains("expired"), "{err}");
+        assert!(store.get(&secret_key(&t.id)).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_cleaner_deletes_only_expired_tokens() {
+        let old = BootstrapToken::generate();
+        let store = store_with(&old, Some(at("2026-01-01T00:00:00Z"))).await;
+        let forever = BootstrapToken::generate();
+        store
+            .create(
+                &secret_key(&forever.id),
+                serde_json::to_vec(&forever.secret(None, None)).unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            clean_expired(&store, at("2026-06-01T00:00:00Z")).await,
+            vec![old.id.clone()]
+        );
+        assert!(store.get(&secret_key(&forever.id)).await.unwrap().is_some());
+    }
+}

@@ -1,0 +1,189 @@
+//! Node credentials: the cluster CA signs a joining node's certificate
+//! request, as kube-controller-manager's csrapprover and
+//! `kubernetes.io/kube-apiserver-client-kubelet` signer do for requests a
+//! bootstrap token made. The request must be a node's own: CN
+//! `system:node:<name>` with a valid node name, O `system:nodes` and
+//! nothing else; the certificate is for client authentication only and
+//! carries none of the request's other wishes (names, CA rights).
+
+use std::path::Path;
+
+use anyhow::Context;
+use bosun::bootstrap::{NODES_GROUP, NODE_USER_PREFIX};
+use rcgen::{
+    CertificateSigningRequestParams, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyPair, KeyUsagePurpose,
+};
+
+/// How long a node certificate is valid (kube-controller-manager's
+/// `--cluster-signing-duration` default).
+const VALIDITY_DAYS: i64 = 365;
+
+/// Signs node certificates with the cluster CA.
+pub struct NodeSigner {
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl std::fmt::Debug for NodeSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeSigner")
+    }
+}
+
+fn dn_text(v: &DnValue) -> Option<&str> {
+    match v {
+        DnValue::Utf8String(s) => Some(s.as_str()),
+        DnValue::PrintableString(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+impl NodeSigner {
+    /// The signer of the CA in `dir` (`ca.crt`, `ca.key`).
+    pub fn load(dir: &Path) -> anyhow::Result<NodeSigner> {
+        let ca_pem = std::fs::read_to_string(dir.join("ca.crt")).context("reading ca.crt")?;
+        let key_pem = std::fs::read_to_string(dir.join("ca.key")).context("reading ca.key")?;
+        let key = KeyPair::from_pem(&key_pem).context("parsing ca.key")?;
+        let issuer = Issuer::from_ca_cert_pem(&ca_pem, key).context("parsing ca.crt")?;
+        Ok(NodeSigner { issuer })
+    }
+
+    /// The node name and its signed certificate (PEM) for the PEM
+    /// certificate request `csr_pem`, or why it is refused.
+    pub fn sign(&self, csr_pem: &str) -> Result<(String, String), String> {
+        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem)
+            .map_err(|e| format!("the certificate request does not parse: {e}"))?;
+        let dn = &csr.params.distinguished_name;
+        let cn = dn
+            .get(&DnType::CommonName)
+            .and_then(dn_text)
+            .ok_or("the certificate request has no common name")?
+            .to_string();
+        let node = cn
+            .strip_prefix(NODE_USER_PREFIX)
+            .ok_or_else(|| {
+                format!("the common name {cn:?} must be \"{NODE_USER_PREFIX}<node name>\"")
+            })?
+            .to_string();
+        let problems = bosun::names::is_dns1123_subdomain(&node);
+        if !problems.is_empty() {
+            return Err(format!(
+                "the node name {node:?} in the common name is invalid: {}",
+                problems.join("; ")
+            ));
+        }
+        let orgs: Vec<&DnValue> = dn
+            .iter()
+            .filter(|(t, _)| **t == DnType::OrganizationName)
+            .map(|(_, v)| v)
+            .collect();
+        if orgs.len() != 1 || dn_text(orgs[0]) != Some(NODES_GROUP) {
+            return Err(format!(
+                "the organization must be exactly \"{NODES_GROUP}\""
+            ));
+        }
+        let now = time::OffsetDateTime::now_utc();
+        let p = &mut csr.params;
+        let mut subject = rcgen::DistinguishedName::new();
+        subject.push(DnType::OrganizationName, NODES_GROUP);
+        subject.push(DnType::CommonName, cn.as_str());
+        p.distinguished_name = subject;
+        p.subject_alt_names.clear();
+        p.is_ca = IsCa::ExplicitNoCa;
+        p.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        p.not_before = now - time::Duration::minutes(5);
+        p.not_after = now + time::Duration::days(VALIDITY_DAYS);
+        p.serial_number = Some(rcgen::SerialNumber::from_slice(
+            uuid::Uuid::new_v4().as_bytes(),
+        ));
+        let cert = csr
+            .signed_by(&self.issuer)
+            .map_err(|e| format!("signing: {e}"))?;
+        Ok((node, cert.pem()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csr(cn: &str, orgs: &[&str], sans: Vec<String>) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(sans).unwrap();
+        for o in orgs {
+            p.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    fn signer() -> (tempfile::TempDir, NodeSigner) {
+        let dir = tempfile::tempdir().unwrap();
+        crate::tls::load_or_create(dir.path(), &["localhost".into()]).unwrap();
+        let s = NodeSigner::load(dir.path()).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn a_nodes_request_gets_a_client_certificate_of_the_ca() {
+        let (dir, signer) = signer();
+        let (node, pem) = signer
+            .sign(&csr(
+                "system:node:worker-1",
+                &[NODES_GROUP],
+                vec!["evil.example".into()],
+            ))
+            .unwrap();
+        assert_eq!(node, "worker-1");
+        use rustls_pki_types::pem::PemObject;
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let peer = crate::auth::PeerCert::from_der(&der).unwrap();
+        assert_eq!(
+            peer.identity(),
+            crate::auth::Identity::Node("worker-1".into())
+        );
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+        // The requested names are dropped; it is a client certificate only.
+        assert!(cert.subject_alternative_name().unwrap().is_none());
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth);
+        // Signed by the cluster CA.
+        let ca_pem = std::fs::read(dir.path().join("ca.crt")).unwrap();
+        let (_, ca) = x509_parser::pem::parse_x509_pem(&ca_pem).unwrap();
+        let ca = ca.parse_x509().unwrap();
+        assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
+    }
+
+    #[test]
+    fn requests_for_anything_but_a_node_are_refused() {
+        let (_dir, signer) = signer();
+        let err = signer
+            .sign(&csr("admin", &[NODES_GROUP], vec![]))
+            .unwrap_err();
+        assert!(err.contains("system:node:<node name>"), "{err}");
+        let err = signer
+            .sign(&csr("system:node:w", &["system:masters"], vec![]))
+            .unwrap_err();
+        assert!(err.contains("exactly \"system:nodes\""), "{err}");
+        let err = signer
+            .sign(&csr(
+                "system:node:w",
+                &[NODES_GROUP, "system:masters"],
+                vec![],
+            ))
+            .unwrap_err();
+        assert!(err.contains("exactly"), "{err}");
+        let err = signer
+            .sign(&csr("system:node:Bad_Name", &[NODES_GROUP], vec![]))
+            .unwrap_err();
+        assert!(err.contains("node name"), "{err}");
+        assert!(signer
+            .sign("garbage")
+            .unwrap_err()
+            .contains("does not parse"));
+    }
+}

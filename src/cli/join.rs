@@ -1,0 +1,269 @@
+//! `bosun join https://HOST:PORT --token ID.SECRET --ca-cert-hash sha256:HEX`:
+//! makes this host a node of the cluster at HOST:PORT with nothing but a
+//! bootstrap token, as `kubeadm join` does:
+//!
+//! 1. reads kube-public's cluster-info without trusting the server (the
+//!    one request made before the CA is known) and checks the CA in it
+//!    against `--ca-cert-hash`; from then on only that CA is trusted;
+//! 2. makes the node's key here and trades the bootstrap token for a
+//!    certificate of the cluster CA for `system:node:<name>` (the key
+//!    never leaves the host);
+//! 3. writes the node's kubeconfig (0600) to the data dir and starts
+//!    `bosun-agent` with it, as `bosun up` starts the local agent.
+//!
+//! Run again, it reuses the credential it has (the token is not needed
+//! twice). `bosun down --data-dir DIR` stops the agent.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use base64::Engine;
+use bosun::bootstrap::{self as bt, BootstrapToken};
+use clap::Args;
+use serde_json::{json, Value};
+
+use super::client::home_dir;
+use super::delete::parse_duration;
+use super::up::{self, AGENT};
+
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    /// The control plane's address, `https://HOST:PORT`.
+    #[arg(value_name = "SERVER")]
+    server: String,
+    /// A bootstrap token (`bosun token create` on the first host).
+    #[arg(long)]
+    token: Option<String>,
+    /// The hash of the cluster CA's public key, `sha256:<hex>`, as `bosun
+    /// up` and `bosun token create --print-join-command` print it.
+    #[arg(long)]
+    ca_cert_hash: Option<String>,
+    /// Where the node's credential, the agent's data, pid and log live.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The node's name (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The node's address, needed when the host has several.
+    #[arg(long)]
+    node_ip: Option<String>,
+    /// The node's pod CIDR.
+    #[arg(long)]
+    pod_cidr: Option<String>,
+    /// Port of the agent's stream API (0 picks a free one).
+    #[arg(long, default_value_t = 10250)]
+    port: u16,
+    /// How long to wait for each step.
+    #[arg(long, default_value = "60s")]
+    timeout: String,
+}
+
+fn default_data_dir() -> PathBuf {
+    home_dir().join(".bosun").join("join")
+}
+
+pub async fn join(args: &JoinArgs) -> Result<bool> {
+    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let timeout = parse_duration(&args.timeout)?;
+    let server = url::Url::parse(&args.server)
+        .ok()
+        .filter(|u| u.scheme() == "https" && u.host_str().is_some())
+        .ok_or_else(|| anyhow!("SERVER {:?}: expected https://HOST:PORT", args.server))?
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let node = match &args.node_name {
+        Some(n) => n.clone(),
+        None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir.canonicalize().unwrap_or(dir);
+    if AGENT.running_pid(&dir).is_some() {
+        println!(
+            "this host's agent already runs (data dir {}).",
+            dir.display()
+        );
+        return Ok(true);
+    }
+    let kubeconfig = dir.join(super::purge::NODE_KUBECONFIG);
+    if kubeconfig.exists() {
+        // The credential stays; the server is the one named this time.
+        let text = std::fs::read_to_string(&kubeconfig)
+            .with_context(|| format!("reading {}", kubeconfig.display()))?;
+        let mut kc: serde_yaml::Value = serde_yaml::from_str(&text)
+            .with_context(|| format!("parsing {}", kubeconfig.display()))?;
+        kc["clusters"][0]["cluster"]["server"] = server.clone().into();
+        bosun::files::write_atomically(&kubeconfig, &serde_yaml::to_string(&kc)?, 0o600)?;
+        println!("using the node credential in {}", kubeconfig.display());
+    } else {
+        let token = args.token.as_deref().ok_or_else(|| {
+            anyhow!("--token is required to join (bosun token create on the first host)")
+        })?;
+        let token = BootstrapToken::parse(token).map_err(|e| anyhow!("--token: {e}"))?;
+        let hash = args
+            .ca_cert_hash
+            .as_deref()
+            .ok_or_else(|| anyhow!("--ca-cert-hash is required to join: it is how this host knows the server is the cluster's"))?;
+        let hash = bt::parse_ca_cert_hash(hash).map_err(|e| anyhow!(e))?;
+        let ca = discover_ca(&server, &hash).await?;
+        let (key_pem, cert_pem) = request_credential(&server, &ca, &token, &node).await?;
+        bosun::files::write_atomically(
+            &kubeconfig,
+            &node_kubeconfig(&server, &ca, &node, &cert_pem, &key_pem)?,
+            0o600,
+        )
+        .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        println!("node {node}: got a client certificate of the cluster CA");
+    }
+    start_agent(args, &dir, &kubeconfig, &node, timeout).await?;
+    println!("This host joined the cluster at {server} as node {node}.");
+    println!("  data: {}", dir.display());
+    println!("  logs: {}", AGENT.log_file(&dir).display());
+    println!("  stop: bosun down --data-dir {}", dir.display());
+    Ok(true)
+}
+
+/// A kube client for `server` from a kubeconfig document.
+async fn client_of(kubeconfig: Value) -> Result<kube::Client> {
+    let kc: kube::config::Kubeconfig = serde_json::from_value(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Reads cluster-info from `server` without trusting it yet and returns
+/// its CA if the CA's hash is `hash`.
+async fn discover_ca(server: &str, hash: &str) -> Result<String> {
+    let client = client_of(json!({
+        "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": true}}],
+        "users": [{"name": "anonymous", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "anonymous"}}],
+        "current-context": "c",
+    }))
+    .await?;
+    let path = format!(
+        "/api/v1/namespaces/{}/configmaps/{}",
+        bt::CLUSTER_INFO_NAMESPACE,
+        bt::CLUSTER_INFO
+    );
+    let req = http::Request::get(&path).body(Vec::new())?;
+    let text = client
+        .request_text(req)
+        .await
+        .with_context(|| format!("reading cluster-info from {server}"))?;
+    let info: Value = serde_json::from_str(&text).context("cluster-info is not JSON")?;
+    let (_, ca) = super::token::cluster_info(&info)?;
+    let actual = bt::ca_cert_hash(&ca).map_err(|e| anyhow!(e))?;
+    if actual != hash {
+        bail!(
+            "the cluster CA of {server} does not match --ca-cert-hash: it hashes to {actual}, not {hash}; refusing to trust it"
+        );
+    }
+    Ok(ca)
+}
+
+/// Makes the node's key and has the cluster CA sign its certificate,
+/// authenticated by the bootstrap token, over TLS checked against `ca`.
+async fn request_credential(
+    server: &str,
+    ca: &str,
+    token: &BootstrapToken,
+    node: &str,
+) -> Result<(String, String)> {
+    let key = rcgen::KeyPair::generate().context("generating the node's key")?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, bt::NODES_GROUP);
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("{}{node}", bt::NODE_USER_PREFIX),
+    );
+    let csr = params.serialize_request(&key)?.pem()?;
+    let client = client_of(json!({
+        "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": b64(ca)}}],
+        "users": [{"name": "bootstrap", "user": {"token": token.to_string()}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "bootstrap"}}],
+        "current-context": "c",
+    }))
+    .await?;
+    let req = http::Request::post(bt::NODE_CREDENTIAL_PATH)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&json!({"request": csr}))?)?;
+    let text = match client.request_text(req).await {
+        Ok(t) => t,
+        Err(kube::Error::Api(s)) if s.code == 401 => bail!(
+            "the control plane refused bootstrap token {}.<secret>: it is unknown, expired or revoked (bosun token list on the first host)",
+            token.id
+        ),
+        Err(e) => return Err(e).context("requesting the node's certificate"),
+    };
+    let answer: Value = serde_json::from_str(&text).context("the answer is not JSON")?;
+    let cert = answer["certificate"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the answer holds no certificate"))?;
+    Ok((key.serialize_pem(), cert.to_string()))
+}
+
+/// The node's kubeconfig: the pinned CA and its client certificate.
+fn node_kubeconfig(server: &str, ca: &str, node: &str, cert: &str, key: &str) -> Result<String> {
+    let user = format!("{}{node}", bt::NODE_USER_PREFIX);
+    Ok(serde_yaml::to_string(&json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "bosun", "cluster": {"server": server, "certificate-authority-data": b64(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)}}],
+        "contexts": [{"name": "bosun", "context": {"cluster": "bosun", "user": user}}],
+        "current-context": "bosun",
+    }))?)
+}
+
+/// Starts the agent with the node's credential and waits until its Node
+/// is registered.
+async fn start_agent(
+    args: &JoinArgs,
+    dir: &Path,
+    kubeconfig: &Path,
+    node: &str,
+    timeout: Duration,
+) -> Result<()> {
+    // The stream API's token: this host's own, as the admin token stays
+    // on the first host.
+    let stream_token = dir.join("stream-token");
+    if !stream_token.exists() {
+        bosun::files::write_atomically(
+            &stream_token,
+            &BootstrapToken::generate().to_string(),
+            0o600,
+        )?;
+    }
+    let mut agent_args = vec![
+        "--kubeconfig".to_string(),
+        kubeconfig.display().to_string(),
+        "--node-name".into(),
+        node.to_string(),
+        "--data-dir".into(),
+        up::agent_data_dir(dir).display().to_string(),
+        "--stream-token-file".into(),
+        stream_token.display().to_string(),
+        "--port".into(),
+        args.port.to_string(),
+    ];
+    if let Some(ip) = &args.node_ip {
+        agent_args.extend(["--node-ip".to_string(), ip.clone()]);
+    }
+    if let Some(cidr) = &args.pod_cidr {
+        agent_args.extend(["--pod-cidr".to_string(), cidr.clone()]);
+    }
+    std::fs::write(dir.join(super::purge::NODE_FILE), node)?;
+    let child = AGENT.spawn(dir, &agent_args)?;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+    )?;
+    up::wait_for_node(child, dir, client, node, timeout).await
+}

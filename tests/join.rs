@@ -1,0 +1,392 @@
+//! Joining a host with a bootstrap token, on real processes and Docker:
+//! `bosun up` (control plane only) prints the join command; `bosun join`
+//! refuses a CA that does not match the hash, a revoked and an expired
+//! token, and with a good token starts an agent whose Node becomes Ready
+//! with a client certificate of its own (no admin token on the joined
+//! side). That credential reads the Secret its pod uses (the pod runs),
+//! is refused one no pod of its node uses, and cannot write the status of
+//! another node's pod.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{agent_binary, control_binary, kubectl_binary, Run};
+
+/// Stops whatever the test started, also when it fails half-way.
+struct Reaper {
+    dirs: Vec<PathBuf>,
+    node: String,
+    cidr: String,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            for pid_file in ["agent.pid", "control.pid"] {
+                if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
+                    if let Ok(pid) = pid.trim().parse::<i32>() {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+            }
+        }
+        let ids = docker_ids(&self.node);
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ids)
+                .output();
+        }
+        let _ = Command::new("docker")
+            .args(["network", "rm", &format!("bosun-{}", self.node)])
+            .output();
+        let rule = [
+            "DOCKER-USER",
+            "-s",
+            &self.cidr,
+            "-d",
+            &self.cidr,
+            "-j",
+            "ACCEPT",
+        ];
+        let iptables = |op: &str| {
+            Command::new("iptables")
+                .args(["-w", op])
+                .args(rule)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        while iptables("-C") && iptables("-D") {}
+        // Volume mounts (tmpfs) of pods the agent had no time to remove.
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
+            if self.dirs.iter().any(|d| Path::new(point).starts_with(d)) {
+                let _ = Command::new("umount").arg(point).status();
+            }
+        }
+    }
+}
+
+fn docker_ids(node: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=io.bosun.node={node}"))
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// The test images (busybox, pause), built if this machine lacks them.
+fn ensure_images() {
+    let have = |image: &str| {
+        Command::new("docker")
+            .args(["image", "inspect", image])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("docker is installed")
+            .success()
+    };
+    if !have("bosun.local/busybox:1.35") || !have("bosun.local/pause:0.1.0") {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-images.sh");
+        let status = Command::new("bash").arg(script).status().unwrap();
+        assert!(status.success(), "scripts/build-images.sh failed");
+    }
+}
+
+fn poll(what: &str, deadline: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+struct Host {
+    home: PathBuf,
+}
+
+impl Host {
+    fn bosun(&self, args: &[&str]) -> Run {
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args(args)
+            .env("HOME", &self.home)
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        Run::from("bosun", args, out)
+    }
+
+    fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> Run {
+        let out = Command::new(kubectl_binary())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kubectl is installed");
+        Run::from("kubectl", args, out)
+    }
+}
+
+/// The `--flag VALUE` of a printed command line.
+fn flag<'a>(command: &'a str, name: &str) -> &'a str {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == name).unwrap();
+    words[at + 1]
+}
+
+#[test]
+fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
+    control_binary();
+    agent_binary();
+    ensure_images();
+    let tmp = tempfile::tempdir().unwrap();
+    let host = Host {
+        home: tmp.path().to_path_buf(),
+    };
+    let control = tmp.path().join("control");
+    let joined = tmp.path().join("join");
+    let node = format!("joined-{}", std::process::id());
+    // A /16 of its own, so the agent's pod-traffic rule is this test's alone.
+    let (pod_cidr, cidr) = ("10.252.9.0/24", "10.252.0.0/16");
+    let _reaper = Reaper {
+        dirs: vec![control.clone(), joined.clone()],
+        node: node.clone(),
+        cidr: cidr.into(),
+    };
+    let admin = tmp.path().join(".bosun/kubeconfig");
+    let (c, j) = (control.display().to_string(), joined.display().to_string());
+
+    let up = host.bosun(&["up", "--no-agent", "--port", "0", "--data-dir", &c]);
+    let join_line = up
+        .ok()
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("bosun join https://"))
+        .unwrap_or_else(|| panic!("bosun up printed no join command:\n{}", up.stdout))
+        .to_string();
+    let server = join_line.split_whitespace().nth(2).unwrap().to_string();
+    let token = flag(&join_line, "--token").to_string();
+    let hash = flag(&join_line, "--ca-cert-hash").to_string();
+    let join = |token: &str, hash: &str| {
+        host.bosun(&[
+            "join",
+            &server,
+            "--token",
+            token,
+            "--ca-cert-hash",
+            hash,
+            "--data-dir",
+            &j,
+            "--node-name",
+            &node,
+            "--node-ip",
+            "127.0.0.1",
+            "--pod-cidr",
+            pod_cidr,
+            "--port",
+            "0",
+        ])
+    };
+    let credential = joined.join("node.kubeconfig");
+
+    // A CA that is not the one the hash names is refused, naming both.
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let err = join(&token, &wrong).fails().to_string();
+    assert!(
+        err.contains("does not match --ca-cert-hash")
+            && err.contains(&hash)
+            && err.contains(&wrong),
+        "{err}"
+    );
+    assert!(!credential.exists(), "nothing written for an untrusted CA");
+
+    // A revoked token is refused.
+    let revoked = host.bosun(&["token", "create"]).ok().trim().to_string();
+    let id = revoked.split('.').next().unwrap().to_string();
+    assert!(host.bosun(&["token", "list"]).ok().contains(&revoked));
+    host.bosun(&["token", "delete", &id]).ok();
+    assert!(!host.bosun(&["token", "list"]).ok().contains(&revoked));
+    let err = join(&revoked, &hash).fails().to_string();
+    assert!(err.contains("refused bootstrap token"), "{err}");
+    assert!(!credential.exists());
+
+    // An expired token is refused, and its Secret is gone.
+    let expired = host
+        .bosun(&["token", "create", "--ttl", "1s", "--description", "short"])
+        .ok()
+        .trim()
+        .to_string();
+    let expired_id = expired.split('.').next().unwrap().to_string();
+    poll("the 1s token to expire", Duration::from_secs(10), || {
+        !host.bosun(&["token", "list"]).ok().contains(&expired)
+    });
+    let err = join(&expired, &hash).fails().to_string();
+    assert!(err.contains("refused bootstrap token"), "{err}");
+    let gone = host.kubectl(
+        &admin,
+        &[
+            "get",
+            "secret",
+            "-n",
+            "kube-system",
+            &format!("bootstrap-token-{expired_id}"),
+        ],
+    );
+    assert!(gone.fails().contains("NotFound"), "{}", gone.stderr);
+
+    // The good token: the agent runs with a certificate of its own.
+    let joined_out = join(&token, &hash).ok().to_string();
+    assert!(
+        joined_out.contains(&format!("as node {node}")),
+        "{joined_out}"
+    );
+    let mode = std::fs::metadata(&credential).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the credential is private");
+    let text = std::fs::read_to_string(&credential).unwrap();
+    assert!(text.contains("client-certificate-data") && text.contains("client-key-data"));
+    let admin_token = std::fs::read_to_string(control.join("admin-token")).unwrap();
+    for file in std::fs::read_dir(&joined).unwrap().flatten() {
+        if file.path().is_file() {
+            let body = std::fs::read_to_string(file.path()).unwrap_or_default();
+            assert!(
+                !body.contains(admin_token.trim()),
+                "the admin token reached {}",
+                file.path().display()
+            );
+        }
+    }
+    poll(
+        "the joined node to be Ready",
+        Duration::from_secs(60),
+        || {
+            host.kubectl(
+                &admin,
+                &[
+                    "get",
+                    "node",
+                    &node,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ],
+            )
+            .stdout
+                == "True"
+        },
+    );
+
+    // A pod scheduled to the joined node, using one Secret; another
+    // Secret no pod of the node uses; a pod bound to another node.
+    let manifest = tmp.path().join("objects.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: used}}\nstringData: {{password: s3cret}}\n---\n\
+apiVersion: v1\nkind: Secret\nmetadata: {{name: unused}}\nstringData: {{password: other}}\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {{name: app}}\nspec:\n  nodeSelector: {{kubernetes.io/hostname: {node}}}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sh, -c, 'echo \"$PASSWORD\" > /tmp/p; sleep 3600']\n    env:\n    - name: PASSWORD\n      valueFrom: {{secretKeyRef: {{name: used, key: password}}}}\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: some-other-node\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n"
+        ),
+    )
+    .unwrap();
+    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
+        .ok();
+    poll(
+        "the pod on the joined node to run",
+        Duration::from_secs(90),
+        || {
+            host.kubectl(
+                &admin,
+                &["get", "pod", "app", "-o", "jsonpath={.status.phase}"],
+            )
+            .stdout
+                == "Running"
+        },
+    );
+    let placed = host.kubectl(
+        &admin,
+        &["get", "pod", "app", "-o", "jsonpath={.spec.nodeName}"],
+    );
+    assert_eq!(placed.ok(), node);
+
+    // The node's credential reads the Secret its pod uses ...
+    let used = host.kubectl(
+        &credential,
+        &["get", "secret", "used", "-o", "jsonpath={.data.password}"],
+    );
+    assert_eq!(used.ok(), "czNjcmV0");
+    // ... and not one no pod of its node uses.
+    let unused = host.kubectl(&credential, &["get", "secret", "unused"]);
+    let err = unused.fails();
+    assert!(
+        err.contains(&format!(
+            "secrets \"unused\" is forbidden: User \"system:node:{node}\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\": no relationship found between node '{node}' and this object"
+        )),
+        "{err}"
+    );
+    // It cannot write another node's pod status, nor list Secrets.
+    let patch = host.kubectl(
+        &credential,
+        &[
+            "patch",
+            "pod",
+            "elsewhere",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Failed"}}"#,
+        ],
+    );
+    let err = patch.fails();
+    assert!(
+        err.contains(&format!(
+            "node \"{node}\" can only update pod status for pods with spec.nodeName set to itself"
+        )),
+        "{err}"
+    );
+    assert!(host
+        .kubectl(&credential, &["get", "secrets"])
+        .fails()
+        .contains("Forbidden"));
+    // The admin still does everything.
+    host.kubectl(&admin, &["get", "secret", "unused"]).ok();
+
+    // Teardown through bosun itself: the agent removes the pod, its
+    // containers and volumes (the other pod has no agent to do it).
+    host.kubectl(&admin, &["delete", "pod", "app", "--grace-period=1"])
+        .ok();
+    host.kubectl(
+        &admin,
+        &["delete", "pod", "elsewhere", "--force", "--grace-period=0"],
+    )
+    .ok();
+    let pods_dir = joined.join("agent/pods");
+    let pod_dirs_left = || std::fs::read_dir(&pods_dir).map(|d| d.count()).unwrap_or(0);
+    let start = Instant::now();
+    while !docker_ids(&node).is_empty() || pod_dirs_left() > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the agent left the pod's containers or volumes; its log:\n{}",
+            std::fs::read_to_string(joined.join("agent.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    host.bosun(&["down", "--purge", "--yes", "--data-dir", &j])
+        .ok();
+    assert!(!joined.exists());
+    host.bosun(&["down", "--purge", "--yes", "--data-dir", &c])
+        .ok();
+}
