@@ -1,8 +1,15 @@
 //! What bosun's two servers (the control plane's API and the agent's
 //! stream API) share: their log setup, the bearer token check, the query
-//! string as Kubernetes clients send it, and the `Status` object every
-//! error answers with.
+//! string as Kubernetes clients send it, the `Status` object every
+//! error answers with, and the TLS client that trusts one agent's
+//! published certificate.
 
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::{json, Value};
 
 /// Logs to stderr, filtered by `BOSUN_LOG` (default `info`).
@@ -120,5 +127,84 @@ mod tests {
             (s["kind"].as_str(), s["status"].as_str(), s["code"].as_u64()),
             (Some("Status"), Some("Failure"), Some(404))
         );
+    }
+}
+
+/// A TLS client configuration that accepts exactly one server certificate
+/// (DER), as the control plane trusts the certificate an agent publishes
+/// on its Node; any other is refused with `refusal`.
+pub fn pinned_client_config(
+    der: &[u8],
+    refusal: &'static str,
+) -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
+                der: der.to_vec(),
+                refusal,
+                provider,
+            }))
+            .with_no_client_auth(),
+    )
+}
+
+#[derive(Debug)]
+struct PinnedCertificate {
+    der: Vec<u8>,
+    refusal: &'static str,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.der.as_slice() {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(self.refusal.into()))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }

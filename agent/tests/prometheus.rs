@@ -14,11 +14,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::Client;
 use prometheus_parse::{LineInfo, Scrape, Value};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -56,64 +53,6 @@ fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         })
 }
 
-/// Accepts exactly the certificate the agent published on its Node.
-#[derive(Debug)]
-struct Pinned {
-    der: Vec<u8>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.der.as_slice() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::General("not the agent's certificate".into()))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
 /// GET `path` from the node's agent at the address and port and with the
 /// certificate its Node publishes, with `token`: the status code and body.
 async fn agent_get(client: &Client, node: &str, path: &str, token: &str) -> (u16, String) {
@@ -128,16 +67,8 @@ async fn agent_get(client: &Client, node: &str, path: &str, token: &str) -> (u16
         .port;
     let pem = node.metadata.annotations.unwrap()["bosun.io/serving-certificate"].clone();
     let der = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Pinned {
-            der: der.to_vec(),
-            provider,
-        }))
-        .with_no_client_auth();
+    let config =
+        bosun::serving::pinned_client_config(der.as_ref(), "not the agent's certificate").unwrap();
     let tcp = tokio::net::TcpStream::connect((ip.as_str(), port as u16))
         .await
         .unwrap();

@@ -37,11 +37,8 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderValue, Method, StatusCode};
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
 mod portforward;
@@ -61,66 +58,6 @@ pub fn is_proxied(target: &Target) -> bool {
             target.subresource.as_deref(),
             Some("log" | "exec" | "attach" | "portforward")
         )
-}
-
-/// Accepts exactly one certificate: the one the agent published.
-#[derive(Debug)]
-struct PinnedCertificate {
-    der: Vec<u8>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for PinnedCertificate {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.der.as_slice() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::General(
-                "the agent's certificate is not the one its Node publishes".into(),
-            ))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 /// Where a node's agent serves, and the certificate it presents.
@@ -274,16 +211,11 @@ pub(super) async fn connect(
 ) -> ApiResult<hyper::client::conn::http1::SendRequest<Body>> {
     let der = CertificateDer::from_pem_slice(endpoint.cert_pem.as_bytes())
         .map_err(|e| ApiError::internal(format!("the node's serving certificate: {e}")))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
-            der: der.as_ref().to_vec(),
-            provider,
-        }))
-        .with_no_client_auth();
+    let mut config = bosun::serving::pinned_client_config(
+        der.as_ref(),
+        "the agent's certificate is not the one its Node publishes",
+    )
+    .map_err(|e| ApiError::internal(e.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let unreachable = |e: &dyn std::fmt::Display| {
         ApiError::internal(format!(
