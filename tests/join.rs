@@ -14,79 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agent_binary, control_binary, kubectl_binary, Run};
-
-/// Stops whatever the test started, also when it fails half-way.
-struct Reaper {
-    dirs: Vec<PathBuf>,
-    node: String,
-    cidr: String,
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for dir in &self.dirs {
-            for pid_file in ["agent.pid", "control.pid"] {
-                if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
-                    if let Ok(pid) = pid.trim().parse::<i32>() {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                }
-            }
-        }
-        let ids = docker_ids(&self.node);
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
-        }
-        let _ = Command::new("docker")
-            .args(["network", "rm", &format!("bosun-{}", self.node)])
-            .output();
-        let rule = [
-            "DOCKER-USER",
-            "-s",
-            &self.cidr,
-            "-d",
-            &self.cidr,
-            "-j",
-            "ACCEPT",
-        ];
-        let iptables = |op: &str| {
-            Command::new("iptables")
-                .args(["-w", op])
-                .args(rule)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        while iptables("-C") && iptables("-D") {}
-        // Volume mounts (tmpfs) of pods the agent had no time to remove.
-        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-        for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
-            if self.dirs.iter().any(|d| Path::new(point).starts_with(d)) {
-                let _ = Command::new("umount").arg(point).status();
-            }
-        }
-    }
-}
-
-fn docker_ids(node: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!("label=io.bosun.node={node}"))
-        .output()
-        .expect("docker ps");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect()
-}
+use common::{agent_binary, control_binary, docker_ids, kubectl_binary, wait_for, HostReaper, Run};
 
 /// The test images (busybox, pause), built if this machine lacks them.
 fn ensure_images() {
@@ -103,14 +31,6 @@ fn ensure_images() {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-images.sh");
         let status = Command::new("bash").arg(script).status().unwrap();
         assert!(status.success(), "scripts/build-images.sh failed");
-    }
-}
-
-fn poll(what: &str, deadline: Duration, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
@@ -163,7 +83,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     let node = format!("joined-{}", std::process::id());
     // A /16 of its own, so the agent's pod-traffic rule is this test's alone.
     let (pod_cidr, cidr) = ("10.252.9.0/24", "10.252.0.0/16");
-    let _reaper = Reaper {
+    let _reaper = HostReaper {
         dirs: vec![control.clone(), joined.clone()],
         node: node.clone(),
         cidr: cidr.into(),
@@ -232,7 +152,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         .trim()
         .to_string();
     let expired_id = expired.split('.').next().unwrap().to_string();
-    poll("the 1s token to expire", Duration::from_secs(10), || {
+    wait_for("the 1s token to expire", Duration::from_secs(10), || {
         !host.bosun(&["token", "list"]).ok().contains(&expired)
     });
     let err = join(&expired, &hash).fails().to_string();
@@ -270,7 +190,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
             );
         }
     }
-    poll(
+    wait_for(
         "the joined node to be Ready",
         Duration::from_secs(60),
         || {
@@ -304,7 +224,7 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
     .unwrap();
     host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
         .ok();
-    poll(
+    wait_for(
         "the pod on the joined node to run",
         Duration::from_secs(90),
         || {

@@ -5,75 +5,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{agent_binary, control_binary, Run};
-
-/// Stops whatever the test started if it fails half-way.
-struct Reaper {
-    dirs: Vec<PathBuf>,
-    node: String,
-    cidr: String,
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for dir in &self.dirs {
-            for pid_file in ["agent.pid", "control.pid"] {
-                if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
-                    if let Ok(pid) = pid.trim().parse::<i32>() {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                }
-            }
-        }
-        let ids = docker_ids(&self.node);
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
-        }
-        let _ = Command::new("docker")
-            .args(["network", "rm", &format!("bosun-{}", self.node)])
-            .output();
-        while rule_exists(&self.cidr) {
-            if !iptables(&[
-                "-D",
-                "DOCKER-USER",
-                "-s",
-                &self.cidr,
-                "-d",
-                &self.cidr,
-                "-j",
-                "ACCEPT",
-            ]) {
-                break;
-            }
-        }
-    }
-}
-
-fn docker_ids(node: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=io.bosun.node={node}"),
-        ])
-        .output()
-        .expect("docker ps");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect()
-}
+use common::{agent_binary, control_binary, docker_ids, rule_exists, wait_for, HostReaper, Run};
 
 fn network_exists(name: &str) -> bool {
     Command::new("docker")
@@ -83,29 +18,6 @@ fn network_exists(name: &str) -> bool {
         .status()
         .expect("docker network inspect")
         .success()
-}
-
-fn iptables(args: &[&str]) -> bool {
-    Command::new("iptables")
-        .arg("-w")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("iptables is installed")
-        .success()
-}
-
-fn rule_exists(cidr: &str) -> bool {
-    iptables(&["-C", "DOCKER-USER", "-s", cidr, "-d", cidr, "-j", "ACCEPT"])
-}
-
-fn poll(what: &str, deadline: Duration, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -119,7 +31,7 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     let node = format!("purge-{}", std::process::id());
     // A /16 of its own, so the rule is this node's alone.
     let (pod_cidr, cidr) = ("10.251.7.0/24", "10.251.0.0/16");
-    let _reaper = Reaper {
+    let _reaper = HostReaper {
         dirs: vec![data.clone()],
         node: node.clone(),
         cidr: cidr.into(),
@@ -155,7 +67,7 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     .unwrap();
     bosun(&["apply", "-f", &manifest.display().to_string()]).ok();
     // The pod's sandbox runs even though its image is missing.
-    poll(
+    wait_for(
         "the pod's sandbox container",
         Duration::from_secs(60),
         || !docker_ids(&node).is_empty(),

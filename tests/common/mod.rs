@@ -267,3 +267,102 @@ pub fn parse_table(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
     let rows = lines.filter(|l| !l.is_empty()).map(cut).collect();
     (names, rows)
 }
+
+/// Stops what a test of `bosun up`/`join` started on this host, also when
+/// it fails half-way: the processes, the node's containers and network,
+/// its iptables rule and leftover pod mounts.
+pub struct HostReaper {
+    /// Data dirs whose agent.pid/control.pid are killed and whose mounts go.
+    pub dirs: Vec<PathBuf>,
+    /// The node whose containers and `bosun-<node>` network are removed.
+    pub node: String,
+    /// The pod CIDR of the node's DOCKER-USER accept rule.
+    pub cidr: String,
+}
+
+impl Drop for HostReaper {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            for pid_file in ["agent.pid", "control.pid"] {
+                if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
+                    if let Ok(pid) = pid.trim().parse::<i32>() {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+            }
+        }
+        let ids = docker_ids(&self.node);
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f", "-v"])
+                .args(&ids)
+                .output();
+        }
+        let _ = Command::new("docker")
+            .args(["network", "rm", &format!("bosun-{}", self.node)])
+            .output();
+        let rule = [
+            "DOCKER-USER",
+            "-s",
+            &self.cidr,
+            "-d",
+            &self.cidr,
+            "-j",
+            "ACCEPT",
+        ];
+        let iptables = |op: &str| {
+            Command::new("iptables")
+                .args(["-w", op])
+                .args(rule)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        while iptables("-C") && iptables("-D") {}
+        // Volume mounts (tmpfs) of pods the agent had no time to remove.
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
+            if self.dirs.iter().any(|d| Path::new(point).starts_with(d)) {
+                let _ = Command::new("umount").arg(point).status();
+            }
+        }
+    }
+}
+
+/// The ids of every container of `node`.
+pub fn docker_ids(node: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=io.bosun.node={node}"))
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// Whether the agent's `DOCKER-USER` accept rule for `cidr` is there.
+pub fn rule_exists(cidr: &str) -> bool {
+    Command::new("iptables")
+        .args([
+            "-w",
+            "-C",
+            "DOCKER-USER",
+            "-s",
+            cidr,
+            "-d",
+            cidr,
+            "-j",
+            "ACCEPT",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("iptables is installed")
+        .success()
+}
