@@ -264,12 +264,18 @@ async fn hpa_demo_scales_up_under_load_and_back_down_after_the_window() {
         took >= WINDOW - Duration::from_secs(3),
         "scaled down after {took:?}, inside the {WINDOW:?} stabilization window"
     );
-    let events = rescales(&client).await;
-    assert_eq!(
-        events.last().map(String::as_str),
-        Some("New size: 1; reason: All metrics below target"),
-        "{events:?}"
-    );
+    // The event is recorded after the scale write; wait for it.
+    let down = "New size: 1; reason: All metrics below target";
+    cluster
+        .poll(
+            &format!("the scale-down's SuccessfulRescale event {down:?}"),
+            Duration::from_secs(10),
+            || async {
+                let events = rescales(&client).await;
+                (events.last().map(String::as_str) == Some(down)).then_some(())
+            },
+        )
+        .await;
 
     // The target without requests: the condition says so, nothing scales.
     let hpa = Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), "default");
