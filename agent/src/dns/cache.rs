@@ -71,6 +71,9 @@ pub fn spawn(client: Client, zone: SharedZone, domain: String, ttl: u32) -> Vec<
             let old = std::mem::replace(&mut *zone.write().expect("zone lock"), Arc::new(built));
             // The old zone goes outside the lock (or with its last reader).
             drop(old);
+            // What the old zone and the watch events of the window held
+            // is free now but still in the RSS until malloc gives it back.
+            super::memory::trim();
         })),
     ];
     tasks
@@ -108,9 +111,11 @@ pub async fn feed<S, K, V>(
     V: PartialEq + Send,
 {
     let kind = K::kind(&Default::default()).to_string();
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    // The initial list as a watch (sendInitialEvents): objects come one
+    // by one, each slimmed as it arrives, instead of pages of 500 whole
+    // objects (and their JSON) held at once.
+    let config = watcher::Config::default().streaming_lists();
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: Option<BTreeMap<Key, V>> = None;
     let mut warned = false;
     while let Some(event) = stream.next().await {

@@ -20,11 +20,13 @@
 //! - [`udp`]: the UDP workers: answers the zone gave before are sent
 //!   again from their encoded bytes (the fast path); the rest goes to the
 //!   handler (the general path). TCP is hickory-server's.
+//! - [`memory`]: giving the heap freed by a rebuild back to the system.
 //! - [`upstream`]: the host's upstream resolvers and search domains, from
 //!   where the real ones are listed (never a systemd stub, never
 //!   ourselves).
 
 pub mod cache;
+pub mod memory;
 pub mod server;
 pub mod udp;
 pub mod upstream;
