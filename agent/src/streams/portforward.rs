@@ -257,12 +257,20 @@ pub async fn serve(ws: WebSocket, ports: Vec<u16>, network: PodNetwork, who: (St
         }
         // Dropping `inputs` ends every port's connection.
     };
+    tokio::pin!(reader);
     tokio::select! {
-        _ = reader => {
+        _ = &mut reader => {
             let _ = tokio::time::timeout(Duration::from_secs(5), &mut writer).await;
             writer.abort();
         }
-        _ = &mut writer => {}
+        _ = &mut writer => {
+            // The close handshake: read (and drop) what the client still
+            // sends until its Close. Closing the socket with its data
+            // unread would reset the connection, and the reset can discard
+            // the frames just sent (a refused port's error) before the
+            // client has read them.
+            let _ = tokio::time::timeout(Duration::from_secs(5), &mut reader).await;
+        }
     }
 }
 
