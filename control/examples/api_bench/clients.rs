@@ -74,6 +74,23 @@ pub(crate) async fn call_as(
     Ok(bytes)
 }
 
+/// Creates the namespace `ns`.
+pub(crate) async fn create_namespace(admin: &Client, ns: &str) -> anyhow::Result<()> {
+    let body = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
+                                         "metadata": {"name": ns}}))?;
+    call(
+        admin,
+        Method::POST,
+        "/api/v1/namespaces",
+        JSON,
+        body,
+        StatusCode::CREATED,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("creating namespace {ns}: {e}"))?;
+    Ok(())
+}
+
 /// A GET that must answer 200.
 pub(crate) async fn get(client: &Client, uri: &str) -> Result<Bytes, String> {
     call(client, Method::GET, uri, JSON, Vec::new(), StatusCode::OK).await

@@ -56,18 +56,7 @@ pub(crate) async fn encoding_steps(
     media_type: &'static str,
     n: usize,
 ) -> anyhow::Result<Vec<EncodingStep>> {
-    let ns_body = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": ns}}))?;
-    call(
-        admin,
-        Method::POST,
-        "/api/v1/namespaces",
-        JSON,
-        ns_body,
-        StatusCode::CREATED,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("creating namespace {ns}: {e}"))?;
+    create_namespace(admin, ns).await?;
     let bodies: Vec<Vec<u8>> = (0..n)
         .map(|k| encode(media_type, &pod(ns, &format!("enc-{k}"), k, 0)))
         .collect::<anyhow::Result<_>>()?;

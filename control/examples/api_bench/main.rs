@@ -142,18 +142,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // Fresh namespace.
-    let ns_body = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": ns}}))?;
-    call(
-        &admin,
-        Method::POST,
-        "/api/v1/namespaces",
-        JSON,
-        ns_body,
-        StatusCode::CREATED,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("creating namespace {ns}: {e}"))?;
+    create_namespace(&admin, &ns).await?;
 
     let ws = workers(&config, args.concurrency)?;
     warm_up(&ws, &format!("/api/v1/namespaces/{ns}")).await?;
