@@ -22,6 +22,8 @@
 //! sent.
 
 mod dictionary;
+#[cfg(test)]
+mod fake_kubectl;
 pub mod frame;
 pub mod portforward;
 pub mod remotecommand;

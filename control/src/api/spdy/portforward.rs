@@ -328,69 +328,20 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::super::frame::{FrameReader, FrameWriter};
+    use super::super::fake_kubectl::Kubectl;
     use super::*;
-    use bytes::BytesMut;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_tungstenite::tungstenite::protocol::Role;
     use tokio_tungstenite::WebSocketStream;
 
-    /// kubectl's side, by hand.
-    struct Kubectl {
-        io: tokio::io::DuplexStream,
-        reader: FrameReader,
-        /// One writer: header compression runs across frames.
-        writer: FrameWriter,
-        buf: BytesMut,
-    }
-
-    impl Kubectl {
-        fn new(io: tokio::io::DuplexStream) -> Kubectl {
-            Kubectl {
-                io,
-                reader: FrameReader::default(),
-                writer: FrameWriter::default(),
-                buf: BytesMut::new(),
-            }
-        }
-
-        async fn send(&mut self, frame: Frame) {
-            let mut out = BytesMut::new();
-            self.writer.encode(&frame, &mut out).unwrap();
-            self.io.write_all(&out).await.unwrap();
-        }
-
-        async fn open(&mut self, stream_id: u32, kind: &str, port: u16, request: u32) {
-            let headers = vec![
-                ("streamtype".to_string(), kind.to_string()),
-                ("port".to_string(), port.to_string()),
-                ("requestid".to_string(), request.to_string()),
-            ];
-            self.send(Frame::SynStream {
-                stream_id,
-                associated_id: 0,
-                priority: 0,
-                flags: 0,
-                headers,
-            })
-            .await;
-        }
-
-        async fn next(&mut self) -> Option<Frame> {
-            loop {
-                if let Some(f) = self.reader.decode(&mut self.buf).unwrap() {
-                    return Some(f);
-                }
-                let read =
-                    tokio::time::timeout(Duration::from_secs(5), self.io.read_buf(&mut self.buf))
-                        .await
-                        .expect("a frame within 5s");
-                if read.unwrap() == 0 {
-                    return None;
-                }
-            }
-        }
+    /// kubectl's side, opening a port-forward stream.
+    async fn open(k: &mut Kubectl, stream_id: u32, kind: &str, port: u16, request: u32) {
+        let headers = [
+            ("streamtype", kind.to_string()),
+            ("port", port.to_string()),
+            ("requestid", request.to_string()),
+        ];
+        k.open(stream_id, &headers).await;
     }
 
     /// A dial whose agents are the far ends handed to `agents`.
@@ -457,8 +408,8 @@ mod tests {
         }));
         let mut k = Kubectl::new(kubectl_end);
         // Connection 1 to port 80.
-        k.open(1, "error", 80, 0).await;
-        k.open(3, "data", 80, 0).await;
+        open(&mut k, 1, "error", 80, 0).await;
+        open(&mut k, 3, "data", 80, 0).await;
         for id in [1, 3] {
             assert!(
                 matches!(k.next().await, Some(Frame::SynReply { stream_id, .. }) if stream_id == id)
@@ -484,8 +435,8 @@ mod tests {
         assert_eq!(k.next().await, Some(data(1, FLAG_FIN, Bytes::new())));
 
         // Connection 2 to a port the agent refuses.
-        k.open(5, "error", 81, 1).await;
-        k.open(7, "data", 81, 1).await;
+        open(&mut k, 5, "error", 81, 1).await;
+        open(&mut k, 7, "data", 81, 1).await;
         for _ in 0..2 {
             assert!(matches!(k.next().await, Some(Frame::SynReply { .. })));
         }
@@ -501,8 +452,8 @@ mod tests {
         assert_eq!(k.next().await, Some(data(5, FLAG_FIN, Bytes::new())));
 
         // Connection 3 stays open until the pod goes: a GOAWAY ends all.
-        k.open(9, "error", 80, 2).await;
-        k.open(11, "data", 80, 2).await;
+        open(&mut k, 9, "error", 80, 2).await;
+        open(&mut k, 11, "data", 80, 2).await;
         for _ in 0..2 {
             assert!(matches!(k.next().await, Some(Frame::SynReply { .. })));
         }
@@ -536,8 +487,8 @@ mod tests {
             futures::future::pending(),
         ));
         let mut k = Kubectl::new(kubectl_end);
-        k.open(1, "error", 80, 0).await;
-        k.open(3, "data", 80, 0).await;
+        open(&mut k, 1, "error", 80, 0).await;
+        open(&mut k, 3, "data", 80, 0).await;
         for _ in 0..2 {
             assert!(matches!(k.next().await, Some(Frame::SynReply { .. })));
         }

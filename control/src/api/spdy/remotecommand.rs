@@ -391,51 +391,10 @@ where
 
 #[cfg(test)]
 mod tests {
+    use super::super::fake_kubectl::Kubectl;
     use super::*;
     use tokio_tungstenite::tungstenite::protocol::Role;
     use tokio_tungstenite::WebSocketStream;
-
-    /// kubectl's side of the SPDY connection, by hand.
-    struct Kubectl {
-        io: tokio::io::DuplexStream,
-        reader: FrameReader,
-        writer: FrameWriter,
-        buf: BytesMut,
-    }
-
-    impl Kubectl {
-        async fn send(&mut self, frame: Frame) {
-            let mut out = BytesMut::new();
-            self.writer.encode(&frame, &mut out).unwrap();
-            self.io.write_all(&out).await.unwrap();
-        }
-
-        async fn open(&mut self, stream_id: u32, kind: &str) {
-            self.send(Frame::SynStream {
-                stream_id,
-                associated_id: 0,
-                priority: 0,
-                flags: 0,
-                headers: vec![("streamtype".into(), kind.into())],
-            })
-            .await;
-        }
-
-        async fn next(&mut self) -> Option<Frame> {
-            loop {
-                if let Some(f) = self.reader.decode(&mut self.buf).unwrap() {
-                    return Some(f);
-                }
-                let read =
-                    tokio::time::timeout(Duration::from_secs(5), self.io.read_buf(&mut self.buf))
-                        .await
-                        .expect("a frame within 5s");
-                if read.unwrap() == 0 {
-                    return None;
-                }
-            }
-        }
-    }
 
     async fn session(
         protocol: Protocol,
@@ -450,12 +409,7 @@ mod tests {
         let agent = WebSocketStream::from_raw_socket(agent_end, Role::Client, None).await;
         let fake_agent = WebSocketStream::from_raw_socket(fake_agent_end, Role::Server, None).await;
         let task = tokio::spawn(bridge(client_end, agent, true, protocol, flags));
-        let kubectl = Kubectl {
-            io: kubectl_end,
-            reader: FrameReader::default(),
-            writer: FrameWriter::default(),
-            buf: BytesMut::new(),
-        };
+        let kubectl = Kubectl::new(kubectl_end);
         (kubectl, fake_agent, task)
     }
 
@@ -476,7 +430,7 @@ mod tests {
         };
         let (mut k, mut agent, task) = session(Protocol::V4, flags).await;
         for (id, kind) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "stderr")] {
-            k.open(id, kind).await;
+            k.open(id, &[("streamtype", kind.to_string())]).await;
             match k.next().await {
                 Some(Frame::SynReply { stream_id, .. }) => assert_eq!(stream_id, id),
                 other => panic!("want a reply to {kind}, got {other:?}"),
@@ -555,7 +509,7 @@ mod tests {
         };
         let (mut k, mut agent, task) = session(Protocol::V4, flags).await;
         for (id, kind) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "resize")] {
-            k.open(id, kind).await;
+            k.open(id, &[("streamtype", kind.to_string())]).await;
             assert!(matches!(k.next().await, Some(Frame::SynReply { .. })));
         }
         // Two sizes, the second split across frames.
