@@ -1,14 +1,20 @@
 //! `bosun down --purge` on real Docker: after `bosun up` with a local agent
 //! that runs a pod, a purge refuses without confirmation, and with `--yes`
 //! leaves no container, network, iptables rule, data or kubeconfig of that
-//! bosun behind.
+//! bosun behind. On the way, the agent's forward rule lives in bosun's own
+//! chain `BOSUN-FORWARD` with one jump from `DOCKER-USER`, which a plain
+//! `bosun down` keeps (the pods keep running), a restart does not
+//! duplicate, and the agent puts back when someone removes it.
 
 mod common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{agent_binary, control_binary, docker_ids, rule_exists, wait_for, HostReaper, Run};
+use common::{
+    agent_binary, chain_rules, control_binary, docker_ids, forward_jumps, rule_exists, wait_for,
+    HostReaper, Run, FORWARD_CHAIN,
+};
 
 fn network_exists(name: &str) -> bool {
     Command::new("docker")
@@ -74,7 +80,48 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     );
     assert!(network_exists(&format!("bosun-{node}")));
     assert!(rule_exists(cidr), "the agent adds its pod-traffic rule");
+    assert_eq!(
+        forward_jumps(),
+        1,
+        "one jump from DOCKER-USER to {FORWARD_CHAIN}"
+    );
     assert!(agent_data.exists() && kubeconfig.exists());
+
+    // A plain `bosun down` keeps pods running, and with them the rule;
+    // the agent started again adds no second jump.
+    bosun(&["down", "--data-dir", &d]).ok();
+    assert!(
+        !docker_ids(&node).is_empty(),
+        "pods keep running after down"
+    );
+    assert!(rule_exists(cidr), "the rule stays while pods run");
+    bosun(&[
+        "up",
+        "--data-dir",
+        &d,
+        "--port",
+        "0",
+        "--node-name",
+        &node,
+        "--pod-cidr",
+        pod_cidr,
+    ])
+    .ok();
+    assert!(rule_exists(cidr));
+    assert_eq!(forward_jumps(), 1, "a restarted agent adds no second jump");
+
+    // A firewall reload (or a hand) drops the jump: the agent's periodic
+    // network sync puts it back.
+    let dropped = Command::new("iptables")
+        .args(["-w", "-D", "DOCKER-USER", "-j", FORWARD_CHAIN])
+        .status()
+        .unwrap();
+    assert!(dropped.success());
+    wait_for(
+        "the agent to put the jump to BOSUN-FORWARD back",
+        Duration::from_secs(45),
+        || forward_jumps() == 1,
+    );
 
     // No terminal to ask on and no --yes: nothing happens.
     let refused = bosun(&["down", "--purge", "--data-dir", &d]);
@@ -94,6 +141,15 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     assert!(docker_ids(&node).is_empty(), "containers left: {text}");
     assert!(!network_exists(&format!("bosun-{node}")), "{text}");
     assert!(!rule_exists(cidr), "iptables rule left: {text}");
+    // Other bosun agents on this machine may still use the chain; it goes
+    // with its jump once this node's rule was the last one.
+    match chain_rules(FORWARD_CHAIN) {
+        None => assert_eq!(forward_jumps(), 0, "a jump to a removed chain: {text}"),
+        Some(rules) => {
+            assert!(!rules.is_empty(), "an empty {FORWARD_CHAIN} left: {text}");
+            assert_eq!(forward_jumps(), 1, "{text}");
+        }
+    }
     for gone in [&data, &agent_data, &kubeconfig] {
         assert!(!gone.exists(), "{} left: {text}", gone.display());
     }

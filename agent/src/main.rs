@@ -24,8 +24,9 @@ struct Args {
     #[arg(long, env = "KUBECONFIG", required_unless_present = "purge")]
     kubeconfig: Option<PathBuf>,
     /// Instead of running: remove everything this node's agent made on
-    /// Docker (its pods' containers, its network, the pod-traffic iptables
-    /// rule no other node needs) and exit (`bosun down --purge`).
+    /// Docker (its pods' containers, its network, its rule in the iptables
+    /// chain BOSUN-FORWARD, the chain itself once no other node needs it,
+    /// routes and the NAT chain) and exit (`bosun down --purge`).
     #[arg(long)]
     purge: bool,
     /// The Node's name (default: the hostname).
