@@ -178,14 +178,24 @@ fn agent_in_a_container_on_another_engine_runs_probes_streams_and_host_paths() {
     let d = Dind::start();
     // The Node turns Ready: the agent in the container reached the control
     // plane, and the control plane reaches its stream API at ENGINE_IP.
-    wait_for("node dind to be Ready", WAIT, || {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
         let out = d.bosun(&["get", "node", NODE]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines()
+        let status = text
+            .lines()
             .nth(1)
-            .is_some_and(|l| l.split_whitespace().nth(1) == Some("Ready"))
-            .then_some(())
-    });
+            .and_then(|l| l.split_whitespace().nth(1));
+        if status == Some("Ready") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {NODE} is not Ready after {WAIT:?}: {text}\n{}",
+            d.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // The agent is a container of that engine, not a process here.
     let ps = docker(&["ps", "--filter", &format!("name={AGENT_CONTAINER}"), "-q"]);
     assert!(!ps.stdout.is_empty(), "no agent container on the engine");
