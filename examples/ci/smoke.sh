@@ -6,7 +6,8 @@
 #
 # - the seeds' readiness-http pod turns Ready through its HTTP probe, which
 #   the agent sends from the engine's network to the pod's IP;
-# - `bosun exec` and `bosun logs` reach the pod;
+# - `bosun exec` and `bosun logs` reach the pod, and `bosun port-forward`
+#   reaches its port (the agent connects to it from the engine's network);
 # - a hostPath volume (type: Directory) is the engine's filesystem: a file
 #   written there through the engine is what the pod reads, and what the
 #   pod writes is there afterwards.
@@ -34,7 +35,9 @@ until_ok() { # WHAT CMD...: retries CMD for up to WAIT seconds
 column() { "$BOSUN" get pod "$1" | awk -v c="$2" 'NR == 2 {print $c}'; }
 ready() { [ "$(column "$1" 2)" = 1/1 ]; }
 completed() { [ "$(column "$1" 3)" = Completed ]; }
+pf=
 cleanup() {
+  [ -z "$pf" ] || kill "$pf" 2>/dev/null || true
   "$BOSUN" delete pod readiness-http dind-hostpath --ignore-not-found >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -48,6 +51,17 @@ until_ok "readiness-http to turn Ready" ready readiness-http
 name=$("$BOSUN" exec readiness-http -- hostname)
 [ "$name" = readiness-http ] || fail "bosun exec hostname printed '$name'"
 say "readiness-http is Ready; exec printed its hostname"
+
+pf_log=$(mktemp)
+"$BOSUN" port-forward readiness-http :80 >"$pf_log" 2>&1 &
+pf=$!
+until_ok "bosun port-forward to listen" grep -q '^Forwarding from 127.0.0.1:' "$pf_log"
+port=$(sed -n 's/^Forwarding from 127\.0\.0\.1:\([0-9]*\) -> 80$/\1/p' "$pf_log" | head -1)
+page=$(curl -fsS --max-time 10 "http://127.0.0.1:$port/") || fail "port-forward: $(cat "$pf_log")"
+[[ $page == *"web v1"* ]] || fail "port-forward to readiness-http:80 served '$page'"
+kill "$pf" 2>/dev/null || true
+rm -f "$pf_log"
+say "port-forward reached the pod's port 80"
 
 say "hostPath $DIR is the engine's"
 docker run --rm -v "$DIR:/d" "$BUSYBOX" sh -c 'echo written-on-the-engine > /d/origin; rm -f /d/visitors'
