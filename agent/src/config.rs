@@ -12,6 +12,11 @@ pub struct AgentConfig {
     pub pod_cidr: String,
     /// Where pod volumes (emptyDir) live.
     pub data_dir: PathBuf,
+    /// Where this agent sees the Docker engine's filesystem: `/` when both
+    /// share one, the engine's `/` mounted elsewhere when the agent runs
+    /// in a container (Docker-in-Docker). hostPath volumes are paths on
+    /// the engine; their `type` is checked under this root.
+    pub host_root: PathBuf,
     /// Nameservers pods with dnsPolicy ClusterFirst get: the node-local
     /// DNS server's address unless `--cluster-dns` says otherwise.
     pub cluster_dns: Vec<String>,
@@ -64,6 +69,7 @@ impl AgentConfig {
             node_ip: "192.168.1.10".into(),
             pod_cidr: "10.244.0.0/24".into(),
             data_dir,
+            host_root: PathBuf::from("/"),
             // The node-local DNS server on the pod bridge's gateway.
             cluster_dns: vec!["10.244.0.1".into()],
             cluster_domain: "cluster.local".into(),

@@ -24,8 +24,9 @@ struct Args {
     #[arg(long, env = "KUBECONFIG", required_unless_present = "purge")]
     kubeconfig: Option<PathBuf>,
     /// Instead of running: remove everything this node's agent made on
-    /// Docker (its pods' containers, its network, the pod-traffic iptables
-    /// rule no other node needs) and exit (`bosun down --purge`).
+    /// Docker (its pods' containers, its network, its rule in the iptables
+    /// chain BOSUN-FORWARD, the chain itself once no other node needs it,
+    /// routes and the NAT chain) and exit (`bosun down --purge`).
     #[arg(long)]
     purge: bool,
     /// The Node's name (default: the hostname).
@@ -46,8 +47,16 @@ struct Args {
     #[arg(long, default_value_t = 60.0)]
     pod_cidr_timeout: f64,
     /// Where pod volumes live (default: /var/lib/bosun/agent-<node>).
+    /// With a Docker engine that is not this host's, it must be the same
+    /// path on the engine (a directory shared with it).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Where the Docker engine's filesystem is seen from here: hostPath
+    /// volumes are the engine's paths and their `type` is checked under
+    /// this root (an agent in a container on the engine mounts the
+    /// engine's / there).
+    #[arg(long, env = "BOSUN_HOST_ROOT", default_value = "/")]
+    host_root: PathBuf,
     /// Nameserver for pods with dnsPolicy ClusterFirst (default: the
     /// node-local DNS server's address).
     #[arg(long)]
@@ -297,6 +306,7 @@ async fn main() -> anyhow::Result<()> {
     let cfg = AgentConfig {
         pod_cidr,
         data_dir,
+        host_root: args.host_root,
         node_name,
         node_ip,
         cluster_dns,

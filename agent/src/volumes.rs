@@ -70,9 +70,11 @@ fn is_mounted(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Checks a hostPath against its `type`, creating it where the type says so.
-fn check_host_path(path: &str, kind: &str) -> Result<(), String> {
-    let p = Path::new(path);
+/// Checks a hostPath against its `type`, creating it where the type says
+/// so; `path` is the engine's, seen here under `root`.
+fn check_host_path(root: &Path, path: &str, kind: &str) -> Result<(), String> {
+    let seen = root.join(path.trim_start_matches('/'));
+    let p = seen.as_path();
     let meta = std::fs::metadata(p);
     let must_be = |ok: bool, what: &str| {
         if ok {
@@ -213,7 +215,7 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<()
         }
         setup_config_volume(&v, pod, cfg, sources)?;
         if let Some(hp) = &v.host_path {
-            check_host_path(&hp.path, hp.type_.as_deref().unwrap_or(""))
+            check_host_path(&cfg.host_root, &hp.path, hp.type_.as_deref().unwrap_or(""))
                 .map_err(|e| format!("hostPath {}: {e}", v.name))?;
         }
     }
@@ -248,15 +250,31 @@ mod tests {
     fn host_path_types() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().join("made");
-        check_host_path(d.to_str().unwrap(), "DirectoryOrCreate").unwrap();
+        check_host_path(Path::new("/"), d.to_str().unwrap(), "DirectoryOrCreate").unwrap();
         assert!(d.is_dir());
-        check_host_path(d.to_str().unwrap(), "Directory").unwrap();
-        assert!(check_host_path(d.to_str().unwrap(), "File").is_err());
+        check_host_path(Path::new("/"), d.to_str().unwrap(), "Directory").unwrap();
+        assert!(check_host_path(Path::new("/"), d.to_str().unwrap(), "File").is_err());
         let f = dir.path().join("f");
-        check_host_path(f.to_str().unwrap(), "FileOrCreate").unwrap();
+        check_host_path(Path::new("/"), f.to_str().unwrap(), "FileOrCreate").unwrap();
         assert!(f.is_file());
-        assert!(check_host_path(dir.path().join("nope").to_str().unwrap(), "Directory").is_err());
-        assert!(check_host_path("/dev/null", "CharDevice").is_ok());
-        assert!(check_host_path("/dev/null", "Socket").is_err());
+        assert!(check_host_path(
+            Path::new("/"),
+            dir.path().join("nope").to_str().unwrap(),
+            "Directory"
+        )
+        .is_err());
+        assert!(check_host_path(Path::new("/"), "/dev/null", "CharDevice").is_ok());
+        assert!(check_host_path(Path::new("/"), "/dev/null", "Socket").is_err());
+    }
+
+    #[test]
+    fn host_paths_are_the_engines_seen_under_the_host_root() {
+        // An agent in a container sees the engine's / at --host-root.
+        let engine = tempfile::tempdir().unwrap();
+        check_host_path(engine.path(), "/srv/data", "DirectoryOrCreate").unwrap();
+        assert!(engine.path().join("srv/data").is_dir());
+        let err = check_host_path(engine.path(), "/srv/data", "File").unwrap_err();
+        assert!(err.contains("/srv/data is not a file"), "{err}");
+        assert!(!err.contains(&engine.path().display().to_string()), "{err}");
     }
 }

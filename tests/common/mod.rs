@@ -276,7 +276,7 @@ pub struct HostReaper {
     pub dirs: Vec<PathBuf>,
     /// The node whose containers and `bosun-<node>` network are removed.
     pub node: String,
-    /// The pod CIDR of the node's DOCKER-USER accept rule.
+    /// The pod CIDR (/16) of the node's accept rule in `BOSUN-FORWARD`.
     pub cidr: String,
 }
 
@@ -304,25 +304,7 @@ impl Drop for HostReaper {
         let _ = Command::new("docker")
             .args(["network", "rm", &format!("bosun-{}", self.node)])
             .output();
-        let rule = [
-            "DOCKER-USER",
-            "-s",
-            &self.cidr,
-            "-d",
-            &self.cidr,
-            "-j",
-            "ACCEPT",
-        ];
-        let iptables = |op: &str| {
-            Command::new("iptables")
-                .args(["-w", op])
-                .args(rule)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        while iptables("-C") && iptables("-D") {}
+        remove_forward_rule(&self.cidr);
         // Volume mounts (tmpfs) of pods the agent had no time to remove.
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
         for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
@@ -346,23 +328,72 @@ pub fn docker_ids(node: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether the agent's `DOCKER-USER` accept rule for `cidr` is there.
-pub fn rule_exists(cidr: &str) -> bool {
-    Command::new("iptables")
-        .args([
-            "-w",
-            "-C",
-            "DOCKER-USER",
-            "-s",
-            cidr,
-            "-d",
-            cidr,
-            "-j",
-            "ACCEPT",
-        ])
-        .stdout(Stdio::null())
+/// bosun's filter chain for pod-to-pod traffic between bridges.
+pub const FORWARD_CHAIN: &str = "BOSUN-FORWARD";
+
+/// `iptables -S` of a filter chain; `None` if there is no such chain.
+pub fn chain_rules(chain: &str) -> Option<Vec<String>> {
+    let out = Command::new("iptables")
+        .args(["-w", "-S", chain])
         .stderr(Stdio::null())
-        .status()
-        .expect("iptables is installed")
-        .success()
+        .output()
+        .expect("iptables is installed");
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("-A "))
+            .map(String::from)
+            .collect()
+    })
+}
+
+/// Whether the agent's accept rule for `cidr` is in `BOSUN-FORWARD`.
+pub fn rule_exists(cidr: &str) -> bool {
+    let wanted = format!("-s {cidr} -d {cidr} ");
+    chain_rules(FORWARD_CHAIN)
+        .unwrap_or_default()
+        .iter()
+        .any(|r| r.contains(&wanted) && r.ends_with("-j ACCEPT"))
+}
+
+/// How many jumps `DOCKER-USER` has to `BOSUN-FORWARD`.
+pub fn forward_jumps() -> usize {
+    let jump = format!("-A DOCKER-USER -j {FORWARD_CHAIN}");
+    chain_rules("DOCKER-USER")
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| **r == jump)
+        .count()
+}
+
+/// Takes `cidr`'s rule out of `BOSUN-FORWARD` (and an older agent's out
+/// of `DOCKER-USER`), and the chain with its jump once it is empty, as
+/// `bosun-agent --purge` does; for cleaning up after a failed test.
+pub fn remove_forward_rule(cidr: &str) {
+    let iptables = |args: &[&str]| {
+        Command::new("iptables")
+            .arg("-w")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let legacy = ["DOCKER-USER", "-s", cidr, "-d", cidr, "-j", "ACCEPT"];
+    while iptables(&[&["-D"], &legacy[..]].concat()) {}
+    let wanted = format!("-s {cidr} -d {cidr} ");
+    for rule in chain_rules(FORWARD_CHAIN).unwrap_or_default() {
+        if rule.contains(&wanted) {
+            // `-A CHAIN args` → `-D CHAIN args`, quoted comment and all.
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(format!("iptables -w -D {}", &rule[3..]))
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    if chain_rules(FORWARD_CHAIN).is_some_and(|r| r.is_empty()) {
+        while iptables(&["-D", "DOCKER-USER", "-j", FORWARD_CHAIN]) {}
+        iptables(&["-X", FORWARD_CHAIN]);
+    }
 }

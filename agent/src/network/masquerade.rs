@@ -3,8 +3,8 @@
 //! so bosun's chain `BOSUN-POSTROUTING` in the `nat` table, jumped to
 //! first from `POSTROUTING`, accepts (does not NAT) traffic from the pod
 //! network to the pod network. Traffic leaving the cluster still meets
-//! Docker's masquerade. Forwarding itself is allowed by the pod-traffic
-//! rule the runtime keeps in `DOCKER-USER` (see
+//! Docker's masquerade. Forwarding itself is allowed by bosun's filter
+//! chain `BOSUN-FORWARD`, jumped to from `DOCKER-USER` (see
 //! `runtime/docker/network.rs`).
 
 /// bosun's chain in the nat table.

@@ -5,8 +5,9 @@
 //! Docker. Routes of Nodes that leave are removed. The node's own address
 //! is chosen by [`address`].
 //!
-//! Routes and the NAT exception stay when the agent stops (its pods keep
-//! running and keep talking); `bosun-agent --purge` removes them.
+//! Routes, the NAT exception and the forward chain stay when the agent
+//! stops (its pods keep running and keep talking); `bosun-agent --purge`
+//! removes them.
 
 pub mod address;
 pub mod masquerade;
@@ -75,13 +76,16 @@ impl HostGw {
             .map(|(_, ip)| ip)
             .collect();
         let want = routes::desired(nodes, &self.node_name, &self.pod_cidr, &local);
+        let cluster = crate::runtime::docker::supernet16(&self.pod_cidr)
+            .ok_or_else(|| format!("pod CIDR {} is not IPv4", self.pod_cidr))?;
+        // Put back the forward chain's jump if a firewall reload or a
+        // hand took it away.
+        let forward = crate::runtime::docker::ensure_forward_chain(&cluster).await;
         if !want.is_empty() {
-            let cluster = crate::runtime::docker::supernet16(&self.pod_cidr)
-                .ok_or_else(|| format!("pod CIDR {} is not IPv4", self.pod_cidr))?;
             masquerade::ensure(&cluster).await?;
         }
         routes::apply(&want).await?;
-        Ok(())
+        forward
     }
 }
 

@@ -1,6 +1,7 @@
 //! The node's pod network: a Docker bridge network with the node's pod
-//! CIDR, and the iptables rule that lets pods of nodes sharing one engine
-//! reach each other.
+//! CIDR, and bosun's iptables chain `BOSUN-FORWARD` that lets pods of
+//! nodes sharing one engine reach each other. The chain stays when the
+//! agent stops (its pods keep running); `bosun-agent --purge` removes it.
 
 use std::collections::HashMap;
 
@@ -88,10 +89,10 @@ impl DockerRuntime {
         )))
     }
 
-    /// Adds `iptables -I DOCKER-USER -s <cidr> -d <cidr> -j ACCEPT` unless it
-    /// is there, where `<cidr>` is the /16 holding `subnet`: Docker isolates
-    /// bridge networks from each other, and pods of two nodes that share one
-    /// engine must reach each other. Failures are logged, not returned.
+    /// Makes sure pods of the /16 holding `subnet` may reach each other
+    /// across bridges (see [`ensure_forward_chain`]); checked once per
+    /// runtime here, and again on every pass of the agent's network sync.
+    /// Failures are logged, not returned.
     async fn ensure_pod_traffic_rule(&self, subnet: &str) {
         let Some(cidr) = supernet16(subnet) else {
             tracing::warn!(subnet, "not an IPv4 CIDR; no iptables rule for pod traffic");
@@ -100,31 +101,14 @@ impl DockerRuntime {
         if self.iptables_done.lock().expect("poisoned").contains(&cidr) {
             return;
         }
-        match pod_traffic_rule("-C", &cidr).await {
-            Ok(out) if out.status.success() => {}
-            Ok(_) => match pod_traffic_rule("-I", &cidr).await {
-                Ok(out) if out.status.success() => {
-                    tracing::info!(%cidr, "added iptables DOCKER-USER rule accepting pod-to-pod traffic");
-                }
-                Ok(out) => {
-                    tracing::warn!(
-                        %cidr,
-                        "iptables -I DOCKER-USER failed: {}; pods of other nodes on this engine may be unreachable",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    );
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(%cidr, "running iptables: {e}; pods of other nodes on this engine may be unreachable");
-                    return;
-                }
-            },
+        match ensure_forward_chain(&cidr).await {
+            Ok(()) => {
+                self.iptables_done.lock().expect("poisoned").insert(cidr);
+            }
             Err(e) => {
-                tracing::warn!(%cidr, "running iptables: {e}; pods of other nodes on this engine may be unreachable");
-                return;
+                tracing::warn!(%cidr, "{e}; pods of other nodes on this engine may be unreachable");
             }
         }
-        self.iptables_done.lock().expect("poisoned").insert(cidr);
     }
 }
 
@@ -137,29 +121,129 @@ pub(super) fn subnets_of(ipam: Option<Ipam>) -> Vec<String> {
         .collect()
 }
 
-/// Runs `iptables -w <op> DOCKER-USER -s <cidr> -d <cidr> -j ACCEPT`
-/// (`-C` checks, `-I` inserts, `-D` deletes).
-pub(super) async fn pod_traffic_rule(
-    op: &str,
-    cidr: &str,
-) -> std::io::Result<std::process::Output> {
-    tokio::process::Command::new("iptables")
-        .args([
-            "-w",
-            op,
-            "DOCKER-USER",
-            "-s",
-            cidr,
-            "-d",
-            cidr,
-            "-j",
-            "ACCEPT",
-        ])
+/// bosun's chain in the filter table, jumped to from Docker's `DOCKER-USER`.
+pub const FORWARD_CHAIN: &str = "BOSUN-FORWARD";
+
+const FORWARD_COMMENT: &str = "bosun: pods of nodes sharing one engine reach each other";
+
+async fn iptables(args: &[&str]) -> std::result::Result<String, String> {
+    let out = tokio::process::Command::new("iptables")
+        .arg("-w")
+        .args(args)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
         .output()
         .await
+        .map_err(|e| format!("running iptables {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "iptables {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The rule in [`FORWARD_CHAIN`] for the pod network `cidr` (after `-C`,
+/// `-A` or `-D` and the chain).
+fn forward_rule(cidr: &str) -> [&str; 10] {
+    [
+        "-s",
+        cidr,
+        "-d",
+        cidr,
+        "-m",
+        "comment",
+        "--comment",
+        FORWARD_COMMENT,
+        "-j",
+        "ACCEPT",
+    ]
+}
+
+/// Docker isolates bridge networks from each other, and pods of two nodes
+/// that share one engine must reach each other: bosun's chain
+/// `BOSUN-FORWARD` accepts traffic from `cidr` to `cidr`, and one jump to
+/// it from `DOCKER-USER` (the chain Docker leaves to its users and keeps
+/// across its restarts) sends forwarded traffic there. Idempotent: the
+/// chain, the rule and the jump are each added only when missing, so it
+/// runs on every network sync and puts back what someone removed. A rule
+/// of older agents directly in `DOCKER-USER` is moved into the chain.
+pub async fn ensure_forward_chain(cidr: &str) -> std::result::Result<(), String> {
+    if iptables(&["-S", FORWARD_CHAIN]).await.is_err() {
+        if let Err(e) = iptables(&["-N", FORWARD_CHAIN]).await {
+            // Another agent on this host may have made it meanwhile.
+            if iptables(&["-S", FORWARD_CHAIN]).await.is_err() {
+                return Err(e);
+            }
+        }
+    }
+    let mut check = vec!["-C", FORWARD_CHAIN];
+    check.extend(forward_rule(cidr));
+    if iptables(&check).await.is_err() {
+        let mut add = check.clone();
+        add[0] = "-A";
+        iptables(&add).await?;
+        tracing::info!(%cidr, chain = FORWARD_CHAIN, "pods of nodes on this engine may reach each other");
+    }
+    if iptables(&["-C", "DOCKER-USER", "-j", FORWARD_CHAIN])
+        .await
+        .is_err()
+    {
+        iptables(&["-I", "DOCKER-USER", "1", "-j", FORWARD_CHAIN])
+            .await
+            .map_err(|e| format!("{e} (does Docker run here with iptables on?)"))?;
+        tracing::info!("jump from DOCKER-USER to {FORWARD_CHAIN} added");
+        // Agents sharing this host may have checked and inserted at the
+        // same time: keep one jump.
+        let jump = format!("-A DOCKER-USER -j {FORWARD_CHAIN}");
+        let rules = iptables(&["-S", "DOCKER-USER"]).await?;
+        for _ in 1..rules.lines().filter(|l| *l == jump).count() {
+            iptables(&["-D", "DOCKER-USER", "-j", FORWARD_CHAIN]).await?;
+        }
+    }
+    remove_legacy_rule(cidr).await;
+    Ok(())
+}
+
+/// Deletes every copy of the rule agents before `BOSUN-FORWARD` put
+/// straight into `DOCKER-USER`; how many went.
+async fn remove_legacy_rule(cidr: &str) -> usize {
+    let legacy = |op| [op, "DOCKER-USER", "-s", cidr, "-d", cidr, "-j", "ACCEPT"];
+    let mut removed = 0;
+    while iptables(&legacy("-C")).await.is_ok() && iptables(&legacy("-D")).await.is_ok() {
+        removed += 1;
+    }
+    removed
+}
+
+/// Takes `cidr`'s rule out of [`FORWARD_CHAIN`] (and an older agent's out
+/// of `DOCKER-USER`); when the chain is left empty, removes the jump and
+/// the chain too. Returns what went, as `iptables` names it.
+pub async fn remove_forward_rule(cidr: &str) -> std::result::Result<Vec<String>, String> {
+    let mut removed = Vec::new();
+    if remove_legacy_rule(cidr).await > 0 {
+        removed.push(format!("DOCKER-USER {cidr}"));
+    }
+    if iptables(&["-S", FORWARD_CHAIN]).await.is_err() {
+        return Ok(removed);
+    }
+    let mut delete = vec!["-D", FORWARD_CHAIN];
+    delete.extend(forward_rule(cidr));
+    while iptables(&delete).await.is_ok() {
+        removed.push(format!("{FORWARD_CHAIN} {cidr}"));
+    }
+    let rules = iptables(&["-S", FORWARD_CHAIN]).await?;
+    if rules.lines().any(|l| l.starts_with("-A ")) {
+        return Ok(removed);
+    }
+    while iptables(&["-D", "DOCKER-USER", "-j", FORWARD_CHAIN])
+        .await
+        .is_ok()
+    {}
+    iptables(&["-X", FORWARD_CHAIN]).await?;
+    removed.push(format!("filter {FORWARD_CHAIN}"));
+    Ok(removed)
 }
 
 /// The /16 that holds an IPv4 CIDR: `10.244.1.0/24` → `10.244.0.0/16`.

@@ -1,13 +1,14 @@
 //! Removing everything a node's agent made on Docker, for `bosun down
-//! --purge`: its pods' containers, its pod network, and the pod-traffic
-//! iptables rule when no other node's network on this engine needs it.
+//! --purge`: its pods' containers, its pod network, and its rule in the
+//! iptables chain `BOSUN-FORWARD` (the chain and its jump too once empty)
+//! when no other node's network on this engine needs it.
 
 use std::collections::{BTreeSet, HashMap};
 
 use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions};
 
 use super::errors::docker_err;
-use super::network::{pod_traffic_rule, subnets_of, supernet16};
+use super::network::{remove_forward_rule, subnets_of, supernet16};
 use super::DockerRuntime;
 use crate::runtime::{labels, Result};
 
@@ -57,19 +58,10 @@ impl DockerRuntime {
             .filter_map(|s| supernet16(&s))
             .collect();
         for cidr in freed.difference(&still_used) {
-            // Inserted once per agent start at most; delete every copy.
-            while pod_traffic_rule("-C", cidr)
+            let removed = remove_forward_rule(cidr)
                 .await
-                .is_ok_and(|o| o.status.success())
-            {
-                let deleted = pod_traffic_rule("-D", cidr)
-                    .await
-                    .is_ok_and(|o| o.status.success());
-                if !deleted {
-                    break;
-                }
-                purged.rules.push(cidr.clone());
-            }
+                .map_err(crate::runtime::RuntimeError::Docker)?;
+            purged.rules.extend(removed);
         }
         Ok(purged)
     }
