@@ -13,17 +13,26 @@
 #   scripts/hosts.sh exec HOST CMD  runs CMD in host HOST's network namespace
 #                                   with DOCKER_HOST set to its engine
 #                                   (HOST: 2, h2 or bosun-h2)
-#   scripts/hosts.sh env HOST       prints HOST's NETNS, IP, DOCKER_HOST and
+#   scripts/hosts.sh env HOST       prints HOST's NETNS, IP, DOCKER_HOST,
 #                                   AGENT_DIR (a data dir for its agent that
-#                                   `down` unmounts and removes)
+#                                   `down` unmounts and removes) and JOIN_DIR
+#   scripts/hosts.sh join HOST FILE [FLAGS...]
+#                                   joins HOST to the cluster as node hI
+#                                   with the `bosun join` command in FILE,
+#                                   through scripts/node-join.sh (what the
+#                                   Vagrant workers run), node IP its own,
+#                                   data dir JOIN_DIR; FLAGS go to bosun join
 #
 # Each engine is a dockerd started with `nsenter --net=` (not `ip netns
 # exec`, whose fresh /sys breaks dockerd) with its own data root, exec root,
 # pid file, socket and docker0 subnet (172.30.i.0/24), iptables on, under
 # BOSUN_HOSTS_DIR (default /tmp/bosun-hosts). The control plane runs on this
-# machine listening on 172.31.250.1; agents run inside the namespaces
-# (`scripts/hosts.sh exec 2 bosun-agent --node-ip 172.31.250.12 ...`).
+# machine, reachable at 172.31.250.1 (`bosun up --no-agent
+# --advertise-address 172.31.250.1`); agents run inside the namespaces,
+# joined with a bootstrap token (`scripts/hosts.sh join 2 FILE`) or started
+# by hand (`scripts/hosts.sh exec 2 bosun-agent --node-ip 172.31.250.12 ...`).
 set -euo pipefail
+CALLER_PWD=$PWD
 cd "$(dirname "$0")/.."
 
 DIR=${BOSUN_HOSTS_DIR:-/tmp/bosun-hosts}
@@ -165,6 +174,19 @@ case "${1:-}" in
     echo "IP=$(ip_of "$i")"
     echo "DOCKER_HOST=unix://$(sock_of "$i")"
     echo "AGENT_DIR=$DIR/h$i/agent"
+    echo "JOIN_DIR=$DIR/h$i/join"
     ;;
-  *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+  join)
+    i=$(host_index "${2:-}")
+    file=${3:-}
+    [ -n "$file" ] || die "join HOST FILE [FLAGS...]: FILE holds the \`bosun join\` command"
+    shift 3
+    [[ $file == /* ]] || file=$CALLER_PWD/$file
+    [ -e "/var/run/netns/$(ns_of "$i")" ] || die "host $i is not up"
+    # Under the host's directory: `down` unmounts the pods' tmpfs volumes
+    # there and removes it. The agent inherits DOCKER_HOST from `exec`.
+    exec bash scripts/hosts.sh exec "$i" bash scripts/node-join.sh --join-command "$file" \
+      --node-name "h$i" --node-ip "$(ip_of "$i")" --data-dir "$DIR/h$i/join" "$@"
+    ;;
+  *) sed -n '2,34p' "$0" >&2; exit 2 ;;
 esac
