@@ -50,9 +50,11 @@ if [ "${1:-}" = --join-command ]; then
     sleep 1
   done
   [ -s "$file" ] || die "--join-command: $file did not appear within ${wait_s}s"
-  read -r -a words < <(grep -m1 '^ *bosun join ' "$file" || true)
-  [ "${#words[@]}" -ge 3 ] && [[ ${words[2]} == https://* ]] ||
+  words=()
+  read -r -a words < <(grep -m1 '^ *bosun join ' "$file") || true
+  if [ "${#words[@]}" -lt 3 ] || [[ ${words[2]} != https://* ]]; then
     die "--join-command: $file holds no line \`bosun join https://HOST:PORT --token ... --ca-cert-hash ...\`"
+  fi
   join_args=("${words[@]:2}")
 elif [[ ${1:-} != https://* ]]; then
   sed -n '2,22p' "$0" >&2
@@ -60,7 +62,7 @@ elif [[ ${1:-} != https://* ]]; then
 fi
 
 [ "$(id -u)" = 0 ] || die "run as root (the agent manages routes, iptables and Docker)"
-for tool in ip iptables docker; do
+for tool in ip iptables nft docker; do
   command -v "$tool" >/dev/null || die "$tool is needed and not installed"
 done
 bosun=$(find_bosun)
