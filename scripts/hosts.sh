@@ -89,6 +89,11 @@ down() {
     for _ in $(seq 1 50); do [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break; sleep 0.1; done
     ip netns del "$ns" 2>/dev/null || true
   done
+  # A host's link goes with its namespace, unless something (a socket
+  # still open to it) keeps the namespace alive a while: take them now.
+  for link in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(bosun-h[0-9]*\)@.*/\1/p'); do
+    ip link del "$link" 2>/dev/null || true
+  done
   if [ -d "$DIR" ]; then
     # Mounts the engines left (overlay layers, netns files), deepest first.
     awk -v d="$DIR/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r |
