@@ -210,8 +210,9 @@ impl MultiHost {
     }
 
     /// `cmd` in container `container` of pod `pod` (namespace default) on
-    /// host `i`, through that host's engine: its stdout if it succeeded.
-    fn pod_exec(&self, i: usize, pod: &str, container: &str, cmd: &[&str]) -> Option<String> {
+    /// host `i`, through that host's engine; None while the container is
+    /// not there.
+    fn pod_run(&self, i: usize, pod: &str, container: &str, cmd: &[&str]) -> Option<Output> {
         let id = self.docker(
             i,
             &[
@@ -226,10 +227,15 @@ impl MultiHost {
             ],
         );
         let id = id.lines().next()?.to_string();
-        let out = run(Command::new("bash")
+        Some(run(Command::new("bash")
             .arg(hosts_sh())
             .args(["exec", &i.to_string(), "docker", "exec", &id])
-            .args(cmd));
+            .args(cmd)))
+    }
+
+    /// [`MultiHost::pod_run`]'s stdout if the command succeeded.
+    fn pod_exec(&self, i: usize, pod: &str, container: &str, cmd: &[&str]) -> Option<String> {
+        let out = self.pod_run(i, pod, container, cmd)?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
@@ -496,7 +502,14 @@ fn pods_on_three_joined_hosts_reach_each_other_by_pod_ip_and_name() {
     let deadline = std::time::Instant::now() + WAIT;
     let answer = loop {
         let out = m
-            .pod_exec(asker_host, asker, "c", &["nslookup", "web-0.nginx"])
+            .pod_run(asker_host, asker, "c", &["nslookup", "web-0.nginx"])
+            .map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
             .unwrap_or_default();
         if out
             .split_once("Name:")
