@@ -618,6 +618,43 @@ fn stop_all(args: &DownArgs, dir: &Path, timeout: Duration) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    #[test]
+    fn node_flags_become_the_agents_flags() {
+        let f = Flags::try_parse_from([
+            "bosun",
+            "--node-interface",
+            "eth1",
+            "--pod-cidr",
+            "10.244.5.0/24",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.node.agent_args(),
+            ["--node-interface", "eth1", "--pod-cidr", "10.244.5.0/24"]
+        );
+        let f = Flags::try_parse_from(["bosun", "--node-ip", "192.168.56.11"]).unwrap();
+        assert_eq!(f.node.agent_args(), ["--node-ip", "192.168.56.11"]);
+        assert!(Flags::try_parse_from(["bosun"])
+            .unwrap()
+            .node
+            .agent_args()
+            .is_empty());
+        // An address and an interface at once, or an address that is none,
+        // is refused naming the flag.
+        let both =
+            Flags::try_parse_from(["bosun", "--node-ip", "10.0.0.1", "--node-interface", "eth1"]);
+        assert!(both.is_err_and(|e| e.to_string().contains("--node-interface")));
+        let bad = Flags::try_parse_from(["bosun", "--node-ip", "eth1"]);
+        assert!(bad.is_err_and(|e| e.to_string().contains("--node-ip")));
+    }
 
     #[test]
     fn kubeconfig_is_written_and_updated_in_place() {
