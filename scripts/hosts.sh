@@ -20,8 +20,9 @@
 #                                   joins HOST to the cluster as node hI
 #                                   with the `bosun join` command in FILE,
 #                                   through scripts/node-join.sh (what the
-#                                   Vagrant workers run), node IP its own,
-#                                   data dir JOIN_DIR; FLAGS go to bosun join
+#                                   Vagrant workers run), node address its
+#                                   eth0's (--node-interface), data dir
+#                                   JOIN_DIR; FLAGS go to bosun join
 #
 # Each engine is a dockerd started with `nsenter --net=` (not `ip netns
 # exec`, whose fresh /sys breaks dockerd) with its own data root, exec root,
@@ -189,9 +190,10 @@ case "${1:-}" in
     [[ $file == /* ]] || file=$CALLER_PWD/$file
     [ -e "/var/run/netns/$(ns_of "$i")" ] || die "host $i is not up"
     # Under the host's directory: `down` unmounts the pods' tmpfs volumes
-    # there and removes it. The agent inherits DOCKER_HOST from `exec`.
+    # there and removes it. The agent inherits DOCKER_HOST from `exec`; its
+    # address is eth0's, the host's only link to the others.
     exec bash scripts/hosts.sh exec "$i" bash scripts/node-join.sh --join-command "$file" \
-      --node-name "h$i" --node-ip "$(ip_of "$i")" --data-dir "$DIR/h$i/join" "$@"
+      --node-name "h$i" --node-interface eth0 --data-dir "$DIR/h$i/join" "$@"
     ;;
   *) sed -n '2,34p' "$0" >&2; exit 2 ;;
 esac

@@ -142,8 +142,8 @@ impl MultiHost {
     }
 
     /// Joins host `i` (or rejoins it with the credential it has): `bosun
-    /// join` in its namespace, on its engine, as node h`i` with no
-    /// --pod-cidr (the control plane assigns it).
+    /// join` in its namespace, on its engine, as node h`i` with its eth0's
+    /// address and no --pod-cidr (the control plane assigns it).
     fn start_agent(&self, i: usize) {
         let out = ok(Command::new("bash")
             .arg(hosts_sh())
@@ -348,6 +348,18 @@ fn pods_on_three_joined_hosts_reach_each_other_by_pod_ip_and_name() {
     assert_eq!(distinct.len(), HOSTS, "pod CIDRs collide: {all:?}");
     for c in &all {
         assert!(c.starts_with("10.244.") && c.ends_with(".0/24"), "{c}");
+    }
+    // Each node's address is its host's eth0 (`bosun join --node-interface
+    // eth0`), the one the other hosts route its pods through.
+    for i in 1..=HOSTS {
+        let ip = m.kubectl_ok(&[
+            "get",
+            "node",
+            &MultiHost::node(i),
+            "-o",
+            "jsonpath={.status.addresses[?(@.type=='InternalIP')].address}",
+        ]);
+        assert_eq!(ip, format!("172.31.250.{}", 10 + i), "h{i}'s InternalIP");
     }
 
     // Each host joined with a certificate of its own node, not the admin
