@@ -495,14 +495,16 @@ fn pods_on_three_joined_hosts_reach_each_other_by_pod_ip_and_name() {
     // own watch) gives web-0's pod IP.
     m.kubectl_ok(&["delete", "deployment", "nginx-deployment", "--wait=false"]);
     m.apply(&repo_root().join("examples/statefulset.yaml"));
+    // (web-0 does not exist until the StatefulSet controller makes it.)
     let (web0_node, web0_ip) = wait_for("web-0 running", WAIT, || {
-        let out = m.kubectl_ok(&[
+        let out = m.kubectl(&[
             "get",
             "pod",
             "web-0",
             "-o",
             "jsonpath={.spec.nodeName} {.status.podIP} {.status.phase}",
         ]);
+        let out = String::from_utf8_lossy(&out.stdout);
         let w: Vec<&str> = out.split_whitespace().collect();
         (w.len() == 3 && w[2] == "Running").then(|| (w[0].to_string(), w[1].to_string()))
     });
