@@ -13,17 +13,27 @@
 #   scripts/hosts.sh exec HOST CMD  runs CMD in host HOST's network namespace
 #                                   with DOCKER_HOST set to its engine
 #                                   (HOST: 2, h2 or bosun-h2)
-#   scripts/hosts.sh env HOST       prints HOST's NETNS, IP, DOCKER_HOST and
+#   scripts/hosts.sh env HOST       prints HOST's NETNS, IP, DOCKER_HOST,
 #                                   AGENT_DIR (a data dir for its agent that
-#                                   `down` unmounts and removes)
+#                                   `down` unmounts and removes) and JOIN_DIR
+#   scripts/hosts.sh join HOST FILE [FLAGS...]
+#                                   joins HOST to the cluster as node hI
+#                                   with the `bosun join` command in FILE,
+#                                   through scripts/node-join.sh (what the
+#                                   Vagrant workers run), node address its
+#                                   eth0's (--node-interface), data dir
+#                                   JOIN_DIR; FLAGS go to bosun join
 #
 # Each engine is a dockerd started with `nsenter --net=` (not `ip netns
 # exec`, whose fresh /sys breaks dockerd) with its own data root, exec root,
 # pid file, socket and docker0 subnet (172.30.i.0/24), iptables on, under
 # BOSUN_HOSTS_DIR (default /tmp/bosun-hosts). The control plane runs on this
-# machine listening on 172.31.250.1; agents run inside the namespaces
-# (`scripts/hosts.sh exec 2 bosun-agent --node-ip 172.31.250.12 ...`).
+# machine, reachable at 172.31.250.1 (`bosun up --no-agent
+# --advertise-address 172.31.250.1`); agents run inside the namespaces,
+# joined with a bootstrap token (`scripts/hosts.sh join 2 FILE`) or started
+# by hand (`scripts/hosts.sh exec 2 bosun-agent --node-ip 172.31.250.12 ...`).
 set -euo pipefail
+CALLER_PWD=$PWD
 cd "$(dirname "$0")/.."
 
 DIR=${BOSUN_HOSTS_DIR:-/tmp/bosun-hosts}
@@ -79,6 +89,11 @@ down() {
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     for _ in $(seq 1 50); do [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break; sleep 0.1; done
     ip netns del "$ns" 2>/dev/null || true
+  done
+  # A host's link goes with its namespace, unless something (a socket
+  # still open to it) keeps the namespace alive a while: take them now.
+  for link in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(bosun-h[0-9]*\)@.*/\1/p'); do
+    ip link del "$link" 2>/dev/null || true
   done
   if [ -d "$DIR" ]; then
     # Mounts the engines left (overlay layers, netns files), deepest first.
@@ -165,6 +180,20 @@ case "${1:-}" in
     echo "IP=$(ip_of "$i")"
     echo "DOCKER_HOST=unix://$(sock_of "$i")"
     echo "AGENT_DIR=$DIR/h$i/agent"
+    echo "JOIN_DIR=$DIR/h$i/join"
     ;;
-  *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+  join)
+    i=$(host_index "${2:-}")
+    file=${3:-}
+    [ -n "$file" ] || die "join HOST FILE [FLAGS...]: FILE holds the \`bosun join\` command"
+    shift 3
+    [[ $file == /* ]] || file=$CALLER_PWD/$file
+    [ -e "/var/run/netns/$(ns_of "$i")" ] || die "host $i is not up"
+    # Under the host's directory: `down` unmounts the pods' tmpfs volumes
+    # there and removes it. The agent inherits DOCKER_HOST from `exec`; its
+    # address is eth0's, the host's only link to the others.
+    exec bash scripts/hosts.sh exec "$i" bash scripts/node-join.sh --join-command "$file" \
+      --node-name "h$i" --node-interface eth0 --data-dir "$DIR/h$i/join" "$@"
+    ;;
+  *) sed -n '2,34p' "$0" >&2; exit 2 ;;
 esac

@@ -1,35 +1,46 @@
 //! Several hosts on this machine (`scripts/hosts.sh`: network namespaces
-//! joined by a bridge, each with its own Docker Engine), the control plane
-//! on the bridge and one agent per host, as a user would run bosun on
-//! three VMs. Pods on different hosts reach each other by pod IP through
-//! the agents' host-gw routes, seeing each other's real addresses.
+//! joined by a bridge, each with its own Docker Engine), joined the way a
+//! user joins VMs: `bosun up --no-agent --advertise-address` on this
+//! machine prints the join command, and each host runs it through
+//! `scripts/hosts.sh join`, which calls `scripts/node-join.sh`, the same
+//! script the Vagrant workers run (`bosun join` with a bootstrap token: each
+//! agent holds a certificate of its own node, never the admin token). Pods on
+//! different hosts reach each other by pod IP through the agents' host-gw
+//! routes, seeing each other's real addresses, and find each other by DNS.
 //!
 //! One harness serves the whole binary (the hosts take a few seconds to
 //! make); it needs root, iproute2, iptables, nsenter and dockerd, and
 //! fails without them. Only one run per machine at a time (the namespace,
-//! bridge and subnet names are fixed).
+//! bridge and subnet names are fixed): run it under
+//! `flock /tmp/hosts-harness.lock`.
+//!
+//! Commands inside pods go through each host's engine (`docker exec`): the
+//! control plane cannot yet stream exec to a joined agent (README, "Several
+//! hosts: joining with a token").
 
 mod cluster;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bin_dir, control_binary, dies_with_test, ensure_images, kubectl_binary, repo_root, tail,
-    wait_for,
+    bosun_binary, control_binary, ensure_images, kubectl_binary, repo_root, tail, wait_for,
 };
 
 const HOSTS: usize = 3;
 const CONTROL_IP: &str = "172.31.250.1";
 const WAIT: Duration = Duration::from_secs(90);
-
-fn host_ip(i: usize) -> String {
-    format!("172.31.250.{}", 10 + i)
-}
+/// Where `scripts/hosts.sh` keeps the hosts (its default).
+const HOSTS_DIR: &str = "/tmp/bosun-hosts";
 
 fn hosts_sh() -> PathBuf {
     repo_root().join("scripts/hosts.sh")
+}
+
+/// Host `i`'s `bosun join` data dir (`hosts.sh env`'s JOIN_DIR).
+fn join_dir(i: usize) -> PathBuf {
+    Path::new(HOSTS_DIR).join(format!("h{i}/join"))
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -53,119 +64,130 @@ fn sh(script: &str) -> String {
 }
 
 /// What this machine has of the harness's making: namespaces, links,
-/// routes, iptables rules and directories that name it.
+/// routes, iptables rules, directories and processes that name it.
 fn traces() -> String {
     sh("ip netns list | grep '^bosun-h' || true; \
         ip -o link | grep -oE 'bosun-h[0-9]+|br-bosunhosts' || true; \
         ip route | grep -E '172\\.31\\.250|proto 235' || true; \
         iptables -w -S | grep -E 'BOSUN-HOSTS|br-bosunhosts' || true; \
-        iptables -w -t nat -S | grep -E 'BOSUN|172\\.31\\.250' || true; \
+        iptables -w -t nat -S | grep -E '172\\.31\\.250|bosun-h' || true; \
         ls -d /tmp/bosun-hosts 2>/dev/null || true; \
-        pgrep -f '[d]ockerd .*bosun-hosts' || true")
+        pgrep -f '[d]ockerd .*bosun-hosts' || true; \
+        pgrep -f '[b]osun-agent .*bosun-hosts' || true")
 }
 
-/// The hosts, the control plane and the agents; dropping it stops them
-/// and takes the hosts down.
+/// The hosts, the control plane and the joined agents; dropping it stops
+/// them and takes the hosts down.
 struct MultiHost {
     dir: tempfile::TempDir,
-    control: Option<Child>,
-    agents: Vec<Option<Child>>,
 }
 
 impl MultiHost {
     fn start() -> MultiHost {
         ensure_images();
-        let mut m = MultiHost {
+        control_binary();
+        let m = MultiHost {
             dir: tempfile::tempdir().unwrap(),
-            control: None,
-            agents: (0..HOSTS).map(|_| None).collect(),
         };
         ok(Command::new("bash")
             .arg(hosts_sh())
             .args(["up", &HOSTS.to_string()]));
-        let data = m.dir.path().join("control");
-        let log = std::fs::File::create(m.dir.path().join("control.log")).unwrap();
-        m.control = Some(
-            dies_with_test(control_binary())
-                .arg("--data-dir")
-                .arg(&data)
-                .args(["--bind", CONTROL_IP, "--port", "0"])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("starting bosun-control"),
+        // The first host's part: the control plane only (this machine is
+        // no node), reachable from the hosts' bridge; `bosun up` prints
+        // the join command, which the hosts read from a file as the
+        // Vagrant workers read it from the shared folder.
+        let up = m.bosun(&[
+            "up",
+            "--no-agent",
+            "--port",
+            "0",
+            "--advertise-address",
+            CONTROL_IP,
+            "--data-dir",
+            m.control_dir().to_str().unwrap(),
+        ]);
+        assert!(
+            up.contains(&format!("bosun join https://{CONTROL_IP}:")),
+            "bosun up printed no join command for {CONTROL_IP}:\n{up}"
         );
-        wait_for("bosun-control's kubeconfig", WAIT, || {
-            data.join("admin.kubeconfig").exists().then_some(())
-        });
+        std::fs::write(m.join_command(), &up).unwrap();
         for i in 1..=HOSTS {
             m.start_agent(i);
         }
         m
     }
 
+    fn control_dir(&self) -> PathBuf {
+        self.dir.path().join("control")
+    }
+
+    fn join_command(&self) -> PathBuf {
+        self.dir.path().join("join-command")
+    }
+
+    /// The kubeconfig `bosun up` wrote for the user (the admin's).
     fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("control/admin.kubeconfig")
+        self.dir.path().join("kubeconfig")
+    }
+
+    fn bosun(&self, args: &[&str]) -> String {
+        ok(Command::new(bosun_binary())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args))
     }
 
     fn node(i: usize) -> String {
         format!("h{i}")
     }
 
-    /// Starts host `i`'s agent in its namespace, on its engine, with no
-    /// --pod-cidr: the control plane assigns it.
-    fn start_agent(&mut self, i: usize) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("agent-{i}.log")))
-            .unwrap();
-        let child = dies_with_test("bash")
+    /// Joins host `i` (or rejoins it with the credential it has): `bosun
+    /// join` in its namespace, on its engine, as node h`i` with its eth0's
+    /// address and no --pod-cidr (the control plane assigns it).
+    fn start_agent(&self, i: usize) {
+        let out = ok(Command::new("bash")
             .arg(hosts_sh())
-            .args(["exec", &i.to_string()])
-            .arg(bin_dir().join("bosun-agent"))
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(["--node-name", &Self::node(i), "--node-ip", &host_ip(i)])
-            // Under the host's directory: `hosts.sh down` unmounts the
-            // pods' tmpfs volumes there and removes it.
-            .args(["--data-dir", &format!("/tmp/bosun-hosts/h{i}/agent")])
-            .args(["--port", "0", "--heartbeat-period", "2"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting bosun-agent");
-        self.agents[i - 1] = Some(child);
+            .args(["join", &i.to_string()])
+            .arg(self.join_command())
+            .stdin(Stdio::null()));
+        assert!(out.contains(&format!("as node {}", Self::node(i))), "{out}");
     }
 
-    /// Stops host `i`'s agent as a user would (SIGTERM); its pods keep
-    /// running.
-    fn stop_agent(&mut self, i: usize) {
-        if let Some(mut child) = self.agents[i - 1].take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let _ = child.wait();
-        }
+    /// Stops host `i`'s agent as a user would (`bosun down` on its data
+    /// dir: SIGTERM); its pods keep running.
+    fn stop_agent(&self, i: usize) {
+        ok(Command::new(bosun_binary())
+            .args(["down", "--data-dir"])
+            .arg(join_dir(i)));
+    }
+
+    fn agent_log(i: usize) -> String {
+        std::fs::read_to_string(join_dir(i).join("agent.log")).unwrap_or_default()
     }
 
     fn logs(&self) -> String {
         let mut all = String::new();
-        for name in ["control.log", "agent-1.log", "agent-2.log", "agent-3.log"] {
-            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
-            all.push_str(&format!("--- {name}\n{}\n", tail(&text, 15)));
+        let control =
+            std::fs::read_to_string(self.control_dir().join("control.log")).unwrap_or_default();
+        all.push_str(&format!("--- control.log\n{}\n", tail(&control, 15)));
+        for i in 1..=HOSTS {
+            all.push_str(&format!(
+                "--- h{i}'s agent.log\n{}\n",
+                tail(&Self::agent_log(i), 15)
+            ));
         }
         all
     }
 
-    fn kubectl(&self, args: &[&str]) -> Output {
+    fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Output {
         run(Command::new(kubectl_binary())
             .arg("--kubeconfig")
-            .arg(self.kubeconfig())
+            .arg(kubeconfig)
             .args(args))
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_as(&self.kubeconfig(), args)
     }
 
     fn kubectl_ok(&self, args: &[&str]) -> String {
@@ -187,17 +209,49 @@ impl MultiHost {
             .args(args))
     }
 
+    /// `cmd` in container `container` of pod `pod` (namespace default) on
+    /// host `i`, through that host's engine; None while the container is
+    /// not there.
+    fn pod_run(&self, i: usize, pod: &str, container: &str, cmd: &[&str]) -> Option<Output> {
+        let id = self.docker(
+            i,
+            &[
+                "ps",
+                "-q",
+                "--filter",
+                "label=io.bosun.pod.namespace=default",
+                "--filter",
+                &format!("label=io.bosun.pod.name={pod}"),
+                "--filter",
+                &format!("label=io.bosun.container={container}"),
+            ],
+        );
+        let id = id.lines().next()?.to_string();
+        Some(run(Command::new("bash")
+            .arg(hosts_sh())
+            .args(["exec", &i.to_string(), "docker", "exec", &id])
+            .args(cmd)))
+    }
+
+    /// [`MultiHost::pod_run`]'s stdout if the command succeeded.
+    fn pod_exec(&self, i: usize, pod: &str, container: &str, cmd: &[&str]) -> Option<String> {
+        let out = self.pod_run(i, pod, container, cmd)?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     fn stop_all(&mut self) {
-        for i in 1..=HOSTS {
-            if let Some(mut c) = self.agents[i - 1].take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        if let Some(mut c) = self.control.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        // The control plane first: its connections to agents killed with
+        // their hosts would otherwise linger (unacknowledged) and keep a
+        // deleted host's network namespace, and so its link, alive for
+        // minutes.
+        let _ = Command::new(bosun_binary())
+            .args(["down", "--data-dir"])
+            .arg(self.control_dir())
+            .stdout(Stdio::null())
+            .status();
+        // `down` kills whatever runs in the namespaces (the joined agents).
         let _ = Command::new("bash").arg(hosts_sh()).arg("down").status();
     }
 }
@@ -208,20 +262,9 @@ impl Drop for MultiHost {
     }
 }
 
-// One web pod per host: a DaemonSet (bosun's scheduler has no inter-pod
-// anti-affinity to spread a Deployment by).
-const MANIFEST: &str = r#"
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: web}
-spec:
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: bosun.local/web:1}
----
+// Busybox pods to run commands from: one on h3 (the HTTP client), one on
+// h1 (the DNS client when the StatefulSet's pod lands on h3).
+const CLIENTS: &str = r#"
 apiVersion: v1
 kind: Pod
 metadata: {name: client}
@@ -229,84 +272,130 @@ spec:
   nodeName: h3
   containers:
   - {name: c, image: bosun.local/busybox:1.35, command: [sleep, "3600"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client-h1}
+spec:
+  nodeName: h1
+  containers:
+  - {name: c, image: bosun.local/busybox:1.35, command: [sleep, "3600"]}
 "#;
 
 impl MultiHost {
-    /// node → (pod name, pod IP) of the running web pods.
-    fn web_pods(&self) -> Option<Vec<(String, String, String)>> {
+    /// (node, pod name, pod IP) of the Running pods labelled `selector`.
+    fn running(&self, selector: &str) -> Vec<(String, String, String)> {
         let out = self.kubectl_ok(&[
-            "get", "pods", "-l", "app=web", "-o",
-            "jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.status.podIP} {.status.phase}{'\\n'}{end}",
+            "get", "pods", "-l", selector, "-o",
+            "jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name} {.status.podIP} {.status.phase} {.metadata.deletionTimestamp}{'\\n'}{end}",
         ]);
-        let pods: Vec<(String, String, String)> = out
-            .lines()
-            .filter(|l| l.ends_with(" Running"))
+        out.lines()
             .filter_map(|l| {
                 let w: Vec<&str> = l.split_whitespace().collect();
-                (w.len() == 4).then(|| (w[0].into(), w[1].into(), w[2].into()))
+                (w.len() == 4 && w[3] == "Running").then(|| (w[0].into(), w[1].into(), w[2].into()))
             })
-            .collect();
-        (pods.len() == HOSTS).then_some(pods)
+            .collect()
+    }
+
+    fn phase(&self, pod: &str) -> String {
+        self.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.status.phase}"])
     }
 
     /// `wget` from the client pod on h3 to `ip`: the page, if it came.
     fn fetch_from_client(&self, ip: &str) -> Option<String> {
-        let out = self.kubectl(&[
-            "exec",
+        self.pod_exec(
+            3,
             "client",
-            "--",
-            "wget",
-            "-qO-",
-            &format!("http://{ip}/"),
-        ]);
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            "c",
+            &["wget", "-qO-", &format!("http://{ip}/")],
+        )
+    }
+
+    fn apply(&self, manifest: &Path) {
+        self.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
     }
 }
 
 #[test]
-fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
+fn pods_on_three_joined_hosts_reach_each_other_by_pod_ip_and_name() {
     let before = traces();
     let mut m = MultiHost::start();
 
     // Every node gets a distinct /24 of the cluster CIDR from the control
-    // plane.
-    let cidrs = wait_for("three nodes with pod CIDRs", WAIT, || {
+    // plane, and is Ready (the scheduler spreads over Ready nodes).
+    let cidrs = wait_for("three Ready nodes with pod CIDRs", WAIT, || {
         let out = m.kubectl_ok(&[
             "get",
             "nodes",
             "-o",
-            "jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR}{'\\n'}{end}",
+            "jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR}={.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}",
         ]);
         let cidrs: Vec<(String, String)> = out
             .lines()
             .filter_map(|l| {
-                l.split_once('=')
-                    .map(|(n, c)| (n.to_string(), c.to_string()))
+                let w: Vec<&str> = l.split('=').collect();
+                (w.len() == 3 && !w[1].is_empty() && w[2] == "True")
+                    .then(|| (w[0].to_string(), w[1].to_string()))
             })
-            .filter(|(_, c)| !c.is_empty())
             .collect();
         (cidrs.len() == HOSTS).then_some(cidrs)
     });
     let cidr_of = |node: &str| cidrs.iter().find(|(n, _)| n == node).unwrap().1.clone();
-    let cidrs: Vec<String> = cidrs.iter().map(|(_, c)| c.clone()).collect();
-    let mut distinct = cidrs.clone();
+    let all: Vec<String> = cidrs.iter().map(|(_, c)| c.clone()).collect();
+    let mut distinct = all.clone();
     distinct.sort();
     distinct.dedup();
-    assert_eq!(distinct.len(), HOSTS, "pod CIDRs collide: {cidrs:?}");
-    for c in &cidrs {
+    assert_eq!(distinct.len(), HOSTS, "pod CIDRs collide: {all:?}");
+    for c in &all {
         assert!(c.starts_with("10.244.") && c.ends_with(".0/24"), "{c}");
     }
+    // Each node's address is its host's eth0 (`bosun join --node-interface
+    // eth0`), the one the other hosts route its pods through.
+    for i in 1..=HOSTS {
+        let ip = m.kubectl_ok(&[
+            "get",
+            "node",
+            &MultiHost::node(i),
+            "-o",
+            "jsonpath={.status.addresses[?(@.type=='InternalIP')].address}",
+        ]);
+        assert_eq!(ip, format!("172.31.250.{}", 10 + i), "h{i}'s InternalIP");
+    }
 
-    // A DaemonSet's web pod on every host, and a client on h3.
-    let manifest = m.dir.path().join("web.yaml");
-    std::fs::write(&manifest, MANIFEST).unwrap();
-    m.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()]);
-    let pods = wait_for("a running web pod on each host", WAIT, || m.web_pods());
-    wait_for("the client pod running", WAIT, || {
-        let phase = m.kubectl_ok(&["get", "pod", "client", "-o", "jsonpath={.status.phase}"]);
-        (phase == "Running").then_some(())
+    // Each host joined with a certificate of its own node, not the admin
+    // token, and that credential is confined to its node.
+    let admin_token = std::fs::read_to_string(m.control_dir().join("admin-token")).unwrap();
+    let h1_credential = join_dir(1).join("node.kubeconfig");
+    let text = std::fs::read_to_string(&h1_credential).unwrap();
+    assert!(text.contains("client-certificate-data"), "{text}");
+    assert!(
+        !text.contains(admin_token.trim()),
+        "h1 holds the admin token"
+    );
+    let denied = m.kubectl_as(&h1_credential, &["get", "secrets", "-n", "kube-system"]);
+    assert!(
+        !denied.status.success() && String::from_utf8_lossy(&denied.stderr).contains("forbidden"),
+        "h1's credential listed secrets: {}{}",
+        String::from_utf8_lossy(&denied.stdout),
+        String::from_utf8_lossy(&denied.stderr)
+    );
+
+    // The seeds' Deployment (three replicas) on three empty nodes: one pod
+    // per host (the scheduler scores spreading of one owner's pods), and
+    // busybox clients on h3 and h1.
+    m.apply(&repo_root().join("examples/nginx-deployment.yaml"));
+    let pods = wait_for("three running nginx pods", WAIT, || {
+        let p = m.running("app=nginx");
+        (p.len() == HOSTS).then_some(p)
+    });
+    let mut placed: Vec<&str> = pods.iter().map(|p| p.0.as_str()).collect();
+    placed.sort();
+    assert_eq!(placed, ["h1", "h2", "h3"], "not one per host: {pods:?}");
+    let clients = m.dir.path().join("clients.yaml");
+    std::fs::write(&clients, CLIENTS).unwrap();
+    m.apply(&clients);
+    wait_for("the client pods running", WAIT, || {
+        (m.phase("client") == "Running" && m.phase("client-h1") == "Running").then_some(())
     });
     let client_ip = m.kubectl_ok(&["get", "pod", "client", "-o", "jsonpath={.status.podIP}"]);
     let on = |node: &str| pods.iter().find(|p| p.0 == node).cloned().unwrap();
@@ -320,9 +409,10 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
             cidr_of(node)
         );
     }
+    // HTTP from h3's client to the Deployment's pods on h1 and h2.
     for (node, _, ip) in [&a, &b] {
         let page = wait_for(
-            &format!("the web pod on {node} ({ip}) from h3"),
+            &format!("the nginx pod on {node} ({ip}) from h3"),
             WAIT,
             || m.fetch_from_client(ip),
         );
@@ -331,17 +421,20 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
 
     // The server sees the client's own pod IP (no NAT between pods): hold a
     // connection open from h3 and look at it from the pod on h1.
-    let mut hold = Command::new(kubectl_binary())
-        .arg("--kubeconfig")
-        .arg(m.kubeconfig())
-        .args(["exec", "client", "--", "sh", "-c"])
-        .arg(format!("sleep 6 | nc {} 80", a.2))
+    let mut hold = Command::new("bash")
+        .arg(hosts_sh())
+        .args(["exec", "3", "sh", "-c"])
+        .arg(format!(
+            "docker exec $(docker ps -q --filter label=io.bosun.pod.name=client \
+             --filter label=io.bosun.container=c) sh -c 'sleep 6 | nc {} 80'",
+            a.2
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let peer = wait_for("the held connection seen on h1's pod", WAIT, || {
-        let out = m.kubectl_ok(&["exec", &a.1, "--", "netstat", "-tn"]);
+        let out = m.pod_exec(1, &a.1, "nginx", &["netstat", "-tn"])?;
         out.lines()
             .find(|l| l.contains("ESTABLISHED") && l.contains(":80 "))
             .map(String::from)
@@ -386,26 +479,68 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
         ]);
         (out == "True").then_some(())
     });
-    // Give the restarted agent time to sync its pods; adoption means it
-    // changed nothing.
-    wait_for("h2's web pod served after the restart", WAIT, || {
+    wait_for("h2's pod served after the restart", WAIT, || {
         m.fetch_from_client(&b.2)
     });
-    let log = std::fs::read_to_string(m.dir.path().join("agent-2.log")).unwrap();
+    let log = MultiHost::agent_log(2);
     assert!(
         log.matches("bosun-agent starting").count() == 2,
         "{}",
         tail(&log, 20)
     );
     assert_eq!(ids(&m), before_restart, "h2's containers were replaced");
-    assert_eq!(
-        m.web_pods()
-            .expect("web pods")
-            .iter()
-            .find(|p| p.0 == "h2")
-            .unwrap()
-            .1,
-        b.1
+
+    // The seeds' headless Service and StatefulSet: `nslookup web-0.nginx`
+    // from a pod on another host (its agent's DNS server answers from its
+    // own watch) gives web-0's pod IP.
+    m.kubectl_ok(&["delete", "deployment", "nginx-deployment", "--wait=false"]);
+    m.apply(&repo_root().join("examples/statefulset.yaml"));
+    // (web-0 does not exist until the StatefulSet controller makes it.)
+    let (web0_node, web0_ip) = wait_for("web-0 running", WAIT, || {
+        let out = m.kubectl(&[
+            "get",
+            "pod",
+            "web-0",
+            "-o",
+            "jsonpath={.spec.nodeName} {.status.podIP} {.status.phase}",
+        ]);
+        let out = String::from_utf8_lossy(&out.stdout);
+        let w: Vec<&str> = out.split_whitespace().collect();
+        (w.len() == 3 && w[2] == "Running").then(|| (w[0].to_string(), w[1].to_string()))
+    });
+    let (asker_host, asker) = if web0_node == "h3" {
+        (1, "client-h1")
+    } else {
+        (3, "client")
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    let answer = loop {
+        let out = m
+            .pod_run(asker_host, asker, "c", &["nslookup", "web-0.nginx"])
+            .map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+            .unwrap_or_default();
+        if out
+            .split_once("Name:")
+            .is_some_and(|(_, rest)| rest.contains(&web0_ip))
+        {
+            break out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nslookup web-0.nginx from h{asker_host} did not give {web0_ip} (web-0 on {web0_node}) within {WAIT:?}; last output:\n{out}\n{}",
+            m.logs()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(
+        answer.contains("web-0.nginx.default.svc.cluster.local"),
+        "{answer}"
     );
 
     // A node that leaves (its agent stopped, the Node deleted) takes its
@@ -416,7 +551,7 @@ fn pods_on_three_hosts_reach_each_other_by_pod_ip() {
             hosts_sh().display()
         ))
     };
-    let h3_cidr = m.kubectl_ok(&["get", "node", "h3", "-o", "jsonpath={.spec.podCIDR}"]);
+    let h3_cidr = cidr_of("h3");
     assert!(route_to().contains(&h3_cidr), "{}", route_to());
     m.stop_agent(3);
     m.kubectl_ok(&["delete", "node", "h3", "--wait=false"]);

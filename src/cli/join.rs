@@ -42,15 +42,8 @@ pub struct JoinArgs {
     /// Where the node's credential, the agent's data, pid and log live.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// The node's name (default: the hostname).
-    #[arg(long)]
-    node_name: Option<String>,
-    /// The node's address, needed when the host has several.
-    #[arg(long)]
-    node_ip: Option<String>,
-    /// The node's pod CIDR.
-    #[arg(long)]
-    pod_cidr: Option<String>,
+    #[command(flatten)]
+    node: up::NodeArgs,
     /// Port of the agent's stream API (0 picks a free one).
     #[arg(long, default_value_t = 10250)]
     port: u16,
@@ -73,10 +66,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
         .to_string()
         .trim_end_matches('/')
         .to_string();
-    let node = match &args.node_name {
-        Some(n) => n.clone(),
-        None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
-    };
+    let node = args.node.name()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.canonicalize().unwrap_or(dir);
     if AGENT.running_pid(&dir).is_some() {
@@ -253,12 +243,7 @@ async fn start_agent(
         "--port".into(),
         args.port.to_string(),
     ];
-    if let Some(ip) = &args.node_ip {
-        agent_args.extend(["--node-ip".to_string(), ip.clone()]);
-    }
-    if let Some(cidr) = &args.pod_cidr {
-        agent_args.extend(["--pod-cidr".to_string(), cidr.clone()]);
-    }
+    agent_args.extend(args.node.agent_args());
     std::fs::write(dir.join(super::purge::NODE_FILE), node)?;
     let child = AGENT.spawn(dir, &agent_args)?;
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;

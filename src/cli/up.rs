@@ -34,20 +34,58 @@ pub struct UpArgs {
     /// Start only the control plane, no local agent.
     #[arg(long)]
     no_agent: bool,
-    /// The local node's name (default: the hostname).
-    #[arg(long)]
-    node_name: Option<String>,
-    /// The local node's address, needed when the host has several.
-    #[arg(long)]
-    node_ip: Option<String>,
-    /// The local node's pod CIDR (default: the one the control plane assigns).
-    #[arg(long)]
-    pod_cidr: Option<String>,
+    #[command(flatten)]
+    node: NodeArgs,
     /// The address other hosts reach the control plane at: it then
     /// listens on every interface, its certificate covers the address, and
     /// the printed `bosun join` command names it.
     #[arg(long, value_name = "ADDR")]
     advertise_address: Option<String>,
+}
+
+/// What `bosun up` and `bosun join` both tell the agent they start about
+/// its node.
+#[derive(Debug, Args)]
+pub(super) struct NodeArgs {
+    /// The node's name (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// The node's address, which other hosts route its pods through;
+    /// needed when the host has several (never Vagrant's NAT address).
+    #[arg(long, conflicts_with = "node_interface", value_name = "IP")]
+    pub node_ip: Option<std::net::IpAddr>,
+    /// The interface whose IPv4 address is the node's address (e.g. eth1).
+    #[arg(long, value_name = "IFACE")]
+    pub node_interface: Option<String>,
+    /// The node's pod CIDR (default: the one the control plane assigns).
+    #[arg(long, value_name = "CIDR")]
+    pub pod_cidr: Option<String>,
+}
+
+impl NodeArgs {
+    /// The node's name: --node-name, else the hostname.
+    pub fn name(&self) -> Result<String> {
+        Ok(match &self.node_name {
+            Some(n) => n.clone(),
+            None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
+        })
+    }
+
+    /// The agent's flags for them (all but the name, which the caller
+    /// resolves once with [`NodeArgs::name`]).
+    pub fn agent_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(ip) = &self.node_ip {
+            args.extend(["--node-ip".to_string(), ip.to_string()]);
+        }
+        if let Some(iface) = &self.node_interface {
+            args.extend(["--node-interface".to_string(), iface.clone()]);
+        }
+        if let Some(cidr) = &self.pod_cidr {
+            args.extend(["--pod-cidr".to_string(), cidr.clone()]);
+        }
+        args
+    }
 }
 
 #[derive(Debug, Args)]
@@ -437,10 +475,7 @@ async fn start_agent(
     admin_kubeconfig: &Path,
     timeout: Duration,
 ) -> Result<()> {
-    let node = match &args.node_name {
-        Some(n) => n.clone(),
-        None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
-    };
+    let node = args.node.name()?;
     if AGENT.running_pid(dir).is_some() {
         return Ok(());
     }
@@ -454,12 +489,7 @@ async fn start_agent(
         "--data-dir".into(),
         agent_data.display().to_string(),
     ];
-    if let Some(ip) = &args.node_ip {
-        agent_args.extend(["--node-ip".to_string(), ip.clone()]);
-    }
-    if let Some(cidr) = &args.pod_cidr {
-        agent_args.extend(["--pod-cidr".to_string(), cidr.clone()]);
-    }
+    agent_args.extend(args.node.agent_args());
     if args.port == 0 {
         // A throwaway cluster on a free port: the agent's stream API
         // takes a free port too (it is published on the Node).
@@ -588,6 +618,43 @@ fn stop_all(args: &DownArgs, dir: &Path, timeout: Duration) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    #[test]
+    fn node_flags_become_the_agents_flags() {
+        let f = Flags::try_parse_from([
+            "bosun",
+            "--node-interface",
+            "eth1",
+            "--pod-cidr",
+            "10.244.5.0/24",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.node.agent_args(),
+            ["--node-interface", "eth1", "--pod-cidr", "10.244.5.0/24"]
+        );
+        let f = Flags::try_parse_from(["bosun", "--node-ip", "192.168.56.11"]).unwrap();
+        assert_eq!(f.node.agent_args(), ["--node-ip", "192.168.56.11"]);
+        assert!(Flags::try_parse_from(["bosun"])
+            .unwrap()
+            .node
+            .agent_args()
+            .is_empty());
+        // An address and an interface at once, or an address that is none,
+        // is refused naming the flag.
+        let both =
+            Flags::try_parse_from(["bosun", "--node-ip", "10.0.0.1", "--node-interface", "eth1"]);
+        assert!(both.is_err_and(|e| e.to_string().contains("--node-interface")));
+        let bad = Flags::try_parse_from(["bosun", "--node-ip", "eth1"]);
+        assert!(bad.is_err_and(|e| e.to_string().contains("--node-ip")));
+    }
 
     #[test]
     fn kubeconfig_is_written_and_updated_in_place() {
