@@ -5,7 +5,10 @@
 //! with a client certificate of its own (no admin token on the joined
 //! side). That credential reads the Secret its pod uses (the pod runs),
 //! is refused one no pod of its node uses, and cannot write the status of
-//! another node's pod.
+//! another node's pod. `bosun logs`, `bosun exec` and `kubectl exec`
+//! reach the joined node's pod (the control plane presents a client
+//! certificate of the cluster CA to the agent); the agent refuses a caller
+//! with a certificate of another CA, with none, and with a node's.
 
 mod common;
 
@@ -14,7 +17,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use base64::Engine;
 use common::{agent_binary, control_binary, docker_ids, kubectl_binary, wait_for, HostReaper, Run};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// The test images (busybox, pause), built if this machine lacks them.
 fn ensure_images() {
@@ -67,6 +76,111 @@ fn flag<'a>(command: &'a str, name: &str) -> &'a str {
     let words: Vec<&str> = command.split_whitespace().collect();
     let at = words.iter().position(|w| *w == name).unwrap();
     words[at + 1]
+}
+
+/// Presents one certificate and key as the client's.
+#[derive(Debug)]
+struct Present(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for Present {
+    fn resolve(
+        &self,
+        _: &[&[u8]],
+        _: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// A GET of `path` from the agent of `node` at the address and port its
+/// Node publishes, trusting the certificate it publishes, presenting
+/// `client` (PEM certificate and key) if given: the HTTP status, or why
+/// there was none.
+fn agent_get(
+    node: &serde_json::Value,
+    client: Option<(&str, &str)>,
+    path: &str,
+) -> Result<u16, String> {
+    let status = &node["status"];
+    let ip = status["addresses"][0]["address"].as_str().unwrap();
+    let port = status["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .unwrap() as u16;
+    let pem = node["metadata"]["annotations"]["bosun.io/serving-certificate"]
+        .as_str()
+        .unwrap();
+    let der = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+    let mut config = bosun::serving::pinned_client_config(der.as_ref(), "not the agent").unwrap();
+    if let Some((cert, key)) = client {
+        let certs = CertificateDer::pem_slice_iter(cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = rustls::sign::CertifiedKey::from_der(certs, key, &provider).unwrap();
+        config.client_auth_cert_resolver = Arc::new(Present(Arc::new(certified)));
+    }
+    let name = ServerName::try_from(ip.to_string()).unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect((ip, port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    match tls.read_to_end(&mut response) {
+        Ok(_) => {}
+        // The agent closes without TLS's close_notify after some answers.
+        Err(e) if !response.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    let head = String::from_utf8_lossy(&response);
+    head.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no HTTP answer: {head:?}"))
+}
+
+/// A CA of nobody's and a client certificate it signed that says it is
+/// the control plane's (CN kube-apiserver-kubelet-client, O
+/// system:masters): PEM certificate and key.
+fn impostor_certificate() -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name.push(DnType::CommonName, "bosun-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver-kubelet-client");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// The client certificate and key (PEM) of a kubeconfig's first user.
+fn kubeconfig_credential(path: &Path) -> (String, String) {
+    let kc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let user = &kc["users"][0]["user"];
+    let field = |name: &str| {
+        let b64 = user[name].as_str().unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    };
+    (field("client-certificate-data"), field("client-key-data"))
 }
 
 #[test]
@@ -217,7 +331,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: used}}\nstringData: {{password: s3cret}}\n---\n\
 apiVersion: v1\nkind: Secret\nmetadata: {{name: unused}}\nstringData: {{password: other}}\n---\n\
-apiVersion: v1\nkind: Pod\nmetadata: {{name: app}}\nspec:\n  nodeSelector: {{kubernetes.io/hostname: {node}}}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sh, -c, 'echo \"$PASSWORD\" > /tmp/p; sleep 3600']\n    env:\n    - name: PASSWORD\n      valueFrom: {{secretKeyRef: {{name: used, key: password}}}}\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {{name: app}}\nspec:\n  nodeSelector: {{kubernetes.io/hostname: {node}}}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sh, -c, 'echo \"$PASSWORD\" > /tmp/p; echo app started; sleep 3600']\n    env:\n    - name: PASSWORD\n      valueFrom: {{secretKeyRef: {{name: used, key: password}}}}\n---\n\
 apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: some-other-node\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n"
         ),
     )
@@ -283,6 +397,50 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         .contains("Forbidden"));
     // The admin still does everything.
     host.kubectl(&admin, &["get", "secret", "unused"]).ok();
+
+    // Logs and exec reach the joined node's pod: the control plane
+    // presents its client certificate of the cluster CA to the agent.
+    wait_for("the pod's log", Duration::from_secs(30), || {
+        host.bosun(&["logs", "app"]).ok().contains("app started")
+    });
+    let exec = host.bosun(&["exec", "app", "--", "cat", "/tmp/p"]);
+    assert_eq!(exec.ok().trim(), "s3cret");
+    let exec = host.kubectl(&admin, &["exec", "app", "--", "cat", "/tmp/p"]);
+    assert_eq!(exec.ok().trim(), "s3cret");
+    let logs = host.kubectl(&admin, &["logs", "app"]);
+    assert!(logs.ok().contains("app started"), "{}", logs.stdout);
+
+    // The agent itself refuses a certificate of another CA, even one
+    // named as the cluster's (the handshake fails), a caller with none (401), and a node's certificate of the
+    // cluster CA (403: one node may not exec into another's pods).
+    let node_json: serde_json::Value = serde_json::from_str(
+        host.kubectl(&admin, &["get", "node", &node, "-o", "json"])
+            .ok(),
+    )
+    .unwrap();
+    let exec_path = "/exec/default/app/app?command=cat&command=/tmp/p&stdout=true";
+    let (cert, key) = impostor_certificate();
+    let refused = agent_get(&node_json, Some((&cert, &key)), exec_path);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("received fatal alert")),
+        "{refused:?}"
+    );
+    assert_eq!(agent_get(&node_json, None, exec_path), Ok(401));
+    assert_eq!(
+        agent_get(&node_json, None, "/containerLogs/default/app/app"),
+        Ok(401)
+    );
+    let (cert, key) = kubeconfig_credential(&credential);
+    assert_eq!(
+        agent_get(
+            &node_json,
+            Some((&cert, &key)),
+            "/containerLogs/default/app/app"
+        ),
+        Ok(403)
+    );
 
     // Teardown through bosun itself: the agent removes the pod, its
     // containers and volumes (the other pod has no agent to do it).

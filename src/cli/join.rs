@@ -231,16 +231,8 @@ async fn start_agent(
     node: &str,
     timeout: Duration,
 ) -> Result<()> {
-    // The stream API's token: this host's own, as the admin token stays
-    // on the first host.
-    let stream_token = dir.join("stream-token");
-    if !stream_token.exists() {
-        bosun::files::write_atomically(
-            &stream_token,
-            &BootstrapToken::generate().to_string(),
-            0o600,
-        )?;
-    }
+    // The stream API takes the control plane's client certificate of the
+    // CA pinned above (the kubeconfig's), and no bearer token.
     let mut agent_args = vec![
         "--kubeconfig".to_string(),
         kubeconfig.display().to_string(),
@@ -248,8 +240,6 @@ async fn start_agent(
         node.to_string(),
         "--data-dir".into(),
         up::agent_data_dir(dir).display().to_string(),
-        "--stream-token-file".into(),
-        stream_token.display().to_string(),
         "--port".into(),
         args.port.to_string(),
     ];

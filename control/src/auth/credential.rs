@@ -19,9 +19,12 @@ use rcgen::{
 /// `--cluster-signing-duration` default).
 const VALIDITY_DAYS: i64 = 365;
 
-/// Signs node certificates with the cluster CA.
+/// Signs node certificates with the cluster CA, and holds the control
+/// plane's own client certificate toward the agents, which the same CA
+/// signed ([`super::kubelet_client`]).
 pub struct NodeSigner {
     issuer: Issuer<'static, KeyPair>,
+    kubelet_client: std::sync::Arc<super::kubelet_client::KubeletClient>,
 }
 
 impl std::fmt::Debug for NodeSigner {
@@ -45,7 +48,17 @@ impl NodeSigner {
         let key_pem = std::fs::read_to_string(dir.join("ca.key")).context("reading ca.key")?;
         let key = KeyPair::from_pem(&key_pem).context("parsing ca.key")?;
         let issuer = Issuer::from_ca_cert_pem(&ca_pem, key).context("parsing ca.crt")?;
-        Ok(NodeSigner { issuer })
+        let kubelet_client =
+            std::sync::Arc::new(super::kubelet_client::KubeletClient::new(&issuer)?);
+        Ok(NodeSigner {
+            issuer,
+            kubelet_client,
+        })
+    }
+
+    /// The control plane's client certificate toward the agents.
+    pub fn kubelet_client(&self) -> std::sync::Arc<super::kubelet_client::KubeletClient> {
+        self.kubelet_client.clone()
     }
 
     /// The node name and its signed certificate (PEM) for the PEM
