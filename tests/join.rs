@@ -9,6 +9,10 @@
 //! reach the joined node's pod (the control plane presents a client
 //! certificate of the cluster CA to the agent); the agent refuses a caller
 //! with a certificate of another CA, with none, and with a node's.
+//! `bosun leave` with a pod still running deletes the Node (with the
+//! node's own credential) and leaves the host as it was before the join:
+//! no container, network, route, iptables rule or nftables table of the
+//! node, no credential.
 
 mod common;
 
@@ -145,6 +149,63 @@ fn agent_get(
         .ok_or_else(|| format!("no HTTP answer: {head:?}"))
 }
 
+/// Output lines of a command that mention one of `needles`, sorted.
+fn lines_with(program: &str, args: &[&str], needles: &[&str]) -> Vec<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} is installed: {e}"));
+    assert!(out.status.success(), "{program} {args:?} failed");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| needles.iter().any(|n| l.contains(n)))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// What bosun makes on the host for `node` with pods in `cidr_prefix`
+/// (e.g. "10.252."): its containers, Docker networks, routes, iptables
+/// rules (filter and nat) and nftables tables.
+fn host_state(node: &str, cidr_prefix: &str) -> Vec<String> {
+    let label = format!("label=io.bosun.node={node}");
+    let mut state = Vec::new();
+    for c in lines_with(
+        "docker",
+        &[
+            "ps",
+            "-a",
+            "--filter",
+            &label,
+            "--format",
+            "container {{.Names}}",
+        ],
+        &["container"],
+    ) {
+        state.push(c);
+    }
+    for n in lines_with(
+        "docker",
+        &["network", "ls", "--format", "network {{.Name}}"],
+        &[node],
+    ) {
+        state.push(n);
+    }
+    for r in lines_with("ip", &["route"], &[cidr_prefix]) {
+        state.push(format!("route {r}"));
+    }
+    for table in ["filter", "nat"] {
+        for r in lines_with("iptables", &["-w", "-t", table, "-S"], &[cidr_prefix]) {
+            state.push(format!("iptables -t {table} {r}"));
+        }
+    }
+    for t in lines_with("nft", &["list", "tables"], &[node]) {
+        state.push(format!("nft {t}"));
+    }
+    state
+}
+
 /// A CA of nobody's and a client certificate it signed that says it is
 /// the control plane's (CN kube-apiserver-kubelet-client, O
 /// system:masters): PEM certificate and key.
@@ -237,6 +298,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         ])
     };
     let credential = joined.join("node.kubeconfig");
+    let before = host_state(&node, "10.252.");
 
     // A CA that is not the one the hash names is refused, naming both.
     let wrong = format!("sha256:{}", "0".repeat(64));
@@ -462,9 +524,53 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    host.bosun(&["down", "--purge", "--yes", "--data-dir", &j])
+
+    // `bosun leave` with a pod running: the Node goes (the node's own
+    // credential deletes it), and so does everything on the host.
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: stay}}\nspec:\n  nodeName: {node}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+        ),
+    )
+    .unwrap();
+    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
         .ok();
-    assert!(!joined.exists());
+    wait_for("the pod to stay to run", Duration::from_secs(60), || {
+        host.kubectl(
+            &admin,
+            &["get", "pod", "stay", "-o", "jsonpath={.status.phase}"],
+        )
+        .stdout
+            == "Running"
+    });
+    let during = host_state(&node, "10.252.");
+    for what in ["container ", "network ", "route ", "iptables "] {
+        assert!(
+            during.iter().any(|l| l.starts_with(what)),
+            "no {what}of the node to compare: {during:#?}"
+        );
+    }
+    // Without a terminal it asks for --yes and changes nothing.
+    let refused = host.bosun(&["leave", "--data-dir", &j]);
+    assert!(refused.fails().contains("pass --yes"), "{}", refused.stderr);
+    assert_eq!(host_state(&node, "10.252."), during);
+    let left = host.bosun(&["leave", "--yes", "--data-dir", &j]);
+    let out = left.ok();
+    assert!(out.contains(&format!("node/{node} deleted")), "{out}");
+    assert!(!joined.exists(), "the credential and data are gone");
+    assert_eq!(host_state(&node, "10.252."), before, "{out}");
+    let gone = host.kubectl(&admin, &["get", "node", &node]);
+    assert!(gone.fails().contains("NotFound"), "{}", gone.stderr);
+    wait_for(
+        "the pod of the deleted node to be removed",
+        Duration::from_secs(30),
+        || {
+            host.kubectl(&admin, &["get", "pod", "stay"])
+                .stderr
+                .contains("NotFound")
+        },
+    );
     host.bosun(&["down", "--purge", "--yes", "--data-dir", &c])
         .ok();
 }
