@@ -574,3 +574,163 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
     host.bosun(&["down", "--purge", "--yes", "--data-dir", &c])
         .ok();
 }
+
+/// The `notAfter` of a PEM certificate.
+fn not_after(pem: &str) -> std::time::SystemTime {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let secs = cert.validity().not_after.timestamp();
+    std::time::UNIX_EPOCH + Duration::from_secs(secs as u64)
+}
+
+#[test]
+fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
+    control_binary();
+    agent_binary();
+    ensure_images();
+    let tmp = tempfile::tempdir().unwrap();
+    let host = Host {
+        home: tmp.path().to_path_buf(),
+    };
+    let control = tmp.path().join("control");
+    let joined = tmp.path().join("join");
+    let node = format!("rotated-{}", std::process::id());
+    // A /16 apart from the other test's.
+    let (pod_cidr, cidr) = ("10.251.9.0/24", "10.251.0.0/16");
+    let _reaper = HostReaper {
+        dirs: vec![control.clone(), joined.clone()],
+        node: node.clone(),
+        cidr: cidr.into(),
+    };
+    let admin = tmp.path().join(".bosun/kubeconfig");
+    let (c, j) = (control.display().to_string(), joined.display().to_string());
+    // A fixed port, so that the control plane restarts where the node's
+    // kubeconfig points.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let up = || host.bosun(&["up", "--no-agent", "--port", &port, "--data-dir", &c]);
+    let join_line = up()
+        .ok()
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("bosun join https://"))
+        .unwrap()
+        .to_string();
+    let args = [
+        "join",
+        join_line.split_whitespace().nth(2).unwrap(),
+        "--token",
+        flag(&join_line, "--token"),
+        "--ca-cert-hash",
+        flag(&join_line, "--ca-cert-hash"),
+        "--data-dir",
+        &j,
+        "--node-name",
+        &node,
+        "--node-ip",
+        "127.0.0.1",
+        "--pod-cidr",
+        pod_cidr,
+        "--port",
+        "0",
+    ];
+    // A 30 s certificate: the agent renews it after about 24 s.
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(args)
+        .env("HOME", &host.home)
+        .env("BOSUN_NODE_CERTIFICATE_SECONDS", "30")
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run::from("bosun", &args, out).ok();
+    let credential = joined.join("node.kubeconfig");
+    let first_kubeconfig = std::fs::read_to_string(&credential).unwrap();
+    let (first, _) = kubeconfig_credential(&credential);
+    let first_expiry = not_after(&first);
+    let ready = || {
+        host.kubectl(
+            &admin,
+            &[
+                "get",
+                "node",
+                &node,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ],
+        )
+        .stdout
+            == "True"
+    };
+    wait_for(
+        "the joined node to be Ready",
+        Duration::from_secs(60),
+        ready,
+    );
+
+    // Renewed before it expires, written over the kubeconfig.
+    wait_for(
+        "the agent to renew its certificate",
+        Duration::from_secs(40),
+        || kubeconfig_credential(&credential).0 != first,
+    );
+    let (renewed, _) = kubeconfig_credential(&credential);
+    assert!(not_after(&renewed) > first_expiry);
+    assert!(
+        std::time::SystemTime::now() < first_expiry,
+        "renewed only after the first certificate expired"
+    );
+    let log = std::fs::read_to_string(joined.join("agent.log")).unwrap();
+    assert!(
+        log.contains("renewed the node's client certificate"),
+        "{log}"
+    );
+
+    // Every connection of the agent is cut: the control plane restarts.
+    // The agent reconnects with the certificate it renewed, without a
+    // restart of its own.
+    host.bosun(&["down", "--data-dir", &c]).ok();
+    up().ok();
+    wait_for(
+        "the first certificate to expire",
+        Duration::from_secs(40),
+        || std::time::SystemTime::now() > first_expiry + Duration::from_secs(1),
+    );
+    let old = tmp.path().join("first.kubeconfig");
+    std::fs::write(&old, first_kubeconfig).unwrap();
+    let refused = host.kubectl(&old, &["get", "node", &node]);
+    refused.fails();
+    let manifest = tmp.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: later}}\nspec:\n  nodeName: {node}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+        ),
+    )
+    .unwrap();
+    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
+        .ok();
+    wait_for(
+        "a pod made after the first certificate expired to run",
+        Duration::from_secs(60),
+        || {
+            host.kubectl(
+                &admin,
+                &["get", "pod", "later", "-o", "jsonpath={.status.phase}"],
+            )
+            .stdout
+                == "Running"
+        },
+    );
+    assert!(ready(), "the node is Ready");
+    let log = std::fs::read_to_string(joined.join("agent.log")).unwrap();
+    assert!(!log.contains("certificate expired"), "{log}");
+
+    host.bosun(&["leave", "--yes", "--data-dir", &j]).ok();
+    host.bosun(&["down", "--purge", "--yes", "--data-dir", &c])
+        .ok();
+}

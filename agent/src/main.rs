@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bosun_agent::certificate;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
 use bosun_agent::metrics::MetricsCollector;
@@ -285,7 +286,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let serving = streams::tls::load_or_create(&data_dir, &cert_names, &client_cas)
         .context("making the stream API's certificate")?;
-    let client = kube::Client::try_from(client_config)?;
+    let (client, rotation) = certificate::client(&kubeconfig_path, client_config)?;
     let pod_cidr = match args.pod_cidr {
         Some(c) => c,
         None => node::await_pod_cidr(&client, &node_name, secs(args.pod_cidr_timeout)).await?,
@@ -384,6 +385,9 @@ async fn main() -> anyhow::Result<()> {
         );
         collector
     });
+    if let Some(rotation) = rotation {
+        tokio::spawn(rotation.run(stop_rx.clone()));
+    }
     tokio::spawn(
         HostGw {
             client: client.clone(),
