@@ -5,7 +5,14 @@
 //! with a client certificate of its own (no admin token on the joined
 //! side). That credential reads the Secret its pod uses (the pod runs),
 //! is refused one no pod of its node uses, and cannot write the status of
-//! another node's pod.
+//! another node's pod. `bosun logs`, `bosun exec` and `kubectl exec`
+//! reach the joined node's pod (the control plane presents a client
+//! certificate of the cluster CA to the agent); the agent refuses a caller
+//! with a certificate of another CA, with none, and with a node's.
+//! `bosun leave` with a pod still running deletes the Node (with the
+//! node's own credential) and leaves the host as it was before the join:
+//! no container, network, route, iptables rule or nftables table of the
+//! node, no credential.
 
 mod common;
 
@@ -14,7 +21,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use base64::Engine;
 use common::{agent_binary, control_binary, docker_ids, kubectl_binary, wait_for, HostReaper, Run};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// The test images (busybox, pause), built if this machine lacks them.
 fn ensure_images() {
@@ -67,6 +80,168 @@ fn flag<'a>(command: &'a str, name: &str) -> &'a str {
     let words: Vec<&str> = command.split_whitespace().collect();
     let at = words.iter().position(|w| *w == name).unwrap();
     words[at + 1]
+}
+
+/// Presents one certificate and key as the client's.
+#[derive(Debug)]
+struct Present(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for Present {
+    fn resolve(
+        &self,
+        _: &[&[u8]],
+        _: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// A GET of `path` from the agent of `node` at the address and port its
+/// Node publishes, trusting the certificate it publishes, presenting
+/// `client` (PEM certificate and key) if given: the HTTP status, or why
+/// there was none.
+fn agent_get(
+    node: &serde_json::Value,
+    client: Option<(&str, &str)>,
+    path: &str,
+) -> Result<u16, String> {
+    let status = &node["status"];
+    let ip = status["addresses"][0]["address"].as_str().unwrap();
+    let port = status["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .unwrap() as u16;
+    let pem = node["metadata"]["annotations"]["bosun.io/serving-certificate"]
+        .as_str()
+        .unwrap();
+    let der = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+    let mut config = bosun::serving::pinned_client_config(der.as_ref(), "not the agent").unwrap();
+    if let Some((cert, key)) = client {
+        let certs = CertificateDer::pem_slice_iter(cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = rustls::sign::CertifiedKey::from_der(certs, key, &provider).unwrap();
+        config.client_auth_cert_resolver = Arc::new(Present(Arc::new(certified)));
+    }
+    let name = ServerName::try_from(ip.to_string()).unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect((ip, port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {ip}\r\nConnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    match tls.read_to_end(&mut response) {
+        Ok(_) => {}
+        // The agent closes without TLS's close_notify after some answers.
+        Err(e) if !response.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+        Err(e) => return Err(e.to_string()),
+    }
+    let head = String::from_utf8_lossy(&response);
+    head.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no HTTP answer: {head:?}"))
+}
+
+/// Output lines of a command that mention one of `needles`, sorted.
+fn lines_with(program: &str, args: &[&str], needles: &[&str]) -> Vec<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} is installed: {e}"));
+    assert!(out.status.success(), "{program} {args:?} failed");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| needles.iter().any(|n| l.contains(n)))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// What bosun makes on the host for `node` with pods in `cidr_prefix`
+/// (e.g. "10.252."): its containers, Docker networks, routes, iptables
+/// rules (filter and nat) and nftables tables.
+fn host_state(node: &str, cidr_prefix: &str) -> Vec<String> {
+    let label = format!("label=io.bosun.node={node}");
+    let mut state = Vec::new();
+    for c in lines_with(
+        "docker",
+        &[
+            "ps",
+            "-a",
+            "--filter",
+            &label,
+            "--format",
+            "container {{.Names}}",
+        ],
+        &["container"],
+    ) {
+        state.push(c);
+    }
+    for n in lines_with(
+        "docker",
+        &["network", "ls", "--format", "network {{.Name}}"],
+        &[node],
+    ) {
+        state.push(n);
+    }
+    for r in lines_with("ip", &["route"], &[cidr_prefix]) {
+        state.push(format!("route {r}"));
+    }
+    for table in ["filter", "nat"] {
+        for r in lines_with("iptables", &["-w", "-t", table, "-S"], &[cidr_prefix]) {
+            state.push(format!("iptables -t {table} {r}"));
+        }
+    }
+    for t in lines_with("nft", &["list", "tables"], &[node]) {
+        state.push(format!("nft {t}"));
+    }
+    state
+}
+
+/// A CA of nobody's and a client certificate it signed that says it is
+/// the control plane's (CN kube-apiserver-kubelet-client, O
+/// system:masters): PEM certificate and key.
+fn impostor_certificate() -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name.push(DnType::CommonName, "bosun-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver-kubelet-client");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// The client certificate and key (PEM) of a kubeconfig's first user.
+fn kubeconfig_credential(path: &Path) -> (String, String) {
+    let kc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let user = &kc["users"][0]["user"];
+    let field = |name: &str| {
+        let b64 = user[name].as_str().unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    };
+    (field("client-certificate-data"), field("client-key-data"))
 }
 
 #[test]
@@ -123,6 +298,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         ])
     };
     let credential = joined.join("node.kubeconfig");
+    let before = host_state(&node, "10.252.");
 
     // A CA that is not the one the hash names is refused, naming both.
     let wrong = format!("sha256:{}", "0".repeat(64));
@@ -217,7 +393,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: used}}\nstringData: {{password: s3cret}}\n---\n\
 apiVersion: v1\nkind: Secret\nmetadata: {{name: unused}}\nstringData: {{password: other}}\n---\n\
-apiVersion: v1\nkind: Pod\nmetadata: {{name: app}}\nspec:\n  nodeSelector: {{kubernetes.io/hostname: {node}}}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sh, -c, 'echo \"$PASSWORD\" > /tmp/p; sleep 3600']\n    env:\n    - name: PASSWORD\n      valueFrom: {{secretKeyRef: {{name: used, key: password}}}}\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {{name: app}}\nspec:\n  nodeSelector: {{kubernetes.io/hostname: {node}}}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sh, -c, 'echo \"$PASSWORD\" > /tmp/p; echo app started; sleep 3600']\n    env:\n    - name: PASSWORD\n      valueFrom: {{secretKeyRef: {{name: used, key: password}}}}\n---\n\
 apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: some-other-node\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n"
         ),
     )
@@ -284,6 +460,50 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
     // The admin still does everything.
     host.kubectl(&admin, &["get", "secret", "unused"]).ok();
 
+    // Logs and exec reach the joined node's pod: the control plane
+    // presents its client certificate of the cluster CA to the agent.
+    wait_for("the pod's log", Duration::from_secs(30), || {
+        host.bosun(&["logs", "app"]).ok().contains("app started")
+    });
+    let exec = host.bosun(&["exec", "app", "--", "cat", "/tmp/p"]);
+    assert_eq!(exec.ok().trim(), "s3cret");
+    let exec = host.kubectl(&admin, &["exec", "app", "--", "cat", "/tmp/p"]);
+    assert_eq!(exec.ok().trim(), "s3cret");
+    let logs = host.kubectl(&admin, &["logs", "app"]);
+    assert!(logs.ok().contains("app started"), "{}", logs.stdout);
+
+    // The agent itself refuses a certificate of another CA, even one
+    // named as the cluster's (the handshake fails), a caller with none (401), and a node's certificate of the
+    // cluster CA (403: one node may not exec into another's pods).
+    let node_json: serde_json::Value = serde_json::from_str(
+        host.kubectl(&admin, &["get", "node", &node, "-o", "json"])
+            .ok(),
+    )
+    .unwrap();
+    let exec_path = "/exec/default/app/app?command=cat&command=/tmp/p&stdout=true";
+    let (cert, key) = impostor_certificate();
+    let refused = agent_get(&node_json, Some((&cert, &key)), exec_path);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("received fatal alert")),
+        "{refused:?}"
+    );
+    assert_eq!(agent_get(&node_json, None, exec_path), Ok(401));
+    assert_eq!(
+        agent_get(&node_json, None, "/containerLogs/default/app/app"),
+        Ok(401)
+    );
+    let (cert, key) = kubeconfig_credential(&credential);
+    assert_eq!(
+        agent_get(
+            &node_json,
+            Some((&cert, &key)),
+            "/containerLogs/default/app/app"
+        ),
+        Ok(403)
+    );
+
     // Teardown through bosun itself: the agent removes the pod, its
     // containers and volumes (the other pod has no agent to do it).
     host.kubectl(&admin, &["delete", "pod", "app", "--grace-period=1"])
@@ -304,9 +524,214 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    host.bosun(&["down", "--purge", "--yes", "--data-dir", &j])
+
+    // `bosun leave` with a pod running: the Node goes (the node's own
+    // credential deletes it), and so does everything on the host.
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: stay}}\nspec:\n  nodeName: {node}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+        ),
+    )
+    .unwrap();
+    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
         .ok();
-    assert!(!joined.exists());
+    wait_for("the pod to stay to run", Duration::from_secs(60), || {
+        host.kubectl(
+            &admin,
+            &["get", "pod", "stay", "-o", "jsonpath={.status.phase}"],
+        )
+        .stdout
+            == "Running"
+    });
+    let during = host_state(&node, "10.252.");
+    for what in ["container ", "network ", "route ", "iptables "] {
+        assert!(
+            during.iter().any(|l| l.starts_with(what)),
+            "no {what}of the node to compare: {during:#?}"
+        );
+    }
+    // Without a terminal it asks for --yes and changes nothing.
+    let refused = host.bosun(&["leave", "--data-dir", &j]);
+    assert!(refused.fails().contains("pass --yes"), "{}", refused.stderr);
+    assert_eq!(host_state(&node, "10.252."), during);
+    let left = host.bosun(&["leave", "--yes", "--data-dir", &j]);
+    let out = left.ok();
+    assert!(out.contains(&format!("node/{node} deleted")), "{out}");
+    assert!(!joined.exists(), "the credential and data are gone");
+    assert_eq!(host_state(&node, "10.252."), before, "{out}");
+    let gone = host.kubectl(&admin, &["get", "node", &node]);
+    assert!(gone.fails().contains("NotFound"), "{}", gone.stderr);
+    wait_for(
+        "the pod of the deleted node to be removed",
+        Duration::from_secs(30),
+        || {
+            host.kubectl(&admin, &["get", "pod", "stay"])
+                .stderr
+                .contains("NotFound")
+        },
+    );
+    host.bosun(&["down", "--purge", "--yes", "--data-dir", &c])
+        .ok();
+}
+
+/// The `notAfter` of a PEM certificate.
+fn not_after(pem: &str) -> std::time::SystemTime {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let secs = cert.validity().not_after.timestamp();
+    std::time::UNIX_EPOCH + Duration::from_secs(secs as u64)
+}
+
+#[test]
+fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
+    control_binary();
+    agent_binary();
+    ensure_images();
+    let tmp = tempfile::tempdir().unwrap();
+    let host = Host {
+        home: tmp.path().to_path_buf(),
+    };
+    let control = tmp.path().join("control");
+    let joined = tmp.path().join("join");
+    let node = format!("rotated-{}", std::process::id());
+    // A /16 apart from the other test's.
+    let (pod_cidr, cidr) = ("10.251.9.0/24", "10.251.0.0/16");
+    let _reaper = HostReaper {
+        dirs: vec![control.clone(), joined.clone()],
+        node: node.clone(),
+        cidr: cidr.into(),
+    };
+    let admin = tmp.path().join(".bosun/kubeconfig");
+    let (c, j) = (control.display().to_string(), joined.display().to_string());
+    // A fixed port, so that the control plane restarts where the node's
+    // kubeconfig points.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let up = || host.bosun(&["up", "--no-agent", "--port", &port, "--data-dir", &c]);
+    let join_line = up()
+        .ok()
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("bosun join https://"))
+        .unwrap()
+        .to_string();
+    let args = [
+        "join",
+        join_line.split_whitespace().nth(2).unwrap(),
+        "--token",
+        flag(&join_line, "--token"),
+        "--ca-cert-hash",
+        flag(&join_line, "--ca-cert-hash"),
+        "--data-dir",
+        &j,
+        "--node-name",
+        &node,
+        "--node-ip",
+        "127.0.0.1",
+        "--pod-cidr",
+        pod_cidr,
+        "--port",
+        "0",
+    ];
+    // A 30 s certificate: the agent renews it after about 24 s.
+    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+        .args(args)
+        .env("HOME", &host.home)
+        .env("BOSUN_NODE_CERTIFICATE_SECONDS", "30")
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run::from("bosun", &args, out).ok();
+    let credential = joined.join("node.kubeconfig");
+    let first_kubeconfig = std::fs::read_to_string(&credential).unwrap();
+    let (first, _) = kubeconfig_credential(&credential);
+    let first_expiry = not_after(&first);
+    let ready = || {
+        host.kubectl(
+            &admin,
+            &[
+                "get",
+                "node",
+                &node,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ],
+        )
+        .stdout
+            == "True"
+    };
+    wait_for(
+        "the joined node to be Ready",
+        Duration::from_secs(60),
+        ready,
+    );
+
+    // Renewed before it expires, written over the kubeconfig.
+    wait_for(
+        "the agent to renew its certificate",
+        Duration::from_secs(40),
+        || kubeconfig_credential(&credential).0 != first,
+    );
+    let (renewed, _) = kubeconfig_credential(&credential);
+    assert!(not_after(&renewed) > first_expiry);
+    assert!(
+        std::time::SystemTime::now() < first_expiry,
+        "renewed only after the first certificate expired"
+    );
+    let log = std::fs::read_to_string(joined.join("agent.log")).unwrap();
+    assert!(
+        log.contains("renewed the node's client certificate"),
+        "{log}"
+    );
+
+    // Every connection of the agent is cut (the control plane stops) and
+    // is made anew once the first certificate has expired (TLS checks a
+    // certificate at the handshake only). The agent reconnects with the
+    // certificate it renewed, without a restart of its own.
+    host.bosun(&["down", "--data-dir", &c]).ok();
+    wait_for(
+        "the first certificate to expire",
+        Duration::from_secs(40),
+        || std::time::SystemTime::now() > first_expiry + Duration::from_secs(1),
+    );
+    up().ok();
+    let old = tmp.path().join("first.kubeconfig");
+    std::fs::write(&old, first_kubeconfig).unwrap();
+    let refused = host.kubectl(&old, &["get", "node", &node]);
+    refused.fails();
+    let manifest = tmp.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: later}}\nspec:\n  nodeName: {node}\n  containers:\n  - name: app\n    image: bosun.local/busybox:1.35\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+        ),
+    )
+    .unwrap();
+    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
+        .ok();
+    wait_for(
+        "a pod made after the first certificate expired to run",
+        Duration::from_secs(60),
+        || {
+            host.kubectl(
+                &admin,
+                &["get", "pod", "later", "-o", "jsonpath={.status.phase}"],
+            )
+            .stdout
+                == "Running"
+        },
+    );
+    assert!(ready(), "the node is Ready");
+    let log = std::fs::read_to_string(joined.join("agent.log")).unwrap();
+    assert!(!log.contains("certificate expired"), "{log}");
+
+    host.bosun(&["leave", "--yes", "--data-dir", &j]).ok();
     host.bosun(&["down", "--purge", "--yes", "--data-dir", &c])
         .ok();
 }

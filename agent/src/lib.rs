@@ -1,6 +1,7 @@
 //! bosun's node agent: the kubelet of bosun. It runs the pods bound to its
 //! node on Docker and reports their status to the control plane.
 
+pub mod certificate;
 pub mod claims;
 pub mod config;
 pub mod config_sources;

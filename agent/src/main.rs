@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bosun_agent::certificate;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
 use bosun_agent::metrics::MetricsCollector;
@@ -112,10 +113,16 @@ struct Args {
     /// Port of the stream API; 0 picks a free one (published on the Node).
     #[arg(long, default_value_t = 10250)]
     port: u16,
-    /// File holding the bearer token the stream API accepts (default: the
-    /// token of the kubeconfig's user, which the control plane holds).
+    /// File holding the bearer token the stream API accepts from callers
+    /// without a client certificate (default: the token of the
+    /// kubeconfig's user, if it has one; else only certificates).
     #[arg(long)]
     stream_token_file: Option<PathBuf>,
+    /// PEM file of the CA whose client certificates (of group
+    /// system:masters) the stream API accepts, as kubelet's
+    /// `--client-ca-file` (default: the kubeconfig's cluster CA).
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
     /// How many pods this node takes (its allocatable `pods`), as
     /// kubelet's `--max-pods`.
     #[arg(long, default_value_t = 110)]
@@ -127,9 +134,13 @@ struct Args {
     metrics_interval: f64,
 }
 
-/// The token the stream API accepts: from `--stream-token-file`, else the
-/// kubeconfig user's own.
-fn stream_token(explicit: Option<&PathBuf>, config: &kube::Config) -> anyhow::Result<String> {
+/// The token the stream API accepts from callers without a client
+/// certificate: from `--stream-token-file`, else the kubeconfig user's own;
+/// none when the kubeconfig's user has none (a joined node's certificate).
+fn stream_token(
+    explicit: Option<&PathBuf>,
+    config: &kube::Config,
+) -> anyhow::Result<Option<String>> {
     use secrecy::ExposeSecret;
     let from_file = |path: &std::path::Path| -> anyhow::Result<String> {
         Ok(std::fs::read_to_string(path)
@@ -137,19 +148,51 @@ fn stream_token(explicit: Option<&PathBuf>, config: &kube::Config) -> anyhow::Re
             .trim()
             .to_string())
     };
-    let token = if let Some(path) = explicit {
-        from_file(path)?
-    } else if let Some(t) = &config.auth_info.token {
+    if let Some(path) = explicit {
+        let token = from_file(path)?;
+        if token.is_empty() {
+            bail!("--stream-token-file {}: the file is empty", path.display());
+        }
+        return Ok(Some(token));
+    }
+    let token = if let Some(t) = &config.auth_info.token {
         t.expose_secret().to_string()
     } else if let Some(path) = &config.auth_info.token_file {
         from_file(std::path::Path::new(path))?
     } else {
         String::new()
     };
-    if token.is_empty() {
-        bail!("the stream API needs a bearer token: the kubeconfig's user has none; pass --stream-token-file");
+    Ok(Some(token).filter(|t| !t.is_empty()))
+}
+
+/// The CAs whose client certificates the stream API accepts: from
+/// `--client-ca-file`, else the kubeconfig's cluster CA.
+fn client_cas(
+    explicit: Option<&PathBuf>,
+    config: &kube::Config,
+) -> anyhow::Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    match explicit {
+        Some(path) => {
+            let cas = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .with_context(|| format!("--client-ca-file {}", path.display()))?;
+            if cas.is_empty() {
+                bail!(
+                    "--client-ca-file {}: no PEM certificate in it",
+                    path.display()
+                );
+            }
+            Ok(cas)
+        }
+        None => Ok(config
+            .root_cert
+            .iter()
+            .flatten()
+            .map(|der| CertificateDer::from(der.clone()))
+            .collect()),
     }
-    Ok(token)
 }
 
 /// `IP` or `IP:PORT` (port 53 by default).
@@ -240,15 +283,19 @@ async fn main() -> anyhow::Result<()> {
         "127.0.0.1".into(),
     ];
     cert_names.dedup();
-    let serving = streams::tls::load_or_create(&data_dir, &cert_names)
-        .context("making the stream API's certificate")?;
     let kubeconfig_path = args.kubeconfig.clone().expect("required unless --purge");
     let kubeconfig = Kubeconfig::read_from(&kubeconfig_path)
         .with_context(|| format!("reading {}", kubeconfig_path.display()))?;
     let client_config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;
-    let client = kube::Client::try_from(client_config)?;
+    let client_cas = client_cas(args.client_ca_file.as_ref(), &client_config)?;
+    if token.is_none() && client_cas.is_empty() {
+        bail!("the stream API would accept nobody: the kubeconfig has no cluster CA and its user no token; pass --client-ca-file");
+    }
+    let serving = streams::tls::load_or_create(&data_dir, &cert_names, &client_cas)
+        .context("making the stream API's certificate")?;
+    let (client, rotation) = certificate::client(&kubeconfig_path, client_config)?;
     let pod_cidr = match args.pod_cidr {
         Some(c) => c,
         None => node::await_pod_cidr(&client, &node_name, secs(args.pod_cidr_timeout)).await?,
@@ -348,6 +395,9 @@ async fn main() -> anyhow::Result<()> {
         );
         collector
     });
+    if let Some(rotation) = rotation {
+        tokio::spawn(rotation.run(stop_rx.clone()));
+    }
     tokio::spawn(
         HostGw {
             client: client.clone(),

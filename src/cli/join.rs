@@ -12,7 +12,9 @@
 //!    `bosun-agent` with it, as `bosun up` starts the local agent.
 //!
 //! Run again, it reuses the credential it has (the token is not needed
-//! twice). `bosun down --data-dir DIR` stops the agent.
+//! twice). The agent renews the certificate at 80% of its lifetime
+//! (`bosun_agent::certificate`). `bosun down --data-dir DIR` stops the
+//! agent; `bosun leave` takes the node out of the cluster.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -156,6 +158,10 @@ async fn discover_ca(server: &str, hash: &str) -> Result<String> {
     Ok(ca)
 }
 
+/// The environment variable asking for the node certificate's lifetime
+/// in seconds.
+pub const CERTIFICATE_LIFETIME_ENV: &str = "BOSUN_NODE_CERTIFICATE_SECONDS";
+
 /// Makes the node's key and has the cluster CA sign its certificate,
 /// authenticated by the bootstrap token, over TLS checked against `ca`.
 async fn request_credential(
@@ -181,9 +187,19 @@ async fn request_credential(
         "current-context": "c",
     }))
     .await?;
+    let mut body = json!({"request": csr});
+    // The certificate's lifetime (default: the control plane's, a year);
+    // the agent renews it at 80% of it. Tests shorten it to watch a node
+    // outlive its first certificate.
+    if let Ok(seconds) = std::env::var(CERTIFICATE_LIFETIME_ENV) {
+        let seconds: i64 = seconds.trim().parse().map_err(|_| {
+            anyhow!("{CERTIFICATE_LIFETIME_ENV}={seconds:?}: expected a number of seconds")
+        })?;
+        body["expirationSeconds"] = seconds.into();
+    }
     let req = http::Request::post(bt::NODE_CREDENTIAL_PATH)
         .header(http::header::CONTENT_TYPE, "application/json")
-        .body(serde_json::to_vec(&json!({"request": csr}))?)?;
+        .body(serde_json::to_vec(&body)?)?;
     let text = match client.request_text(req).await {
         Ok(t) => t,
         Err(kube::Error::Api(s)) if s.code == 401 => bail!(
@@ -221,16 +237,8 @@ async fn start_agent(
     node: &str,
     timeout: Duration,
 ) -> Result<()> {
-    // The stream API's token: this host's own, as the admin token stays
-    // on the first host.
-    let stream_token = dir.join("stream-token");
-    if !stream_token.exists() {
-        bosun::files::write_atomically(
-            &stream_token,
-            &BootstrapToken::generate().to_string(),
-            0o600,
-        )?;
-    }
+    // The stream API takes the control plane's client certificate of the
+    // CA pinned above (the kubeconfig's), and no bearer token.
     let mut agent_args = vec![
         "--kubeconfig".to_string(),
         kubeconfig.display().to_string(),
@@ -238,8 +246,6 @@ async fn start_agent(
         node.to_string(),
         "--data-dir".into(),
         up::agent_data_dir(dir).display().to_string(),
-        "--stream-token-file".into(),
-        stream_token.display().to_string(),
         "--port".into(),
         args.port.to_string(),
     ];

@@ -12,6 +12,7 @@ mod errors;
 mod get;
 mod info;
 mod join;
+mod leave;
 mod manifest;
 mod modify;
 mod nodes;
@@ -68,6 +69,8 @@ enum Command {
     Down(up::DownArgs),
     /// Make this host a node of a cluster, with a bootstrap token.
     Join(join::JoinArgs),
+    /// Take this host's node out of the cluster and remove bosun from the host.
+    Leave(leave::LeaveArgs),
     /// Create, list and delete the bootstrap tokens hosts join with.
     Token(token::TokenArgs),
     /// Apply a configuration to resources from a file, a directory or stdin.
@@ -138,6 +141,7 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Up(args) => up::up(&args, opts.kubeconfig.as_deref()).await,
         Command::Down(args) => up::down(&args),
         Command::Join(args) => join::join(&args).await,
+        Command::Leave(args) => leave::leave(&args).await,
         command => {
             let ctx = Ctx::connect(&opts).await?;
             let explicit_ns = opts.namespace.is_some();
@@ -168,7 +172,7 @@ async fn dispatch(cli: Cli) -> Outcome {
                 Command::Token(args) => token::token(&ctx, &args).await,
                 Command::Version => info::version(&ctx).await,
                 Command::ApiResources => info::api_resources(&ctx).await,
-                Command::Up(_) | Command::Down(_) | Command::Join(_) => {
+                Command::Up(_) | Command::Down(_) | Command::Join(_) | Command::Leave(_) => {
                     unreachable!("handled above")
                 }
             }

@@ -48,7 +48,8 @@ impl Plan {
         }
     }
 
-    fn describe(&self) -> String {
+    /// What goes, in words.
+    pub fn describe(&self) -> String {
         let mut what = Vec::new();
         if let Some(node) = &self.node {
             what.push(format!(
@@ -75,21 +76,27 @@ pub const KUBECONFIG_FILE: &str = "kubeconfig.path";
 /// Asks before anything is removed, unless `yes`; without a terminal to
 /// ask on, refuses.
 pub fn confirm(plan: &Plan, yes: bool) -> Result<()> {
+    confirm_action("--purge", &format!("removes {}", plan.describe()), yes)
+}
+
+/// Asks whether `command` may do `what` ("removes ..."), unless `yes`;
+/// without a terminal to ask on, refuses.
+pub fn confirm_action(command: &str, what: &str, yes: bool) -> Result<()> {
     if yes {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        bail!(
-            "--purge removes {}; pass --yes to confirm without a terminal",
-            plan.describe()
-        );
+        bail!("{command} {what}; pass --yes to confirm without a terminal");
     }
-    print!("This removes {}. Continue? [y/N] ", plan.describe());
+    print!("This {what}. Continue? [y/N] ");
     std::io::stdout().flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     if !matches!(answer.trim(), "y" | "Y" | "yes") {
-        bail!("purge cancelled; nothing removed");
+        bail!(
+            "{} cancelled; nothing removed",
+            command.trim_start_matches('-')
+        );
     }
     Ok(())
 }
@@ -115,8 +122,35 @@ pub fn purge(plan: &Plan, agent: impl FnOnce() -> Result<PathBuf>) -> Result<()>
         remove_kubeconfig_entries(path)?;
     }
     for dir in &plan.dirs {
+        unmount_under(dir)?;
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
         println!("removed {}", dir.display());
+    }
+    Ok(())
+}
+
+/// Unmounts what is mounted under `dir` (the tmpfs of secret and memory
+/// volumes of pods whose agent was stopped before it removed them),
+/// deepest first, so the dir can be removed.
+fn unmount_under(dir: &Path) -> Result<()> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mut points: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for point in points {
+        let out = std::process::Command::new("umount")
+            .arg(point)
+            .output()
+            .with_context(|| format!("running umount {point}"))?;
+        if !out.status.success() {
+            bail!(
+                "umount {point} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
     }
     Ok(())
 }

@@ -151,7 +151,7 @@ impl Component {
         (is_alive(pid) && runs_binary(pid, self.binary)).then_some(pid)
     }
 
-    fn find_binary(&self) -> Result<PathBuf> {
+    pub(super) fn find_binary(&self) -> Result<PathBuf> {
         if let Some(dir) = std::env::current_exe()
             .ok()
             .and_then(|e| e.parent().map(Path::to_path_buf))

@@ -15,10 +15,24 @@
 //! - `GET /metrics`: the agent's Prometheus metrics ([`crate::observe`]);
 //! - `GET /healthz`.
 //!
-//! Every request but `/healthz` must carry `Authorization: Bearer <token>`
-//! with the token the agent was configured with (the one of its own
-//! kubeconfig, which the control plane holds too). Errors are Kubernetes
-//! `Status` objects, so the control plane hands them on as they are.
+//! Every request but `/healthz` must be authenticated, as the kubelet's
+//! (`--client-ca-file`, `--anonymous-auth=false`):
+//!
+//! - by a client certificate chaining to the cluster CA the agent trusts
+//!   (the CA of its kubeconfig, which a joined host pinned at join, or
+//!   `--client-ca-file`); rustls checks the chain during the handshake, a
+//!   certificate of another CA does not get a connection. Of those, only
+//!   group `system:masters` may use the API (the control plane's
+//!   `kube-apiserver-kubelet-client` certificate, and admins): a node's
+//!   certificate (`system:nodes`) is the same CA's, but one node may not
+//!   exec into another's pods, so it gets 403;
+//! - or, without a certificate, by `Authorization: Bearer <token>` with
+//!   the token the agent was configured with, when it has one: the first
+//!   host's agent accepts its kubeconfig's (the admin) token, which
+//!   scrapers of `/metrics` use; a joined agent has none.
+//!
+//! Errors are Kubernetes `Status` objects, so the control plane hands them
+//! on as they are.
 
 pub mod portforward;
 pub mod remotecommand;
@@ -45,8 +59,9 @@ use crate::runtime::{
 pub struct StreamServer {
     pub rt: Arc<dyn ContainerRuntime>,
     pub node: String,
-    /// The bearer token callers must present.
-    pub token: String,
+    /// The bearer token callers without a client certificate may present
+    /// (none: certificates only).
+    pub token: Option<String>,
     /// Resource metrics, unless collection is off.
     pub metrics: Option<Arc<crate::metrics::MetricsCollector>>,
 }
@@ -101,6 +116,67 @@ impl IntoResponse for StatusError {
 }
 
 type Result<T, E = StatusError> = std::result::Result<T, E>;
+
+/// The group whose client certificates may use the stream API.
+pub const MASTERS_GROUP: &str = "system:masters";
+
+/// The subject of the client certificate a connection presented, which
+/// rustls checked against the trusted CA during the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSubject {
+    pub common_name: String,
+    pub organizations: Vec<String>,
+}
+
+impl PeerSubject {
+    /// The subject of a DER certificate.
+    pub fn from_der(der: &[u8]) -> Option<PeerSubject> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let common_name = subject
+            .iter_common_name()
+            .next()?
+            .as_str()
+            .ok()?
+            .to_string();
+        let organizations = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(String::from))
+            .collect();
+        Some(PeerSubject {
+            common_name,
+            organizations,
+        })
+    }
+}
+
+/// Whether a request may use the stream API: a certificate of group
+/// `system:masters`, or without one the configured bearer token.
+pub fn authorize(
+    peer: Option<&PeerSubject>,
+    token: Option<&str>,
+    headers: &http::HeaderMap,
+    path: &str,
+) -> Result<()> {
+    match peer {
+        Some(p) if p.organizations.iter().any(|o| o == MASTERS_GROUP) => Ok(()),
+        // The kubelet's words when its authorizer says no.
+        Some(p) => Err(StatusError::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!(
+                "Forbidden (user={}, verb=get, resource=nodes, subresource(s)=[proxy]): {path} is for group {MASTERS_GROUP}",
+                p.common_name
+            ),
+        )),
+        None if token.is_some_and(|t| bosun::serving::bearer_token_matches(t, headers)) => Ok(()),
+        None => Err(StatusError::new(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized",
+            "Unauthorized",
+        )),
+    }
+}
 
 fn flag(query: &HashMap<String, String>, name: &str) -> bool {
     matches!(query.get(name).map(String::as_str), Some("true" | "1"))
@@ -174,13 +250,12 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
     if path == "/healthz" {
         return Ok((StatusCode::OK, "ok").into_response());
     }
-    if !bosun::serving::bearer_token_matches(&server.token, req.headers()) {
-        return Err(StatusError::new(
-            StatusCode::UNAUTHORIZED,
-            "Unauthorized",
-            "Unauthorized",
-        ));
-    }
+    authorize(
+        req.extensions().get::<PeerSubject>(),
+        server.token.as_deref(),
+        req.headers(),
+        &path,
+    )?;
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     if segments == ["stats", "summary"] {
         return stats_summary(&server);
@@ -458,7 +533,7 @@ pub async fn serve(
             _ = shutdown.changed() => return,
         };
         let acceptor = acceptor.clone();
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let app = app.clone();
         let builder = builder.clone();
         tokio::spawn(async move {
             let stream = match acceptor.accept(tcp).await {
@@ -468,6 +543,19 @@ pub async fn serve(
                     return;
                 }
             };
+            // The client certificate rustls checked, if any, goes with
+            // every request of the connection.
+            let subject = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .and_then(|c| PeerSubject::from_der(c.as_ref()));
+            let app = match subject {
+                Some(s) => app.layer(axum::Extension(s)),
+                None => app,
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
             if let Err(e) = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .await
@@ -536,7 +624,7 @@ mod tests {
         let server = StreamServer {
             rt: fake.clone(),
             node: "n1".into(),
-            token: "t".into(),
+            token: Some("t".into()),
             metrics: None,
         };
         let read = |query: &[(&str, &str)]| {

@@ -27,6 +27,8 @@ pub enum TlsError {
     Pem(#[from] rustls::pki_types::pem::Error),
     #[error("TLS: {0}")]
     Rustls(#[from] rustls::Error),
+    #[error("the client CA: {0}")]
+    ClientCa(String),
 }
 
 /// The certificate in PEM and the server config that presents it.
@@ -47,8 +49,14 @@ fn write(path: &Path, contents: &str, mode: u32) -> Result<(), TlsError> {
 }
 
 /// Loads the serving certificate from `dir`, making it when it is missing
-/// or was made for other `names`.
-pub fn load_or_create(dir: &Path, names: &[String]) -> Result<ServingTls, TlsError> {
+/// or was made for other `names`. A client certificate is optional (bearer
+/// tokens need none); one that is presented must chain to one of
+/// `client_cas` (DER), and with none given none is asked for.
+pub fn load_or_create(
+    dir: &Path,
+    names: &[String],
+    client_cas: &[CertificateDer<'static>],
+) -> Result<ServingTls, TlsError> {
     let crt = dir.join("serving.crt");
     let key = dir.join("serving.key");
     let sans = dir.join("serving.sans");
@@ -71,12 +79,24 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> Result<ServingTls, TlsErr
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>()?;
     let key = PrivateKeyDer::from_pem_file(&key)?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = if client_cas.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in client_cas {
+            roots.add(ca.clone())?;
+        }
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+        builder.with_client_cert_verifier(verifier)
+    };
+    let mut config = builder.with_single_cert(certs, key)?;
     // WebSocket upgrades (exec, attach) are HTTP/1.1 only.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(ServingTls {
@@ -93,11 +113,11 @@ mod tests {
     fn the_certificate_is_kept_until_the_names_change() {
         let dir = tempfile::tempdir().unwrap();
         let names = vec!["127.0.0.1".to_string(), "node-a".to_string()];
-        let first = load_or_create(dir.path(), &names).unwrap();
-        let again = load_or_create(dir.path(), &names).unwrap();
+        let first = load_or_create(dir.path(), &names, &[]).unwrap();
+        let again = load_or_create(dir.path(), &names, &[]).unwrap();
         assert_eq!(first.cert_pem, again.cert_pem);
         assert!(first.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
-        let renamed = load_or_create(dir.path(), &["10.0.0.5".to_string()]).unwrap();
+        let renamed = load_or_create(dir.path(), &["10.0.0.5".to_string()], &[]).unwrap();
         assert_ne!(first.cert_pem, renamed.cert_pem);
     }
 }

@@ -101,8 +101,9 @@ pub async fn authorize(
 
 /// `POST /bootstrap/node-credential` with `{"request": "<PEM CSR>"}`:
 /// the node's certificate, signed by the cluster CA, as
-/// `{"nodeName": ..., "certificate": "<PEM>"}`. Only for a bootstrap
-/// token (or the admin).
+/// `{"nodeName": ..., "certificate": "<PEM>"}`, valid for the optional
+/// `expirationSeconds` of the request. For a bootstrap token (or the
+/// admin), and for a node renewing its own certificate.
 pub async fn node_credential(
     state: &ApiState,
     who: &Identity,
@@ -115,15 +116,8 @@ pub async fn node_credential(
             bt::NODE_CREDENTIAL_PATH
         )));
     }
-    match who {
-        Identity::Bootstrap(_) | Identity::Admin => {}
-        Identity::Anonymous => return Err(ApiError::unauthorized()),
-        other => {
-            return Err(ApiError::forbidden(format!(
-                "User \"{}\" cannot request node credentials: only a bootstrap token can",
-                other.user()
-            )))
-        }
+    if *who == Identity::Anonymous {
+        return Err(ApiError::unauthorized());
     }
     let signer = state
         .node_signer
@@ -134,8 +128,17 @@ pub async fn node_credential(
     let csr = request["request"]
         .as_str()
         .ok_or_else(|| ApiError::bad_request("request: required (a PEM certificate request)"))?;
+    let expiration = match &request["expirationSeconds"] {
+        Value::Null => None,
+        v => Some(v.as_i64().ok_or_else(|| {
+            ApiError::bad_request("expirationSeconds: must be an integer number of seconds")
+        })?),
+    };
+    let asked = auth::credential::requested_node(csr)
+        .map_err(|e| ApiError::bad_request(format!("request: {e}")))?;
+    auth::credential::may_request(who, &asked).map_err(ApiError::forbidden)?;
     let (node, certificate) = signer
-        .sign(csr)
+        .sign(csr, expiration)
         .map_err(|e| ApiError::bad_request(format!("request: {e}")))?;
     tracing::info!(%node, by = %who.user(), "signed a node certificate");
     Ok((

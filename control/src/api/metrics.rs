@@ -34,8 +34,8 @@ async fn summary_of(state: &ApiState, node: &Value) -> Result<Summary, String> {
     let name = node["metadata"]["name"].as_str().unwrap_or_default();
     let endpoint = agent_endpoint(name, node).map_err(|e| e.message)?;
     let fetch = async {
-        let mut sender = connect(&endpoint).await.map_err(|e| e.message)?;
-        let req = agent_get(state, &endpoint, "/stats/summary")
+        let mut sender = connect(state, &endpoint).await.map_err(|e| e.message)?;
+        let req = agent_get(&endpoint, "/stats/summary")
             .body(Body::empty())
             .map_err(|e| e.to_string())?;
         let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;

@@ -16,12 +16,54 @@ use rcgen::{
 };
 
 /// How long a node certificate is valid (kube-controller-manager's
-/// `--cluster-signing-duration` default).
+/// `--cluster-signing-duration` default), and the most a request may ask.
 const VALIDITY_DAYS: i64 = 365;
+/// The least lifetime a request may ask for. Kubernetes' CSR
+/// `expirationSeconds` takes 600 at least; bosun takes 10 so that tests
+/// can watch a node outlive its first certificate.
+pub const MIN_EXPIRATION_SECONDS: i64 = 10;
 
-/// Signs node certificates with the cluster CA.
+/// Who may ask for a certificate of `node`: a bootstrap token's user or
+/// the admin for any node (joining), a node for itself only (renewing its
+/// certificate, as the kubelet's certificate manager does with
+/// `selfnodeclient` CSRs); anyone else is refused.
+pub fn may_request(who: &super::Identity, node: &str) -> Result<(), String> {
+    use super::Identity;
+    match who {
+        Identity::Bootstrap(_) | Identity::Admin => Ok(()),
+        Identity::Node(name) if name == node => Ok(()),
+        Identity::Node(name) => Err(format!(
+            "node \"{name}\" may only renew its own certificate, not node \"{node}\"'s"
+        )),
+        other => Err(format!(
+            "User \"{}\" cannot request node credentials: only a bootstrap token or the node itself can",
+            other.user()
+        )),
+    }
+}
+
+/// The node a PEM certificate request is for (its CN without
+/// `system:node:`), or why it is no node's.
+pub fn requested_node(csr_pem: &str) -> Result<String, String> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| format!("the certificate request does not parse: {e}"))?;
+    let cn = csr
+        .params
+        .distinguished_name
+        .get(&DnType::CommonName)
+        .and_then(dn_text)
+        .ok_or("the certificate request has no common name")?;
+    cn.strip_prefix(NODE_USER_PREFIX)
+        .map(String::from)
+        .ok_or_else(|| format!("the common name {cn:?} must be \"{NODE_USER_PREFIX}<node name>\""))
+}
+
+/// Signs node certificates with the cluster CA, and holds the control
+/// plane's own client certificate toward the agents, which the same CA
+/// signed ([`super::kubelet_client`]).
 pub struct NodeSigner {
     issuer: Issuer<'static, KeyPair>,
+    kubelet_client: std::sync::Arc<super::kubelet_client::KubeletClient>,
 }
 
 impl std::fmt::Debug for NodeSigner {
@@ -45,12 +87,37 @@ impl NodeSigner {
         let key_pem = std::fs::read_to_string(dir.join("ca.key")).context("reading ca.key")?;
         let key = KeyPair::from_pem(&key_pem).context("parsing ca.key")?;
         let issuer = Issuer::from_ca_cert_pem(&ca_pem, key).context("parsing ca.crt")?;
-        Ok(NodeSigner { issuer })
+        let kubelet_client =
+            std::sync::Arc::new(super::kubelet_client::KubeletClient::new(&issuer)?);
+        Ok(NodeSigner {
+            issuer,
+            kubelet_client,
+        })
+    }
+
+    /// The control plane's client certificate toward the agents.
+    pub fn kubelet_client(&self) -> std::sync::Arc<super::kubelet_client::KubeletClient> {
+        self.kubelet_client.clone()
     }
 
     /// The node name and its signed certificate (PEM) for the PEM
-    /// certificate request `csr_pem`, or why it is refused.
-    pub fn sign(&self, csr_pem: &str) -> Result<(String, String), String> {
+    /// certificate request `csr_pem`, valid for `expiration_seconds` (as a
+    /// CSR's `spec.expirationSeconds`; default and at most a year), or why
+    /// it is refused.
+    pub fn sign(
+        &self,
+        csr_pem: &str,
+        expiration_seconds: Option<i64>,
+    ) -> Result<(String, String), String> {
+        let lifetime = match expiration_seconds {
+            None => time::Duration::days(VALIDITY_DAYS),
+            Some(s) if s < MIN_EXPIRATION_SECONDS => {
+                return Err(format!(
+                    "expirationSeconds: {s} is less than the minimum of {MIN_EXPIRATION_SECONDS}"
+                ))
+            }
+            Some(s) => time::Duration::seconds(s).min(time::Duration::days(VALIDITY_DAYS)),
+        };
         let mut csr = CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| format!("the certificate request does not parse: {e}"))?;
         let dn = &csr.params.distinguished_name;
@@ -95,8 +162,12 @@ impl NodeSigner {
             KeyUsagePurpose::KeyEncipherment,
         ];
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        p.not_before = now - time::Duration::minutes(5);
-        p.not_after = now + time::Duration::days(VALIDITY_DAYS);
+        // Backdated for clocks a little behind, as Kubernetes' signer
+        // does (5 minutes), but by no more than a tenth of the lifetime, so
+        // that a short-lived certificate is not due for renewal at once.
+        let backdate: time::Duration = (lifetime / 10_i32).min(time::Duration::minutes(5));
+        p.not_before = now - backdate;
+        p.not_after = now + lifetime;
         p.serial_number = Some(rcgen::SerialNumber::from_slice(
             uuid::Uuid::new_v4().as_bytes(),
         ));
@@ -110,6 +181,39 @@ impl NodeSigner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::Identity;
+
+    #[test]
+    fn a_node_may_renew_its_own_certificate_only() {
+        assert!(may_request(&Identity::Bootstrap("abcdef".into()), "w1").is_ok());
+        assert!(may_request(&Identity::Admin, "w1").is_ok());
+        assert!(may_request(&Identity::Node("w1".into()), "w1").is_ok());
+        let err = may_request(&Identity::Node("w2".into()), "w1").unwrap_err();
+        assert!(err.contains("may only renew its own"), "{err}");
+        assert!(may_request(&Identity::ServiceAccount, "w1").is_err());
+        assert!(may_request(&Identity::CertificateUser("x".into()), "w1").is_err());
+        let req = csr("system:node:w1", &[NODES_GROUP], vec![]);
+        assert_eq!(requested_node(&req).unwrap(), "w1");
+    }
+
+    #[test]
+    fn a_request_may_ask_for_a_shorter_lifetime() {
+        let (_dir, signer) = signer();
+        let req = csr("system:node:w1", &[NODES_GROUP], vec![]);
+        let validity = |pem: &str| {
+            use rustls_pki_types::pem::PemObject;
+            let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+            let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
+            let v = cert.validity();
+            v.not_after.timestamp() - v.not_before.timestamp()
+        };
+        let (_, short) = signer.sign(&req, Some(60)).unwrap();
+        assert_eq!(validity(&short), 60 + 6);
+        let (_, long) = signer.sign(&req, Some(10 * 365 * 86400)).unwrap();
+        assert_eq!(validity(&long), 365 * 86400 + 300);
+        let err = signer.sign(&req, Some(5)).unwrap_err();
+        assert!(err.contains("expirationSeconds"), "{err}");
+    }
 
     fn csr(cn: &str, orgs: &[&str], sans: Vec<String>) -> String {
         let key = KeyPair::generate().unwrap();
@@ -132,11 +236,14 @@ mod tests {
     fn a_nodes_request_gets_a_client_certificate_of_the_ca() {
         let (dir, signer) = signer();
         let (node, pem) = signer
-            .sign(&csr(
-                "system:node:worker-1",
-                &[NODES_GROUP],
-                vec!["evil.example".into()],
-            ))
+            .sign(
+                &csr(
+                    "system:node:worker-1",
+                    &[NODES_GROUP],
+                    vec!["evil.example".into()],
+                ),
+                None,
+            )
             .unwrap();
         assert_eq!(node, "worker-1");
         use rustls_pki_types::pem::PemObject;
@@ -162,27 +269,26 @@ mod tests {
     fn requests_for_anything_but_a_node_are_refused() {
         let (_dir, signer) = signer();
         let err = signer
-            .sign(&csr("admin", &[NODES_GROUP], vec![]))
+            .sign(&csr("admin", &[NODES_GROUP], vec![]), None)
             .unwrap_err();
         assert!(err.contains("system:node:<node name>"), "{err}");
         let err = signer
-            .sign(&csr("system:node:w", &["system:masters"], vec![]))
+            .sign(&csr("system:node:w", &["system:masters"], vec![]), None)
             .unwrap_err();
         assert!(err.contains("exactly \"system:nodes\""), "{err}");
         let err = signer
-            .sign(&csr(
-                "system:node:w",
-                &[NODES_GROUP, "system:masters"],
-                vec![],
-            ))
+            .sign(
+                &csr("system:node:w", &[NODES_GROUP, "system:masters"], vec![]),
+                None,
+            )
             .unwrap_err();
         assert!(err.contains("exactly"), "{err}");
         let err = signer
-            .sign(&csr("system:node:Bad_Name", &[NODES_GROUP], vec![]))
+            .sign(&csr("system:node:Bad_Name", &[NODES_GROUP], vec![]), None)
             .unwrap_err();
         assert!(err.contains("node name"), "{err}");
         assert!(signer
-            .sign("garbage")
+            .sign("garbage", None)
             .unwrap_err()
             .contains("does not parse"));
     }

@@ -13,9 +13,12 @@
 //! - [`bootstrap`]: bootstrap tokens checked against their Secrets, the
 //!   cluster-info ConfigMap, the cleaner of expired tokens.
 //! - [`credential`]: signing a node's certificate request with the CA.
+//! - [`kubelet_client`]: the control plane's client certificate toward
+//!   the agents' stream API.
 
 pub mod bootstrap;
 pub mod credential;
+pub mod kubelet_client;
 pub mod node;
 
 use serde_json::Value;

@@ -9,8 +9,13 @@
 //!   Node (annotation `bosun.io/serving-certificate`, written by the agent
 //!   through the authenticated API); the control plane accepts that exact
 //!   certificate and no other.
-//! - Authentication: the control plane presents its admin token, which the
-//!   agent accepts (it is the token of the agent's own kubeconfig).
+//! - Authentication: the control plane presents its client certificate
+//!   (CN `kube-apiserver-kubelet-client`, O `system:masters`, signed by
+//!   the cluster CA, see [`crate::auth::kubelet_client`]), as
+//!   kube-apiserver does with `--kubelet-client-certificate`; the agent
+//!   checks it against the cluster CA it trusts. No bearer token of the
+//!   control plane is sent to any agent (a joined host never sees the
+//!   admin token).
 //!
 //! Logs are streamed back as they come (chunked `text/plain`). Exec and
 //! attach are WebSocket upgrades: the client's handshake (key, version,
@@ -185,14 +190,8 @@ async fn load(state: &ApiState, kind: &str, ns: Option<&str>, name: &str) -> Api
     object::from_store(&kv)
 }
 
-/// Opens an HTTP/1.1 connection to the agent, trusting only its
-/// published certificate.
-/// A GET of `uri` on an agent's API, with the control plane's token.
-pub(super) fn agent_get(
-    state: &ApiState,
-    endpoint: &AgentEndpoint,
-    uri: &str,
-) -> http::request::Builder {
+/// A GET of `uri` on an agent's API (the connection authenticates it).
+pub(super) fn agent_get(endpoint: &AgentEndpoint, uri: &str) -> http::request::Builder {
     http::Request::builder()
         .method(Method::GET)
         .uri(uri)
@@ -200,13 +199,13 @@ pub(super) fn agent_get(
             http::header::HOST,
             format!("{}:{}", endpoint.host, endpoint.port),
         )
-        .header(
-            http::header::AUTHORIZATION,
-            format!("Bearer {}", state.token),
-        )
 }
 
+/// Opens an HTTP/1.1 connection to the agent, trusting only its
+/// published certificate and presenting the control plane's client
+/// certificate.
 pub(super) async fn connect(
+    state: &ApiState,
     endpoint: &AgentEndpoint,
 ) -> ApiResult<hyper::client::conn::http1::SendRequest<Body>> {
     let der = CertificateDer::from_pem_slice(endpoint.cert_pem.as_bytes())
@@ -217,6 +216,10 @@ pub(super) async fn connect(
     )
     .map_err(|e| ApiError::internal(e.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Unit tests' servers have no CA and reach no agent.
+    if let Some(signer) = &state.node_signer {
+        config.client_auth_cert_resolver = signer.kubelet_client();
+    }
     let unreachable = |e: &dyn std::fmt::Display| {
         ApiError::internal(format!(
             "error dialing the agent at {}:{}: {e}",
@@ -344,8 +347,8 @@ pub async fn serve(
         uri.push('?');
         uri.push_str(&q);
     }
-    let mut sender = connect(&endpoint).await?;
-    let mut req = agent_get(state, &endpoint, &uri);
+    let mut sender = connect(state, &endpoint).await?;
+    let mut req = agent_get(&endpoint, &uri);
     if streaming {
         req = req
             .header(http::header::CONNECTION, "Upgrade")

@@ -178,8 +178,8 @@ fn agent_dialer(
                     .unwrap_or_default()
                     .to_string()
             };
-            let mut sender = connect(&endpoint).await.map_err(message)?;
-            let req = agent_get(&state, &endpoint, &uri)
+            let mut sender = connect(&state, &endpoint).await.map_err(message)?;
+            let req = agent_get(&endpoint, &uri)
                 .header(http::header::CONNECTION, "Upgrade")
                 .header(http::header::UPGRADE, "websocket")
                 .header(http::header::SEC_WEBSOCKET_VERSION, "13")
