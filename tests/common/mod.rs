@@ -270,7 +270,7 @@ pub fn parse_table(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
 
 /// Stops what a test of `bosun up`/`join` started on this host, also when
 /// it fails half-way: the processes, the node's containers and network,
-/// its iptables rule and leftover pod mounts.
+/// its iptables rule, its service proxy table and leftover pod mounts.
 pub struct HostReaper {
     /// Data dirs whose agent.pid/control.pid are killed and whose mounts go.
     pub dirs: Vec<PathBuf>,
@@ -305,6 +305,11 @@ impl Drop for HostReaper {
             .args(["network", "rm", &format!("bosun-{}", self.node)])
             .output();
         remove_forward_rule(&self.cidr);
+        // The service proxy's table, which a SIGKILLed agent leaves.
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", &format!("bosun-{}", self.node)])
+            .stderr(Stdio::null())
+            .status();
         // Volume mounts (tmpfs) of pods the agent had no time to remove.
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
         for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
