@@ -21,7 +21,10 @@
 //! iptables mode: chains of its own, `BOSUN-<hash of the node>-…`, jumped
 //! to from the built-in chains), installed at start (before any pod runs)
 //! and removed on shutdown and by `bosun-agent --purge`; nothing else on
-//! the host is touched.
+//! the host is touched. (The nftables mode also keeps one iptables chain,
+//! `BOSUN-<hash>-FORWARD`: the accept of forwarded service traffic to the
+//! node's pods, which no nftables verdict can give past Docker's iptables
+//! FORWARD policy, DROP.)
 
 pub mod hairpin;
 pub mod iptables;

@@ -19,7 +19,8 @@
 //!   without endpoints and drops `Local` node ports without local ones.
 //!   `…-FORWARD` also accepts service traffic DNATed to this node's pods
 //!   (from other hosts, to a node port), which Docker's FORWARD policy
-//!   (DROP) would drop.
+//!   (DROP) would drop; the nftables mode installs that chain alone
+//!   ([`forward_accept`]).
 //!
 //! Every jump from a built-in chain carries the comment `bosun-<node>`
 //! (the nftables mode's table name), which is how `scripts/test.sh` finds
@@ -185,12 +186,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> Ruleset {
     let reject = format!("-d {svc_cidr} -j REJECT");
     filter.insert(
         n.top("FORWARD"),
-        vec![
-            reject.clone(),
-            format!(
-                "-d {pod_cidr} -m conntrack --ctstate DNAT -m comment --comment service-traffic-to-local-pods -j ACCEPT"
-            ),
-        ],
+        vec![reject.clone(), accept_dnat_to_pods(settings)],
     );
     filter.insert(n.top("OUTPUT"), vec![reject]);
     filter.insert(n.top("INPUT"), input);
@@ -256,6 +252,32 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> Ruleset {
     Ruleset { filter, nat }
 }
 
+/// Accepts forwarded service traffic DNATed to this node's pods (from
+/// other hosts, to a node port), which Docker's FORWARD policy (DROP)
+/// drops.
+fn accept_dnat_to_pods(settings: &Settings) -> String {
+    format!(
+        "-d {} -m conntrack --ctstate DNAT -m comment --comment service-traffic-to-local-pods -j ACCEPT",
+        settings.pod_cidr
+    )
+}
+
+/// What the nftables mode needs of iptables: only the accept of forwarded
+/// service traffic to this node's pods. A verdict of the nftables table
+/// cannot override Docker's iptables FORWARD policy (DROP), so node-port
+/// connections from other hosts need an iptables accept.
+pub fn forward_accept(settings: &Settings) -> Ruleset {
+    let mut filter = Chains::new();
+    filter.insert(
+        format!("{}FORWARD", chain_prefix(&settings.table)),
+        vec![accept_dnat_to_pods(settings)],
+    );
+    Ruleset {
+        filter,
+        nat: Chains::new(),
+    }
+}
+
 /// The rules that send a connection to one of `backends` (not empty):
 /// the client's affinity first, then a random pick.
 fn pick(n: &Names, p: &ServicePort, backends: &[Backend]) -> Vec<String> {
@@ -283,12 +305,20 @@ fn pick(n: &Names, p: &ServicePort, backends: &[Backend]) -> Vec<String> {
     rules
 }
 
-/// The jump to the agent's chain from each built-in chain (inserted
-/// first), with the comment naming the agent.
-fn jumps(settings: &Settings) -> Vec<(&'static str, String)> {
+/// The jump to each of the agent's chains of `rules` that a built-in
+/// chain jumps to (inserted first), with the comment naming the agent.
+fn jumps(settings: &Settings, rules: &Ruleset) -> Vec<(&'static str, String)> {
     let prefix = chain_prefix(&settings.table);
     HOOKS
         .iter()
+        .filter(|(table, _, suffix)| {
+            let chains = if *table == "nat" {
+                &rules.nat
+            } else {
+                &rules.filter
+            };
+            chains.contains_key(&format!("{prefix}{suffix}"))
+        })
         .map(|(table, builtin, suffix)| {
             (
                 *table,
@@ -316,9 +346,12 @@ fn declare(out: &mut String, chains: &Chains) {
 /// `rules` where it has none (see [`removal`] for leftovers) and jumps to
 /// them from the built-in chains.
 pub fn install(settings: &Settings, rules: &Ruleset) -> String {
-    let jumps = jumps(settings);
+    let jumps = jumps(settings, rules);
     let mut out = String::new();
     for (table, chains) in rules.tables() {
+        if chains.is_empty() {
+            continue;
+        }
         let _ = writeln!(out, "*{table}");
         declare(&mut out, chains);
         for (_, jump) in jumps.iter().filter(|(t, _)| *t == table) {

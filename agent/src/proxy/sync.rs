@@ -98,6 +98,13 @@ impl ServiceProxy {
                     render_iptables::chain_prefix(&settings.table)
                 ),
             })?;
+        if mode == ProxyMode::Nftables {
+            // Node ports from other hosts through Docker's FORWARD policy.
+            let accept = render_iptables::forward_accept(&settings);
+            if let Err(e) = iptables::replace(&settings, &accept).await {
+                tracing::warn!(error = %format!("{e:#}"), "service proxy: no iptables accept of forwarded service traffic; node ports may not answer other hosts");
+            }
+        }
         tracing::info!(mode = mode.name(), table = %settings.table, chains = %render_iptables::chain_prefix(&settings.table), service_cidr = %settings.service_cidr, bridge_netfilter = settings.bridge_netfilter, "service proxy: rules installed");
         let state = Arc::new(Mutex::new(ProxyState::default()));
         let changed = Arc::new(Notify::new());
@@ -150,7 +157,11 @@ impl ServiceProxy {
             t.abort();
         }
         let removed = match self.mode {
-            ProxyMode::Nftables => nft::delete_table(&self.table).await,
+            ProxyMode::Nftables => match nft::delete_table(&self.table).await {
+                // And the iptables accept of forwarded service traffic.
+                Ok(_) => iptables::remove(&self.table).await,
+                Err(e) => Err(e),
+            },
             ProxyMode::Iptables => iptables::remove(&self.table).await,
         };
         match removed {

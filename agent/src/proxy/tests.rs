@@ -615,3 +615,17 @@ mod iptables {
         assert_eq!(removal("*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n", &p), None);
     }
 }
+
+#[test]
+fn the_nftables_mode_needs_of_iptables_only_the_forward_accept() {
+    use crate::proxy::render_iptables::{chain_prefix, forward_accept, install};
+    let p = chain_prefix("bosun-n1");
+    assert_eq!(
+        install(&settings(), &forward_accept(&settings())),
+        format!(
+            "*filter\n:{p}FORWARD - [0:0]\n\
+             -A {p}FORWARD -d 10.244.1.0/24 -m conntrack --ctstate DNAT -m comment --comment service-traffic-to-local-pods -j ACCEPT\n\
+             -I FORWARD 1 -m comment --comment bosun-n1 -j {p}FORWARD\nCOMMIT\n"
+        )
+    );
+}
