@@ -8,6 +8,10 @@
 //!   endpoint's) to a client on host 2, and the endpoint sees host 2's
 //!   address; host 2, without a local endpoint, does not serve it.
 //!
+//! The hosts' FORWARD policy is DROP, as Docker sets it on a host whose
+//! forwarding it turns on: node ports from other hosts then need the
+//! agent's accept of forwarded service traffic.
+//!
 //! It needs root, iproute2, iptables, nsenter and dockerd and fails
 //! without them. The harness's names are fixed: run it under
 //! `flock /tmp/hosts-harness.lock cargo test ...` so two runs never
@@ -146,6 +150,12 @@ impl Hosts {
         ok(Command::new("bash")
             .arg(hosts_sh())
             .args(["up", &HOSTS.to_string()]));
+        // As Docker leaves a host whose forwarding it turned on itself (this
+        // machine): FORWARD's policy DROP. The hosts' engines found
+        // forwarding on and left it ACCEPT.
+        for i in 1..=HOSTS {
+            on_host(i, &["iptables", "-w", "-P", "FORWARD", "DROP"]);
+        }
         let data = h.dir.path().join("control");
         let log = std::fs::File::create(h.dir.path().join("control.log")).unwrap();
         h.control = Some(
