@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): connections through a Service's cluster IP (the
-# agent's nftables DNAT) beside connections straight to the pod's IP, in
-# the same run, against the same pod.
+# Benchmark (not a test): connections through a Service's cluster IP, by
+# the agent's nftables DNAT and by its iptables mode's, beside connections
+# straight to the pod's IP, in the same run, against the same pod.
 #
 #   scripts/bench-service.sh [REQUESTS] [CONCURRENCY] [ROUNDS]
 #                            (default 5000 requests, 8 at a time, 5 rounds)
 #
 # One `bosun.local/web:1` pod (busybox httpd) behind a ClusterIP service,
-# on a control plane and agent of their own. From this host, ApacheBench
-# (`ab`, no keep-alive: every request is a new TCP connection) loads the
-# pod's IP and the service's cluster IP in turn, ROUNDS times each (after
-# a warm-up run of each, not counted); the
+# on a control plane and agent of their own (`--proxy-mode nftables`); a
+# second control plane and agent (`--proxy-mode iptables`, no pods) have
+# a service without a selector whose EndpointSlice names the same pod.
+# From this host, ApacheBench (`ab`, no keep-alive: every request is a new
+# TCP connection) loads the pod's IP and the two cluster IPs in turn,
+# ROUNDS times each (after a warm-up run of each, not counted); the
 # table shows each run's connection rate and latency (mean, p50, p99) and
-# the cluster IP's figures against the pod IP's. All traffic stays on this
+# each cluster IP's figures against the pod IP's. All traffic stays on this
 # machine; nothing is sent to the cluster IP before the agent's rules for
 # it are installed. The data path is the kernel's, so debug builds serve.
 # Cleans up every process, container, network, table and file it makes,
@@ -37,11 +39,15 @@ BIN=target/debug
 WORK=$(mktemp -d)
 chmod 755 "$WORK"
 NODE="bench-svc-$$"
+NODE2="bench-svc-ipt-$$"
 CIDR=10.244.202.0/24
-CONTROL_PID="" AGENT_PID=""
+CIDR2=10.244.203.0/24
+CONTROL_PID="" AGENT_PID="" CONTROL2_PID="" AGENT2_PID=""
 . scripts/bench-lib.sh
 cleanup() {
-  stop "$AGENT_PID"; stop "$CONTROL_PID"
+  # SIGTERM: each agent removes its rules.
+  stop "$AGENT_PID"; stop "$CONTROL_PID"; stop "$AGENT2_PID"; stop "$CONTROL2_PID"
+  docker network rm "bosun-$NODE2" >/dev/null 2>&1 || true
   docker ps -aq --filter "label=io.bosun.node=$NODE" | xargs -r docker rm -f -v >/dev/null
   docker network rm "bosun-$NODE" >/dev/null 2>&1 || true
   nft delete table ip "bosun-$NODE" 2>/dev/null || true
@@ -54,8 +60,19 @@ trap cleanup EXIT
 start_control
 BOSUN_LOG=warn "$BIN/bosun-agent" --kubeconfig "$KC" --node-name "$NODE" \
   --node-ip 127.0.0.1 --pod-cidr "$CIDR" --data-dir "$WORK/agent" --port 0 \
-  2>>"$WORK/agent.log" &
+  --proxy-mode nftables 2>>"$WORK/agent.log" &
 AGENT_PID=$!
+# The iptables mode's cluster: its control plane's data under $WORK/c2.
+KC1=$KC CONTROL1_PID=$CONTROL_PID WORK1=$WORK
+WORK=$WORK/c2
+mkdir -p "$WORK"
+start_control
+CONTROL2_PID=$CONTROL_PID KC2=$KC
+CONTROL_PID=$CONTROL1_PID KC=$KC1 WORK=$WORK1
+BOSUN_LOG=warn "$BIN/bosun-agent" --kubeconfig "$KC2" --node-name "$NODE2" \
+  --node-ip 127.0.0.1 --pod-cidr "$CIDR2" --data-dir "$WORK/agent2" --port 0 \
+  --proxy-mode iptables 2>>"$WORK/agent2.log" &
+AGENT2_PID=$!
 k() { kubectl --kubeconfig "$KC" "$@"; }
 
 for _ in $(seq 300); do k get node "$NODE" >/dev/null 2>&1 && break; sleep 0.2; done
@@ -83,11 +100,33 @@ POD_IP=$(k get pod web -o jsonpath='{.status.podIP}')
 VIP=$(k get svc web -o jsonpath='{.spec.clusterIP}')
 # The rules for the service are in before the first connection to it.
 for _ in $(seq 100); do
-  nft list table ip "bosun-$NODE" 2>/dev/null | grep -q "ep-default/web/http/tcp/$POD_IP/80" && break
+  nft list table ip "bosun-$NODE" 2>/dev/null | grep "ep-default/web/http/tcp/$POD_IP/80" >/dev/null && break
   sleep 0.1
 done
-nft list table ip "bosun-$NODE" | grep -q "ep-default/web/http/tcp/$POD_IP/80" ||
+nft list table ip "bosun-$NODE" | grep "ep-default/web/http/tcp/$POD_IP/80" >/dev/null ||
   { echo "the agent never installed the rules for $VIP"; tail "$WORK/agent.log"; exit 1; }
+
+# The iptables mode's service, to the same pod.
+k2() { kubectl --kubeconfig "$KC2" "$@"; }
+for _ in $(seq 300); do k2 get node "$NODE2" >/dev/null 2>&1 && break; sleep 0.2; done
+k2 apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  ports: [{name: http, port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints: [{addresses: ["$POD_IP"], conditions: {ready: true}}]
+EOF
+VIP2=$(k2 get svc web -o jsonpath='{.spec.clusterIP}')
+ipt_ready() { iptables-save -t nat 2>/dev/null | grep -- "--to-destination $POD_IP:80" >/dev/null; }
+for _ in $(seq 100); do ipt_ready && break; sleep 0.1; done
+ipt_ready || { echo "the iptables agent never installed the rules for $VIP2"; tail "$WORK/agent2.log"; exit 1; }
 
 # ab's figures: requests/s, mean ms, p50 ms, p99 ms, failed.
 run_ab() {
@@ -102,23 +141,25 @@ run_ab() {
 
 run_ab "$POD_IP" >/dev/null
 run_ab "$VIP" >/dev/null
-echo "pod IP $POD_IP, cluster IP $VIP; $REQUESTS requests, $CONCURRENCY at a time, new connection each"
-printf '%-11s %-6s %10s %9s %8s %8s %7s\n' target round "conn/s" "mean ms" "p50 ms" "p99 ms" failed
+run_ab "$VIP2" >/dev/null
+echo "pod IP $POD_IP, cluster IPs $VIP (nftables) and $VIP2 (iptables); $REQUESTS requests, $CONCURRENCY at a time, new connection each"
+printf '%-13s %-6s %10s %9s %8s %8s %7s\n' target round "conn/s" "mean ms" "p50 ms" "p99 ms" failed
 : >"$WORK/results"
 for round in $(seq "$ROUNDS"); do
-  for target in pod-ip cluster-ip; do
-    if [ "$target" = pod-ip ]; then addr=$POD_IP; else addr=$VIP; fi
+  for target in pod-ip vip-nftables vip-iptables; do
+    case $target in pod-ip) addr=$POD_IP ;; vip-nftables) addr=$VIP ;; *) addr=$VIP2 ;; esac
     read -r rps mean p50 p99 failed < <(run_ab "$addr")
-    printf '%-11s %-6s %10s %9s %8s %8s %7s\n' "$target" "$round" "$rps" "$mean" "$p50" "$p99" "$failed"
+    printf '%-13s %-6s %10s %9s %8s %8s %7s\n' "$target" "$round" "$rps" "$mean" "$p50" "$p99" "$failed"
     echo "$target $rps $mean $p50 $p99" >>"$WORK/results"
   done
 done
 awk '
   {n[$1]++; rps[$1]+=$2; mean[$1]+=$3; p99[$1]+=$5}
   END {
-    printf "\naverage     %10s %9s %8s\n", "conn/s", "mean ms", "p99 ms"
-    for (t in n) printf "%-11s %10.0f %9.3f %8.1f\n", t, rps[t]/n[t], mean[t]/n[t], p99[t]/n[t]
-    printf "cluster IP vs pod IP: connection rate %+.1f%%, mean latency %+.1f%%\n",
-      (rps["cluster-ip"]/n["cluster-ip"]) / (rps["pod-ip"]/n["pod-ip"]) * 100 - 100,
-      (mean["cluster-ip"]/n["cluster-ip"]) / (mean["pod-ip"]/n["pod-ip"]) * 100 - 100
+    printf "\naverage       %10s %9s %8s\n", "conn/s", "mean ms", "p99 ms"
+    for (t in n) printf "%-13s %10.0f %9.3f %8.1f\n", t, rps[t]/n[t], mean[t]/n[t], p99[t]/n[t]
+    for (t in n) if (t != "pod-ip")
+      printf "%s vs pod IP: connection rate %+.1f%%, mean latency %+.1f%%\n", t,
+        (rps[t]/n[t]) / (rps["pod-ip"]/n["pod-ip"]) * 100 - 100,
+        (mean[t]/n[t]) / (mean["pod-ip"]/n["pod-ip"]) * 100 - 100
   }' "$WORK/results"

@@ -54,7 +54,28 @@ sweep_stale_test_resources() {
       fi
     fi
   done < <(command -v nft >/dev/null 2>&1 && nft list tables)
-  echo "== swept $swept stale test containers, networks and nftables tables"
+  # The iptables mode's chains (`BOSUN-<hash>-...`) of killed test agents,
+  # found by the comment `bosun-<node>` on the jumps to them: the jumps
+  # deleted and the chains flushed, then the chains deleted (iptables-nft
+  # cannot do both in one transaction).
+  local prefix table flush delete
+  while read -r pid prefix; do
+    [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null || continue
+    flush="" delete=""
+    for table in filter nat; do
+      flush+="*$table"$'\n'
+      flush+=$(iptables-save -t "$table" 2>/dev/null | grep -E "^-A [A-Z]+ .*-j $prefix" | sed 's/^-A /-D /')$'\n'
+      flush+=$(iptables-save -t "$table" 2>/dev/null | sed -nE "s/^:($prefix[^ ]*) .*/-F \1/p")$'\n'
+      flush+="COMMIT"$'\n'
+      delete+="*$table"$'\n'
+      delete+=$(iptables-save -t "$table" 2>/dev/null | sed -nE "s/^:($prefix[^ ]*) .*/-X \1/p")$'\n'
+      delete+="COMMIT"$'\n'
+    done
+    grep -v '^$' <<<"$flush" | iptables-restore -w --noflush &&
+      grep -v '^$' <<<"$delete" | iptables-restore -w --noflush && swept=$((swept + 1))
+  done < <(command -v iptables-save >/dev/null 2>&1 && iptables-save 2>/dev/null |
+    sed -nE 's/^-A [A-Z]+ -m comment --comment "?bosun-e2e-([0-9]+)-[^ "]*"? -j (BOSUN-[A-Z2-7]{6}-).*/\1 \2/p' | sort -u)
+  echo "== swept $swept stale test containers, networks, nftables tables and iptables chains"
   # The multi-host test's namespaces and engines (scripts/hosts.sh), if a
   # killed run left them.
   if ip netns list 2>/dev/null | grep -q '^bosun-h[0-9]'; then

@@ -86,6 +86,11 @@ struct Args {
     /// service IPs and node ports then do not answer on this node.
     #[arg(long)]
     no_proxy: bool,
+    /// How the service proxy programs the host: one nftables table, or
+    /// iptables chains as kube-proxy's iptables mode (default: nftables
+    /// when `nft` works here, else iptables).
+    #[arg(long, value_enum)]
+    proxy_mode: Option<proxy::ProxyMode>,
     /// Docker endpoint (default: DOCKER_HOST or the local socket).
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
@@ -213,8 +218,9 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
         .purge_node(node)
         .await
         .with_context(|| format!("removing node {node}'s containers and network"))?;
-    // The service proxy's table (SIGTERM removes it; a killed agent
-    // leaves it). Without nft there is no table to remove.
+    // The service proxy's table or chains (SIGTERM removes them; a killed
+    // agent leaves them). Without nft there is no table to remove, and
+    // without iptables no chains.
     let table = proxy::table_name(node);
     let tables = match proxy::nft::delete_table(&table).await {
         Ok(true) => format!("ip {table}"),
@@ -225,6 +231,16 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.context(format!("removing nftables table ip {table}"))),
     };
+    let proxy_chains = proxy::render_iptables::chain_prefix(&table);
+    let proxy_chains = match proxy::iptables::remove(&table).await {
+        Ok(true) => vec![format!("{proxy_chains}*")],
+        Ok(false) => Vec::new(),
+        Err(e) if proxy::iptables::check_installed().await.is_err() => {
+            tracing::debug!(error = %e, "iptables is not installed; no chains to remove");
+            Vec::new()
+        }
+        Err(e) => return Err(e.context(format!("removing iptables chains {proxy_chains}*"))),
+    };
     let (routes, chain) = network::purge()
         .await
         .map_err(anyhow::Error::msg)
@@ -233,6 +249,7 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
     if chain {
         rules.push(format!("nat {}", network::masquerade::CHAIN));
     }
+    rules.extend(proxy_chains);
     println!(
         "node {node}: removed {} containers, networks [{}], iptables rules [{}], routes [{}], nftables tables [{tables}]",
         purged.containers,
@@ -419,11 +436,31 @@ async fn main() -> anyhow::Result<()> {
     ));
     // Before any pod runs: nothing may reach a service address unhandled.
     let service_proxy = match proxy_settings {
-        Some(settings) => Some(
-            ServiceProxy::start(client.clone(), cfg.node_name.clone(), settings)
-                .await
-                .context("starting the service proxy")?,
-        ),
+        Some(settings) => {
+            let mode = match args.proxy_mode {
+                Some(m) => {
+                    tracing::info!(mode = m.name(), "service proxy: mode given by --proxy-mode");
+                    m
+                }
+                None => {
+                    let m = proxy::ProxyMode::detect().await;
+                    tracing::info!(
+                        mode = m.name(),
+                        "service proxy: mode chosen ({})",
+                        match m {
+                            proxy::ProxyMode::Nftables => "nft works here",
+                            proxy::ProxyMode::Iptables => "nft does not work here",
+                        }
+                    );
+                    m
+                }
+            };
+            Some(
+                ServiceProxy::start(client.clone(), cfg.node_name.clone(), settings, mode)
+                    .await
+                    .context("starting the service proxy")?,
+            )
+        }
         None => None,
     };
     let result = Agent {

@@ -1,15 +1,20 @@
 //! The service proxy on real Docker: a 3-replica `bosun.local/web`
 //! deployment (each pod serves its own name at `/name`) behind Services.
 //! From a busybox pod, 300 requests to the service's name (node-local DNS
-//! → cluster IP → nftables DNAT) reach all three pods; a pod whose
+//! → cluster IP → DNAT) reach all three pods; a pod whose
 //! readiness fails, and pods scaled away, stop getting connections within
 //! a second of their EndpointSlice saying so; a pod reaches its own
 //! service (hairpin); a NodePort answers on the node's address from the
 //! host; ClientIP affinity sends one client to one pod, also after other
-//! changes to the rules; an address of the
+//! changes to the rules; a UDP service port answers through its cluster
+//! IP; an address of the
 //! service range nothing is behind is refused; deleting the services
-//! leaves the agent's table as it was before them, and a stopped agent
-//! leaves no table.
+//! leaves the agent's rules as they were before them, and a stopped agent
+//! leaves no rule (the host's iptables rules are as before the test, but
+//! for Docker's own).
+//!
+//! The same test runs once per proxy mode (`--proxy-mode nftables` and
+//! `iptables`), one after the other.
 
 mod cluster;
 
@@ -18,6 +23,7 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use bosun_agent::proxy::render_iptables::chain_prefix;
 use cluster::{Cluster, BUSYBOX};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -52,25 +58,104 @@ fn host_address() -> String {
         .expect("this host has no global IPv4 address outside Docker's bridges")
 }
 
-/// The agent's table, or None when there is none.
-fn table(node: &str) -> Option<String> {
-    let out = Command::new("nft")
-        .args(["list", "table", "ip", &format!("bosun-{node}")])
-        .output()
-        .expect("nft (the nftables package) is needed by this test");
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Nftables,
+    Iptables,
 }
 
-/// The endpoints the table sends `ns/svc/port/tcp` to.
-fn endpoint_chains(table: &str, svc: &str) -> Vec<String> {
-    let prefix = format!("chain ep-default/{svc}/http/tcp/");
-    let mut eps: Vec<String> = table
+impl Mode {
+    fn flag(self) -> &'static str {
+        match self {
+            Mode::Nftables => "nftables",
+            Mode::Iptables => "iptables",
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> std::process::Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} is needed by this test: {e}"))
+}
+
+/// `iptables-save` of the filter and nat tables.
+fn iptables_save() -> String {
+    ["filter", "nat"]
+        .iter()
+        .map(|t| {
+            let out = run("iptables-save", &["-t", t]);
+            assert!(out.status.success(), "iptables-save -t {t} failed");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+        .collect()
+}
+
+/// The host's iptables rules but for Docker's own (its chains and its
+/// bridges' rules change as other tests make and remove networks), the
+/// multi-host harness's (`BOSUN-HOSTS`, scripts/hosts.sh, run by other
+/// tests), iptables-save's dated comments and the policies' counters.
+fn host_iptables() -> String {
+    iptables_save()
         .lines()
-        .filter_map(|l| l.trim().strip_prefix(&prefix))
-        .map(|rest| rest.split('/').next().unwrap_or("").to_string())
-        .collect();
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            !["DOCKER", " br-", "docker0", "BOSUN-HOSTS"]
+                .iter()
+                .any(|docker| l.contains(docker))
+        })
+        .map(|l| match l.split_once(" [") {
+            Some((chain, _)) if l.starts_with(':') => format!("{chain}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// The agent's rules, or None when it has none: its nftables table, or
+/// the iptables lines of its chains and the jumps to them.
+fn table(mode: Mode, node: &str) -> Option<String> {
+    match mode {
+        Mode::Nftables => {
+            let out = run("nft", &["list", "table", "ip", &format!("bosun-{node}")]);
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        Mode::Iptables => {
+            let prefix = chain_prefix(&format!("bosun-{node}"));
+            let lines: String = iptables_save()
+                .lines()
+                .filter(|l| l.contains(&prefix))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            (!lines.is_empty()).then_some(lines)
+        }
+    }
+}
+
+/// The endpoints the rules send `default/svc/http/tcp` to.
+fn endpoint_chains(mode: Mode, table: &str, svc: &str) -> Vec<String> {
+    let mut eps: Vec<String> = match mode {
+        Mode::Nftables => {
+            let prefix = format!("chain ep-default/{svc}/http/tcp/");
+            table
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix(&prefix))
+                .map(|rest| rest.split('/').next().unwrap_or("").to_string())
+                .collect()
+        }
+        Mode::Iptables => {
+            // iptables-save quotes the comment.
+            let comment = format!("--comment \"default/{svc}/http/tcp\" ");
+            table
+                .lines()
+                .filter(|l| l.contains("SEP-") && l.contains(&comment))
+                .filter_map(|l| l.split("--to-destination ").nth(1))
+                .map(|dest| dest.split(':').next().unwrap_or("").to_string())
+                .collect()
+        }
+    };
     eps.sort();
     eps
 }
@@ -96,14 +181,20 @@ async fn ready_ips(client: &Client, svc: &str) -> Vec<String> {
 /// Waits until the API's ready endpoints of `svc` are `want` (sorted),
 /// then until the table's are; returns how long the table took after the
 /// API.
-async fn rules_follow(c: &Cluster, client: &Client, svc: &str, want: &[String]) -> Duration {
+async fn rules_follow(
+    mode: Mode,
+    c: &Cluster,
+    client: &Client,
+    svc: &str,
+    want: &[String],
+) -> Duration {
     let api_at = c
         .poll("the EndpointSlice to list the endpoints", UP, || async {
             (ready_ips(client, svc).await == want).then(Instant::now)
         })
         .await;
     loop {
-        let now = table(&c.node).map(|t| endpoint_chains(&t, svc));
+        let now = table(mode, &c.node).map(|t| endpoint_chains(mode, &t, svc));
         if now.as_deref() == Some(want) {
             return api_at.elapsed();
         }
@@ -155,6 +246,10 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
         .unwrap_or_default())
 }
 
+fn services_api(client: &Client) -> Api<Service> {
+    Api::namespaced(client.clone(), "default")
+}
+
 async fn create_service(client: &Client, name: &str, spec: serde_json::Value) -> Service {
     let mut spec = spec;
     spec["selector"] = json!({"app": "web"});
@@ -185,19 +280,43 @@ async fn web_pods(client: &Client) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// One mode at a time: both agents' rules would see the other's traffic.
+static ONE_MODE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
+    let _one = ONE_MODE_AT_A_TIME.lock().await;
+    services_through_the_proxy(Mode::Nftables).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_reach_ready_pods_through_cluster_ips_and_node_ports_in_iptables_mode() {
+    let _one = ONE_MODE_AT_A_TIME.lock().await;
+    services_through_the_proxy(Mode::Iptables).await;
+}
+
+async fn services_through_the_proxy(mode: Mode) {
     let node_ip = host_address();
-    let mut c = Cluster::start_with(&["--node-ip", &node_ip]);
+    let host_rules_before = host_iptables();
+    let mut c = Cluster::start_with(&["--node-ip", &node_ip, "--proxy-mode", mode.flag()]);
     let client = c.client().await;
-    // The table (with the reject of the service range) is there before
+    // The rules (with the reject of the service range) are there before
     // any service or pod.
     let before = c
-        .poll("the agent's nftables table", UP, || async {
-            table(&c.node)
-        })
+        .poll("the agent's rules", UP, || async { table(mode, &c.node) })
         .await;
-    assert!(before.contains("ip daddr 10.96.0.0/12 reject"), "{before}");
+    let reject = match mode {
+        Mode::Nftables => "ip daddr 10.96.0.0/12 reject",
+        Mode::Iptables => "-d 10.96.0.0/12 -j REJECT",
+    };
+    assert!(before.contains(reject), "{before}");
+    let log = c.agent_log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("rules installed") && l.contains(mode.flag())),
+        "{}",
+        cluster::tail(&log, 20)
+    );
 
     let deployment: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -218,7 +337,12 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
         .create(&PostParams::default(), &deployment)
         .await
         .unwrap();
-    create_service(&client, "web", json!({})).await;
+    let web_ip = create_service(&client, "web", json!({}))
+        .await
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
     let np = create_service(&client, "web-np", json!({"type": "NodePort"})).await;
     let node_port = np.spec.unwrap().ports.unwrap()[0].node_port.unwrap();
     create_service(
@@ -247,7 +371,7 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
         .await;
     let mut all_ips: Vec<String> = pods.values().cloned().collect();
     all_ips.sort();
-    rules_follow(&c, &client, "web", &all_ips).await;
+    rules_follow(mode, &c, &client, "web", &all_ips).await;
 
     // 300 requests to the service's name, from a pod: all three answer.
     let counts = requests(&c, "client", "app", "http://web/name", 300);
@@ -290,7 +414,7 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
     // Another service changes the rules; every client still sticks to its
     // pod (by chance: (1/3)^4).
     create_service(&client, "other", json!({})).await;
-    rules_follow(&c, &client, "other", &all_ips).await;
+    rules_follow(mode, &c, &client, "other", &all_ips).await;
     for ((pod, container), was) in clients.iter().zip(&stuck) {
         let again = requests(&c, pod, container, "http://web-sticky/name", 10);
         assert_eq!(
@@ -316,6 +440,58 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
     .into_owned();
     assert!(listed.contains(&format!("80:{node_port}/TCP")), "{listed}");
 
+    // UDP through a cluster IP: a service without a selector whose one
+    // endpoint is the node-local DNS server (UDP 53 on the pod bridge's
+    // gateway); busybox's nslookup asks it through the cluster IP. (The
+    // images' busybox nc has no UDP.)
+    let gateway = c.pod_cidr.replace(".0/24", ".1");
+    let dns_svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "dns-udp"},
+        "spec": {"ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}
+    }))
+    .unwrap();
+    let dns_ip = services_api(&client)
+        .create(&PostParams::default(), &dns_svc)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .unwrap();
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "dns-udp-1", "labels": {"kubernetes.io/service-name": "dns-udp"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}],
+        "endpoints": [{"addresses": [gateway], "conditions": {"ready": true}}]
+    }))
+    .unwrap();
+    Api::<EndpointSlice>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &slice)
+        .await
+        .unwrap();
+    let udp_rule = match mode {
+        Mode::Nftables => format!("{dns_ip} . udp . 53 : goto"),
+        Mode::Iptables => format!("-d {dns_ip}/32 -p udp -m udp --dport 53"),
+    };
+    c.poll("the UDP service's rules", UP, || async {
+        table(mode, &c.node)
+            .is_some_and(|t| t.contains(&udp_rule))
+            .then_some(())
+    })
+    .await;
+    for _ in 0..5 {
+        let answer = c.exec(
+            "client",
+            "app",
+            &["nslookup", "web.default.svc.cluster.local", &dns_ip],
+        );
+        assert!(
+            answer.contains(&format!("Address: {web_ip}")),
+            "no answer through the UDP cluster IP {dns_ip}:\n{answer}"
+        );
+    }
+
     // A service address nothing is behind is refused at once.
     let refused = c.exec(
         "client",
@@ -336,7 +512,7 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
         .filter(|ip| *ip != unready_ip)
         .cloned()
         .collect();
-    let took = rules_follow(&c, &client, "web", &others).await;
+    let took = rules_follow(mode, &c, &client, "web", &others).await;
     eprintln!("unready pod out of the rules {took:?} after its EndpointSlice");
     assert!(
         took < FOLLOW,
@@ -350,7 +526,7 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
     assert!(failures(&counts).is_empty(), "{counts:?}");
     // Ready again: it is back.
     c.exec(unready, "web", &["touch", &format!("{HTML}/ready")]);
-    rules_follow(&c, &client, "web", &all_ips).await;
+    rules_follow(mode, &c, &client, "web", &all_ips).await;
 
     // Scaled to one: everything goes to the survivor.
     deployments
@@ -367,7 +543,7 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
             (p.len() == 1).then(|| p.into_iter().next().unwrap())
         })
         .await;
-    let took = rules_follow(&c, &client, "web", std::slice::from_ref(&survivor.1)).await;
+    let took = rules_follow(mode, &c, &client, "web", std::slice::from_ref(&survivor.1)).await;
     eprintln!("scaled-away pods out of the rules {took:?} after their EndpointSlice");
     assert!(
         took < FOLLOW,
@@ -376,32 +552,45 @@ async fn services_reach_ready_pods_through_cluster_ips_and_node_ports() {
     let counts = requests(&c, "client", "app", "http://web/name", 50);
     assert_eq!(counts.get(&survivor.0), Some(&50), "{counts:?}");
 
-    // Deleting the services leaves the table as it was before them.
+    // Deleting the services leaves the rules as they were before them.
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    for name in ["web", "web-np", "web-sticky", "other"] {
+    for name in ["web", "web-np", "web-sticky", "other", "dns-udp"] {
         services
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();
     }
-    c.poll("the table as before the services", UP, || async {
-        (table(&c.node).as_deref() == Some(before.as_str())).then_some(())
+    c.poll("the rules as before the services", UP, || async {
+        (table(mode, &c.node).as_deref() == Some(before.as_str())).then_some(())
     })
     .await;
-    let ruleset = String::from_utf8_lossy(
-        &Command::new("nft")
-            .args(["list", "ruleset"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .into_owned();
+    let ruleset = match mode {
+        Mode::Nftables => {
+            String::from_utf8_lossy(&run("nft", &["list", "ruleset"]).stdout).into_owned()
+        }
+        // Not other agents' chains (a killed test's, until swept).
+        Mode::Iptables => {
+            let ours = chain_prefix(&format!("bosun-{}", c.node));
+            iptables_save()
+                .lines()
+                .filter(|l| !l.contains("BOSUN-") || l.contains(&ours))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    };
     assert!(
         !ruleset.contains("default/web"),
         "a rule of a deleted service is left:\n{ruleset}"
     );
 
-    // A stopped agent leaves no table.
+    // A stopped agent leaves no rule, and the host's iptables rules are
+    // as before (but for Docker's own).
     c.stop_agent();
-    assert_eq!(table(&c.node), None, "the agent's table outlived it");
+    assert_eq!(table(mode, &c.node), None, "the agent's rules outlived it");
+    drop(c);
+    assert_eq!(
+        host_iptables(),
+        host_rules_before,
+        "the host's iptables rules changed"
+    );
 }

@@ -1,7 +1,8 @@
 //! The sync loop: watches of Services and EndpointSlices feed a
 //! [`ProxyState`] (the cluster DNS's watch-cache helper); once per burst
-//! of changes ([`COALESCE`]) the desired table is rendered, and the
-//! applier makes the table that one, over the last one, when they differ.
+//! of changes ([`COALESCE`]) the desired service ports are worked out, and
+//! the applier renders them with the backend of the [`ProxyMode`] and
+//! makes the host's rules those, over the last ones, when they differ.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,9 +15,10 @@ use kube::Client;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-use super::model::{desired, ProxyState, SliceInfo, SvcInfo};
-use super::nft;
+use super::model::{desired, ProxyState, ServicePort, SliceInfo, SvcInfo};
 use super::render::{render, transaction, Settings};
+use super::render_iptables::{self, Ruleset};
+use super::{iptables, nft, ProxyMode};
 use crate::dns::cache::{feed, rebuild_on_change};
 
 /// How long the proxy gathers changes before it renders.
@@ -26,21 +28,87 @@ pub const COALESCE: Duration = Duration::from_millis(100);
 pub struct ServiceProxy {
     tasks: Vec<JoinHandle<()>>,
     table: String,
+    mode: ProxyMode,
+}
+
+/// What one backend last made of the host's rules: None when unknown
+/// (a sync failed), so the next one replaces them whole.
+enum Installed {
+    Nftables(Option<String>),
+    Iptables(Option<Ruleset>),
+}
+
+impl Installed {
+    /// Makes the host's rules those of `ports`.
+    async fn apply(&mut self, settings: &Settings, ports: &[ServicePort]) -> anyhow::Result<()> {
+        match self {
+            Installed::Nftables(last) => {
+                let table = render(settings, ports);
+                let script = transaction(settings, &table, last.as_deref());
+                *last = None;
+                nft::apply(&script).await?;
+                *last = Some(table);
+            }
+            Installed::Iptables(last) => {
+                let rules = render_iptables::render(settings, ports);
+                match last.take() {
+                    Some(previous) => {
+                        if let Some((script, delete)) = render_iptables::sync(&previous, &rules) {
+                            iptables::restore(&script).await?;
+                            if let Some(delete) = delete {
+                                iptables::restore(&delete).await?;
+                            }
+                        }
+                    }
+                    None => iptables::replace(settings, &rules).await?,
+                }
+                *last = Some(rules);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl ServiceProxy {
-    /// Installs the table with no services (so every service address is
-    /// rejected before anything can send to one), then keeps it in sync.
-    pub async fn start(client: Client, node: String, settings: Settings) -> anyhow::Result<Self> {
-        nft::check_installed().await?;
-        let empty = render(&settings, &[]);
-        nft::apply(&transaction(&settings, &empty, None))
+    /// Installs the rules with no services (so every service address is
+    /// rejected before anything can send to one), then keeps them in sync.
+    pub async fn start(
+        client: Client,
+        node: String,
+        settings: Settings,
+        mode: ProxyMode,
+    ) -> anyhow::Result<Self> {
+        let mut installed = match mode {
+            ProxyMode::Nftables => {
+                nft::check_installed().await?;
+                Installed::Nftables(None)
+            }
+            ProxyMode::Iptables => {
+                iptables::check_installed().await?;
+                Installed::Iptables(None)
+            }
+        };
+        installed
+            .apply(&settings, &[])
             .await
-            .with_context(|| format!("installing nftables table ip {}", settings.table))?;
-        tracing::info!(table = %settings.table, service_cidr = %settings.service_cidr, bridge_netfilter = settings.bridge_netfilter, "service proxy: table installed");
+            .with_context(|| match mode {
+                ProxyMode::Nftables => format!("installing nftables table ip {}", settings.table),
+                ProxyMode::Iptables => format!(
+                    "installing iptables chains {}*",
+                    render_iptables::chain_prefix(&settings.table)
+                ),
+            })?;
+        if mode == ProxyMode::Nftables {
+            // Node ports from other hosts through Docker's FORWARD policy.
+            let accept = render_iptables::forward_accept(&settings);
+            if let Err(e) = iptables::replace(&settings, &accept).await {
+                tracing::warn!(error = %format!("{e:#}"), "service proxy: no iptables accept of forwarded service traffic; node ports may not answer other hosts");
+            }
+        }
+        tracing::info!(mode = mode.name(), table = %settings.table, chains = %render_iptables::chain_prefix(&settings.table), service_cidr = %settings.service_cidr, bridge_netfilter = settings.bridge_netfilter, "service proxy: rules installed");
         let state = Arc::new(Mutex::new(ProxyState::default()));
         let changed = Arc::new(Notify::new());
-        let (tx, rx) = watch::channel(empty.clone());
+        let (tx, rx) = watch::channel(Vec::new());
         let table = settings.table.clone();
         let applier_settings = settings.clone();
         let mut tasks = Vec::new();
@@ -70,53 +138,65 @@ impl ServiceProxy {
                     &node,
                     settings.pod_cidr,
                 );
-                let table = render(&settings, &ports);
                 tx.send_if_modified(|current| {
-                    let differs = *current != table;
+                    let differs = *current != ports;
                     if differs {
-                        *current = table;
+                        *current = ports;
                     }
                     differs
                 });
             })),
-            tokio::spawn(apply_changes(rx, applier_settings, empty)),
+            tokio::spawn(apply_changes(rx, applier_settings, installed)),
         ]);
-        Ok(ServiceProxy { tasks, table })
+        Ok(ServiceProxy { tasks, table, mode })
     }
 
-    /// Stops syncing and removes the table.
+    /// Stops syncing and removes the rules.
     pub async fn shutdown(self) {
         for t in &self.tasks {
             t.abort();
         }
-        match nft::delete_table(&self.table).await {
-            Ok(_) => tracing::info!(table = %self.table, "service proxy: table removed"),
+        let removed = match self.mode {
+            ProxyMode::Nftables => match nft::delete_table(&self.table).await {
+                // And the iptables accept of forwarded service traffic.
+                Ok(_) => iptables::remove(&self.table).await,
+                Err(e) => Err(e),
+            },
+            ProxyMode::Iptables => iptables::remove(&self.table).await,
+        };
+        match removed {
+            Ok(_) => {
+                tracing::info!(mode = self.mode.name(), table = %self.table, "service proxy: rules removed")
+            }
             Err(e) => {
-                tracing::error!(table = %self.table, error = %format!("{e:#}"), "service proxy: removing the table")
+                tracing::error!(mode = self.mode.name(), table = %self.table, error = %format!("{e:#}"), "service proxy: removing the rules")
             }
         }
     }
 }
 
-/// Makes the table every new rendered one, over the last one applied; a
-/// failure is retried (with whatever is newest then, replacing the table
-/// whole) every second.
-async fn apply_changes(mut rx: watch::Receiver<String>, settings: Settings, installed: String) {
-    let mut last = Some(installed);
+/// Makes the rules those of every new set of service ports, over the last
+/// ones applied; a failure is retried (with whatever is newest then,
+/// replacing the rules whole) every second.
+async fn apply_changes(
+    mut rx: watch::Receiver<Vec<ServicePort>>,
+    settings: Settings,
+    mut installed: Installed,
+) {
+    let mut failed = false;
     loop {
-        if last.is_some() && rx.changed().await.is_err() {
+        if !failed && rx.changed().await.is_err() {
             return;
         }
-        let table = rx.borrow_and_update().clone();
-        let script = transaction(&settings, &table, last.as_deref());
+        let ports = rx.borrow_and_update().clone();
         let start = std::time::Instant::now();
-        match nft::apply(&script).await {
+        match installed.apply(&settings, &ports).await {
             Ok(()) => {
-                tracing::debug!(took = ?start.elapsed(), bytes = script.len(), "service proxy: rules synced");
-                last = Some(table);
+                tracing::debug!(took = ?start.elapsed(), ports = ports.len(), "service proxy: rules synced");
+                failed = false;
             }
             Err(e) => {
-                last = None;
+                failed = true;
                 tracing::error!(error = %format!("{e:#}"), "service proxy: syncing the rules; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

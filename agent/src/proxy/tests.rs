@@ -322,3 +322,310 @@ fn a_sync_over_the_last_table_keeps_it_and_deletes_what_went() {
     );
     assert!(!script.contains("delete table"), "{script}");
 }
+
+// The iptables mode's renderer.
+
+mod iptables {
+    use super::*;
+    use crate::proxy::render_iptables::{chain_prefix, install, removal, render, sync, Chains};
+
+    /// The chain of `rules` whose rules mention `needle` (the one chain).
+    fn chain_with<'a>(chains: &'a Chains, needle: &str) -> (&'a String, &'a Vec<String>) {
+        let found: Vec<_> = chains
+            .iter()
+            .filter(|(_, rules)| rules.iter().any(|r| r.contains(needle)))
+            .collect();
+        assert_eq!(found.len(), 1, "{needle} in {chains:#?}");
+        found[0]
+    }
+
+    fn prefix() -> String {
+        chain_prefix("bosun-n1")
+    }
+
+    #[test]
+    fn chain_names_are_the_agents_own_and_fit_iptables() {
+        let p = prefix();
+        assert!(p.starts_with("BOSUN-") && p.len() == 13, "{p}");
+        assert_ne!(p, chain_prefix("bosun-n2"), "each agent has its own chains");
+        let mut port = web(&[("10.244.1.5", true), ("10.244.2.7", false)]);
+        port.node_port = Some(31234);
+        let r = render(&settings(), &[port]);
+        for name in r.nat.keys().chain(r.filter.keys()) {
+            assert!(name.starts_with(&p), "{name}");
+            assert!(name.len() <= 28, "{name} is longer than iptables allows");
+        }
+    }
+
+    #[test]
+    fn endpoints_are_picked_at_random_and_dnatted() {
+        let p = prefix();
+        let r = render(
+            &settings(),
+            &[web(&[
+                ("10.244.1.5", true),
+                ("10.244.2.7", false),
+                ("10.244.3.9", false),
+            ])],
+        );
+        let services = &r.nat[&format!("{p}SERVICES")];
+        assert!(services[0].starts_with(
+            "-d 10.96.0.20/32 -p tcp -m tcp --dport 80 -m comment --comment default/web/http/tcp -j "
+        ), "{services:?}");
+        assert_eq!(
+            services.last().unwrap(),
+            &format!("! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j {p}NODEPORTS")
+        );
+        let svc = services[0].rsplit(' ').next().unwrap();
+        assert!(svc.starts_with(&format!("{p}SVC-")), "{svc}");
+        let rules = &r.nat[svc];
+        assert_eq!(
+            rules[0],
+            format!("! -s 10.244.1.0/24 -m addrtype ! --src-type LOCAL -j {p}MARK-MASQ")
+        );
+        // 1/3, then 1/2 of the rest, then the last: each a third.
+        assert!(
+            rules[1].starts_with("-m statistic --mode random --probability 0.3333333333 -j "),
+            "{rules:?}"
+        );
+        assert!(
+            rules[2].starts_with("-m statistic --mode random --probability 0.5000000000 -j "),
+            "{rules:?}"
+        );
+        assert!(rules[3].starts_with(&format!("-j {p}SEP-")), "{rules:?}");
+        // A local endpoint masquerades the node's pods (no br_netfilter).
+        let (_, local) = chain_with(&r.nat, "--to-destination 10.244.1.5:8080");
+        assert_eq!(
+            local,
+            &[
+                format!("-s 10.244.1.0/24 -j {p}MARK-MASQ"),
+                "-p tcp -m comment --comment default/web/http/tcp -j DNAT --to-destination 10.244.1.5:8080".to_string()
+            ]
+        );
+        let (_, remote) = chain_with(&r.nat, "--to-destination 10.244.2.7:8080");
+        assert_eq!(remote.len(), 1, "{remote:?}");
+        // With br_netfilter, only the pod's connections to itself.
+        let bridged = Settings {
+            bridge_netfilter: true,
+            ..settings()
+        };
+        let r2 = render(&bridged, &[web(&[("10.244.1.5", true)])]);
+        let (_, local) = chain_with(&r2.nat, "--to-destination 10.244.1.5:8080");
+        assert_eq!(local[0], format!("-s 10.244.1.5/32 -j {p}MARK-MASQ"));
+        // The range is rejected after the DNAT, in forward and output.
+        assert_eq!(
+            r.filter[&format!("{p}OUTPUT")],
+            ["-d 10.96.0.0/12 -j REJECT"]
+        );
+        assert_eq!(
+            r.filter[&format!("{p}FORWARD")][0],
+            "-d 10.96.0.0/12 -j REJECT"
+        );
+        assert_eq!(
+            r.nat[&format!("{p}POSTROUTING")],
+            [
+                "-m mark ! --mark 0x4000/0x4000 -j RETURN",
+                "-j MARK --xor-mark 0x4000",
+                "-j MASQUERADE --random-fully"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_service_without_ready_endpoints_is_left_to_the_reject() {
+        let p = prefix();
+        let mut port = web(&[]);
+        port.node_port = Some(31234);
+        let r = render(&settings(), &[port]);
+        assert!(
+            !r.nat
+                .keys()
+                .any(|k| k.contains("SVC-") || k.contains("EXT-")),
+            "{r:#?}"
+        );
+        assert_eq!(
+            r.nat[&format!("{p}SERVICES")].len(),
+            1,
+            "only the node-port dispatch"
+        );
+        assert_eq!(
+            r.filter[&format!("{p}INPUT")],
+            ["-m addrtype --dst-type LOCAL -p tcp -m tcp --dport 31234 -m comment --comment default/web/http/tcp -j REJECT"]
+        );
+    }
+
+    #[test]
+    fn node_ports_masquerade_unless_local_which_uses_only_local_endpoints() {
+        let p = prefix();
+        let mut port = web(&[("10.244.1.5", true), ("10.244.2.7", false)]);
+        port.node_port = Some(31234);
+        let r = render(&settings(), &[port.clone()]);
+        let np = &r.nat[&format!("{p}NODEPORTS")];
+        assert_eq!(np.len(), 1);
+        assert!(np[0].starts_with(
+            "-p tcp -m tcp --dport 31234 -m comment --comment default/web/http/tcp -j "
+        ));
+        let ext = np[0].rsplit(' ').next().unwrap();
+        let svc = r.nat[&format!("{p}SERVICES")][0]
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            r.nat[ext],
+            [format!("-j {p}MARK-MASQ"), format!("-j {svc}")]
+        );
+
+        port.external_local = true;
+        let r = render(&settings(), &[port.clone()]);
+        let rules = &r.nat[ext];
+        assert_eq!(
+            rules[..3],
+            [
+                format!("-s 10.244.1.0/24 -j {svc}"),
+                format!("-m addrtype --src-type LOCAL -j {p}MARK-MASQ"),
+                format!("-m addrtype --src-type LOCAL -j {svc}"),
+            ]
+        );
+        // Only the local endpoint, unmasqueraded: one unconditional jump.
+        assert_eq!(rules.len(), 4, "{rules:?}");
+        let (local_sep, _) = chain_with(&r.nat, "--to-destination 10.244.1.5:8080");
+        assert_eq!(rules[3], format!("-j {local_sep}"));
+        assert!(r.filter[&format!("{p}INPUT")].is_empty());
+
+        // No local endpoint: not DNATed, dropped on arrival.
+        port.backends.retain(|b| !b.local);
+        let r = render(&settings(), &[port]);
+        assert_eq!(r.nat[ext].len(), 3, "{:?}", r.nat[ext]);
+        assert_eq!(
+            r.filter[&format!("{p}INPUT")],
+            ["-m addrtype --dst-type LOCAL -p tcp -m tcp --dport 31234 -m comment --comment default/web/http/tcp -j DROP"]
+        );
+    }
+
+    #[test]
+    fn client_ip_affinity_uses_a_recent_list_per_endpoint_with_the_timeout() {
+        let mut port = web(&[("10.244.1.5", true), ("10.244.2.7", false)]);
+        port.affinity = Some(60);
+        let r = render(&settings(), &[port]);
+        let (sep, rules) = chain_with(&r.nat, "--to-destination 10.244.2.7:8080");
+        assert_eq!(rules[0], format!("-m recent --name {sep} --set --rsource"));
+        let (_, svc) = chain_with(&r.nat, "-m statistic");
+        assert!(
+            svc.contains(&format!(
+                "-m recent --name {sep} --rcheck --seconds 60 --reap --rsource -j {sep}"
+            )),
+            "{svc:?}"
+        );
+        // The affinity checks come before the random pick.
+        assert!(
+            svc[1].contains("--rcheck")
+                && svc[2].contains("--rcheck")
+                && svc[3].contains("statistic")
+        );
+    }
+
+    #[test]
+    fn udp_ports_are_dnatted_as_udp() {
+        let mut port = web(&[("10.244.2.7", false)]);
+        port.proto = Proto::Udp;
+        port.port_name = String::new();
+        port.port = 53;
+        let r = render(&settings(), &[port]);
+        assert!(r.nat[&format!("{}SERVICES", prefix())][0].starts_with(
+            "-d 10.96.0.20/32 -p udp -m udp --dport 53 -m comment --comment default/web/53/udp -j "
+        ));
+        chain_with(&r.nat, "-p udp -m comment --comment default/web/53/udp -j DNAT --to-destination 10.244.2.7:8080");
+    }
+
+    #[test]
+    fn the_install_makes_the_chains_and_jumps_first_from_the_built_in_ones() {
+        let p = prefix();
+        let script = install(&settings(), &render(&settings(), &[]));
+        for jump in [
+            format!("-I PREROUTING 1 -m comment --comment bosun-n1 -j {p}SERVICES"),
+            format!("-I OUTPUT 1 -m comment --comment bosun-n1 -j {p}SERVICES"),
+            format!("-I POSTROUTING 1 -m comment --comment bosun-n1 -j {p}POSTROUTING"),
+            format!("-I FORWARD 1 -m comment --comment bosun-n1 -j {p}FORWARD"),
+            format!("-I OUTPUT 1 -m comment --comment bosun-n1 -j {p}OUTPUT"),
+            format!("-I INPUT 1 -m comment --comment bosun-n1 -j {p}INPUT"),
+        ] {
+            assert!(
+                script.contains(&format!("{jump}\n")),
+                "{jump} missing from\n{script}"
+            );
+        }
+        assert!(
+            script.starts_with(&format!("*filter\n:{p}FORWARD - [0:0]\n")),
+            "{script}"
+        );
+        assert_eq!(script.matches("COMMIT\n").count(), 2);
+    }
+
+    #[test]
+    fn a_sync_rewrites_only_what_changed_and_deletes_what_went_after() {
+        let mut port = web(&[("10.244.1.5", true), ("10.244.2.7", false)]);
+        port.affinity = Some(60);
+        let before = render(&settings(), &[port.clone()]);
+        assert_eq!(sync(&before, &before), None, "nothing to do");
+        port.backends.pop();
+        let after = render(&settings(), &[port]);
+        let (gone_sep, _) = chain_with(&before.nat, "--to-destination 10.244.2.7:8080");
+        let (kept_sep, _) = chain_with(&before.nat, "--to-destination 10.244.1.5:8080");
+        let (svc, _) = chain_with(&after.nat, "--rcheck");
+        let (script, delete) = sync(&before, &after).unwrap();
+        // Only nat changed; the service chain is redeclared (flushed) and
+        // refilled, the gone endpoint's flushed; the staying endpoint's
+        // chain (its recent list) is not touched.
+        assert!(!script.contains("*filter"), "{script}");
+        assert!(script.contains(&format!(":{svc} - [0:0]\n")), "{script}");
+        assert!(
+            script.contains(&format!(":{gone_sep} - [0:0]\n")),
+            "{script}"
+        );
+        assert!(!script.contains(&format!(":{kept_sep} ")), "{script}");
+        assert!(!script.contains(&format!("-A {kept_sep} ")), "{script}");
+        assert!(!script.contains("-X"), "{script}");
+        assert_eq!(delete.unwrap(), format!("*nat\n-X {gone_sep}\nCOMMIT\n"));
+    }
+
+    #[test]
+    fn removal_takes_the_agents_jumps_and_chains_and_nothing_else() {
+        let p = prefix();
+        let other = chain_prefix("bosun-n2");
+        let saved = format!(
+            "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:{p}FORWARD - [0:0]\n:{other}FORWARD - [0:0]\n:DOCKER-USER - [0:0]\n\
+             -A FORWARD -m comment --comment bosun-n1 -j {p}FORWARD\n-A FORWARD -m comment --comment bosun-n2 -j {other}FORWARD\n\
+             -A FORWARD -j DOCKER-USER\n-A {p}FORWARD -d 10.96.0.0/12 -j REJECT --reject-with icmp-port-unreachable\nCOMMIT\n\
+             *nat\n:PREROUTING ACCEPT [0:0]\n:{p}SERVICES - [0:0]\n:{p}SVC-ABCDEFGHIJ - [0:0]\n\
+             -A PREROUTING -m comment --comment bosun-n1 -j {p}SERVICES\n-A {p}SERVICES -d 10.96.0.20/32 -j {p}SVC-ABCDEFGHIJ\nCOMMIT\n"
+        );
+        let (flush, delete) = removal(&saved, &p).unwrap();
+        assert_eq!(
+            flush,
+            format!(
+                "*filter\n-D FORWARD -m comment --comment bosun-n1 -j {p}FORWARD\n-F {p}FORWARD\nCOMMIT\n\
+                 *nat\n-D PREROUTING -m comment --comment bosun-n1 -j {p}SERVICES\n-F {p}SERVICES\n-F {p}SVC-ABCDEFGHIJ\nCOMMIT\n"
+            )
+        );
+        assert_eq!(
+            delete,
+            format!("*filter\n-X {p}FORWARD\nCOMMIT\n*nat\n-X {p}SERVICES\n-X {p}SVC-ABCDEFGHIJ\nCOMMIT\n")
+        );
+        assert_eq!(removal("*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n", &p), None);
+    }
+}
+
+#[test]
+fn the_nftables_mode_needs_of_iptables_only_the_forward_accept() {
+    use crate::proxy::render_iptables::{chain_prefix, forward_accept, install};
+    let p = chain_prefix("bosun-n1");
+    assert_eq!(
+        install(&settings(), &forward_accept(&settings())),
+        format!(
+            "*filter\n:{p}FORWARD - [0:0]\n\
+             -A {p}FORWARD -d 10.244.1.0/24 -m conntrack --ctstate DNAT -m comment --comment service-traffic-to-local-pods -j ACCEPT\n\
+             -I FORWARD 1 -m comment --comment bosun-n1 -j {p}FORWARD\nCOMMIT\n"
+        )
+    );
+}

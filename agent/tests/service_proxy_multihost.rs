@@ -1,0 +1,377 @@
+//! The service proxy across hosts (`scripts/hosts.sh`: network namespaces
+//! joined by a bridge, each with its own Docker Engine; the control plane
+//! on the bridge, one agent per host), in each proxy mode:
+//!
+//! - a pod on host 2 reaches a service whose only endpoint is on host 1 by
+//!   its cluster IP, and the endpoint sees the pod's own address;
+//! - a NodePort with `externalTrafficPolicy: Local` answers on host 1 (the
+//!   endpoint's) to a client on host 2, and the endpoint sees host 2's
+//!   address; host 2, without a local endpoint, does not serve it.
+//!
+//! The hosts' FORWARD policy is DROP, as Docker sets it on a host whose
+//! forwarding it turns on: node ports from other hosts then need the
+//! agent's accept of forwarded service traffic.
+//!
+//! It needs root, iproute2, iptables, nsenter and dockerd and fails
+//! without them. The harness's names are fixed: run it under
+//! `flock /tmp/hosts-harness.lock cargo test ...` so two runs never
+//! overlap; the modes run one after the other in one test.
+
+mod cluster;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use cluster::{
+    bin_dir, control_binary, dies_with_test, ensure_images, kubectl_binary, repo_root, tail,
+    wait_for,
+};
+
+const HOSTS: usize = 2;
+const CONTROL_IP: &str = "172.31.250.1";
+const WAIT: Duration = Duration::from_secs(90);
+const HTML: &str = "/usr/share/nginx/html";
+
+fn host_ip(i: usize) -> String {
+    format!("172.31.250.{}", 10 + i)
+}
+
+fn hosts_sh() -> PathBuf {
+    repo_root().join("scripts/hosts.sh")
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cmd` in host `i`'s network namespace (`hosts.sh exec`).
+fn on_host(i: usize, cmd: &[&str]) -> String {
+    ok(Command::new("bash")
+        .arg(hosts_sh())
+        .args(["exec", &i.to_string()])
+        .args(cmd))
+}
+
+/// Runs `f` on a thread in host `i`'s network namespace (its path from
+/// `hosts.sh env`): the test's own sockets, as a process on that host.
+fn in_host<T: Send + 'static>(i: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let env = ok(Command::new("bash")
+        .arg(hosts_sh())
+        .args(["env", &i.to_string()]));
+    let netns = env
+        .lines()
+        .find_map(|l| l.strip_prefix("NETNS="))
+        .expect("hosts.sh env prints NETNS")
+        .to_string();
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(&netns).unwrap_or_else(|e| panic!("{netns}: {e}"));
+        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        f()
+    })
+    .join()
+    .expect("the thread in the host's namespace panicked")
+}
+
+/// An HTTP/1.0 GET of `path` from `addr`; the body.
+fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(3))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    // A CGI's own headers end in bare newlines.
+    let out = out.replace("\r\n", "\n");
+    Ok(out
+        .split_once("\n\n")
+        .map(|(_, b)| b.trim().to_string())
+        .unwrap_or(out))
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Nftables,
+    Iptables,
+}
+
+impl Mode {
+    fn flag(self) -> &'static str {
+        match self {
+            Mode::Nftables => "nftables",
+            Mode::Iptables => "iptables",
+        }
+    }
+
+    /// Host `i`'s agent's DNAT rules, as text that names the endpoints.
+    fn rules(self, i: usize) -> String {
+        match self {
+            Mode::Nftables => {
+                let out = run(Command::new("bash")
+                    .arg(hosts_sh())
+                    .args(["exec", &i.to_string(), "nft", "list", "table", "ip"])
+                    .arg(format!("bosun-h{i}")));
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            }
+            Mode::Iptables => on_host(i, &["iptables-save", "-t", "nat"]),
+        }
+    }
+}
+
+/// The hosts, the control plane and the agents; dropping it stops them
+/// and takes the hosts down.
+struct Hosts {
+    dir: tempfile::TempDir,
+    control: Option<Child>,
+    agents: Vec<Option<Child>>,
+}
+
+impl Hosts {
+    fn start(mode: Mode) -> Hosts {
+        ensure_images();
+        let mut h = Hosts {
+            dir: tempfile::tempdir().unwrap(),
+            control: None,
+            agents: (0..HOSTS).map(|_| None).collect(),
+        };
+        ok(Command::new("bash")
+            .arg(hosts_sh())
+            .args(["up", &HOSTS.to_string()]));
+        // As Docker leaves a host whose forwarding it turned on itself (this
+        // machine): FORWARD's policy DROP. The hosts' engines found
+        // forwarding on and left it ACCEPT.
+        for i in 1..=HOSTS {
+            on_host(i, &["iptables", "-w", "-P", "FORWARD", "DROP"]);
+        }
+        let data = h.dir.path().join("control");
+        let log = std::fs::File::create(h.dir.path().join("control.log")).unwrap();
+        h.control = Some(
+            dies_with_test(control_binary())
+                .arg("--data-dir")
+                .arg(&data)
+                .args(["--bind", CONTROL_IP, "--port", "0"])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("starting bosun-control"),
+        );
+        wait_for("bosun-control's kubeconfig", WAIT, || {
+            data.join("admin.kubeconfig").exists().then_some(())
+        });
+        for i in 1..=HOSTS {
+            let log = std::fs::File::create(h.dir.path().join(format!("agent-{i}.log"))).unwrap();
+            let child = dies_with_test("bash")
+                .arg(hosts_sh())
+                .args(["exec", &i.to_string()])
+                .arg(bin_dir().join("bosun-agent"))
+                .arg("--kubeconfig")
+                .arg(h.kubeconfig())
+                .args(["--node-name", &format!("h{i}"), "--node-ip", &host_ip(i)])
+                .args(["--data-dir", &format!("/tmp/bosun-hosts/h{i}/agent")])
+                .args(["--port", "0", "--heartbeat-period", "2"])
+                .args(["--proxy-mode", mode.flag()])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("starting bosun-agent");
+            h.agents[i - 1] = Some(child);
+        }
+        h
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("control/admin.kubeconfig")
+    }
+
+    fn logs(&self) -> String {
+        let mut all = String::new();
+        for name in ["control.log", "agent-1.log", "agent-2.log"] {
+            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+            all.push_str(&format!("--- {name}\n{}\n", tail(&text, 15)));
+        }
+        all
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        run(Command::new(kubectl_binary())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args))
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn jsonpath(&self, what: &[&str], path: &str) -> String {
+        let mut args = vec!["get"];
+        args.extend(what);
+        let jp = format!("jsonpath={path}");
+        args.extend(["-o", &jp]);
+        self.kubectl_ok(&args)
+    }
+
+    /// Stops host `i`'s agent as a user would (SIGTERM).
+    fn stop_agent(&mut self, i: usize) {
+        if let Some(mut child) = self.agents[i - 1].take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = child.wait();
+        }
+    }
+
+    fn stop_all(&mut self) {
+        for c in self.agents.iter_mut().chain([&mut self.control]) {
+            if let Some(mut c) = c.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        let _ = Command::new("bash").arg(hosts_sh()).arg("down").status();
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// The web pod (on h1) serves the address it sees a request come from
+/// at /cgi-bin/ip (busybox httpd's CGI `REMOTE_ADDR`); a client pod on h2.
+fn manifest() -> String {
+    let script = format!(
+        "mkdir -p {HTML}/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' >{HTML}/cgi-bin/ip && chmod +x {HTML}/cgi-bin/ip && exec httpd -f -p 80 -h {HTML}"
+    );
+    serde_json::to_string(&serde_json::json!({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "web", "labels": {"app": "web"}},
+             "spec": {"nodeName": "h1", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "web", "image": "bosun.local/web:1",
+                    "command": ["sh", "-c", script],
+                    "ports": [{"name": "http", "containerPort": 80}],
+                    "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}}]}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client"},
+             "spec": {"nodeName": "h2", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "bosun.local/busybox:1.35",
+                    "command": ["sleep", "3600"]}]}},
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+             "spec": {"selector": {"app": "web"},
+                "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}},
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-local"},
+             "spec": {"type": "NodePort", "externalTrafficPolicy": "Local",
+                "selector": {"app": "web"},
+                "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}
+        ]
+    }))
+    .unwrap()
+}
+
+fn across_hosts(mode: Mode) {
+    let mut h = Hosts::start(mode);
+    let file = h.dir.path().join("web.json");
+    std::fs::write(&file, manifest()).unwrap();
+    h.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+    for pod in ["web", "client"] {
+        wait_for(&format!("pod {pod} ready"), WAIT, || {
+            let ready = h.jsonpath(
+                &["pod", pod],
+                "{.status.conditions[?(@.type=='Ready')].status}",
+            );
+            (ready == "True").then_some(())
+        });
+    }
+    let web_ip = h.jsonpath(&["pod", "web"], "{.status.podIP}");
+    let client_ip = h.jsonpath(&["pod", "client"], "{.status.podIP}");
+    let vip = h.jsonpath(&["svc", "web"], "{.spec.clusterIP}");
+    let node_port = h.jsonpath(&["svc", "web-local"], "{.spec.ports[0].nodePort}");
+    // Both hosts' rules send the services to the endpoint on h1.
+    for i in 1..=HOSTS {
+        wait_for(&format!("h{i}'s rules for {web_ip}"), WAIT, || {
+            mode.rules(i)
+                .contains(&format!("{web_ip}:80"))
+                .then_some(())
+        });
+    }
+
+    // The pod on h2 reaches the service by its cluster IP; the endpoint
+    // on h1 sees the pod's own address.
+    let out = h.kubectl(&[
+        "exec",
+        "client",
+        "--",
+        "wget",
+        "-qO-",
+        &format!("http://{vip}/cgi-bin/ip"),
+    ]);
+    let seen = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && seen.contains(&client_ip),
+        "{mode:?}: from h2's pod through {vip}: {seen:?} (want {client_ip}) {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        h.logs()
+    );
+
+    // The Local NodePort answers on h1 to h2 (the host itself), keeping
+    // h2's address.
+    let h1 = format!("{}:{node_port}", host_ip(1));
+    let seen = in_host(2, move || http_get(&h1, "/cgi-bin/ip"));
+    let seen = seen.unwrap_or_else(|e| {
+        panic!(
+            "{mode:?}: h1's NodePort {node_port} from h2: {e}\n{}",
+            h.logs()
+        )
+    });
+    assert!(
+        seen.contains(&host_ip(2)),
+        "{mode:?}: the endpoint saw {seen:?}, not h2's {}",
+        host_ip(2)
+    );
+    // h2 has no local endpoint: asked from h1, it does not serve it.
+    let h2 = format!("{}:{node_port}", host_ip(2));
+    let refused = in_host(1, move || http_get(&h2, "/cgi-bin/ip"));
+    assert!(
+        refused.is_err(),
+        "{mode:?}: h2 served its Local NodePort without a local endpoint: {refused:?}"
+    );
+
+    // An agent stopped as a user would removes its rules.
+    h.stop_agent(2);
+    assert!(
+        !mode.rules(2).contains(&format!("{web_ip}:80")),
+        "{mode:?}: h2's rules outlived its agent"
+    );
+    h.stop_all();
+}
+
+#[test]
+fn services_across_hosts_by_cluster_ip_and_local_node_port() {
+    for mode in [Mode::Nftables, Mode::Iptables] {
+        across_hosts(mode);
+    }
+}
