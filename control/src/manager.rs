@@ -190,4 +190,24 @@ mod tests {
         let err = opts(&["*", "-replicaset-typo"]).validate().unwrap_err();
         assert!(err.contains("replicaset-typo"), "{err}");
     }
+
+    #[tokio::test]
+    async fn controller_writes_are_managed_by_kube_controller_manager() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let api = crate::toolkit::testing::TestApi::start().await;
+        let cm: ConfigMap = api
+            .create(
+                serde_json::json!({"metadata": {"name": "c", "namespace": "default"},
+                "data": {"k": "v"}}),
+            )
+            .await;
+        let managers: Vec<String> = cm
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| e.manager)
+            .collect();
+        assert_eq!(managers, ["kube-controller-manager"]);
+    }
 }
