@@ -159,6 +159,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         &admin_kubeconfig(addr, &pki.ca_pem, &token)?,
         0o600,
     )?;
+    let router = observe::routes(api::router(state.clone()), state);
+    // The kubernetes Service is there before anyone is told the address
+    // (and is kept from then on by its loop below).
+    let api_service = KubernetesServiceOptions {
+        service_ip: crate::api::allocate::KUBERNETES_SERVICE_IP,
+        advertise,
+        port: addr.port(),
+    };
+    let apiserver_client = manager::in_process_client_as(router.clone(), &token, "kube-apiserver");
+    if let Err(e) = kubernetesservice::reconcile(&apiserver_client, &api_service).await {
+        tracing::warn!(error = %e, "making the kubernetes Service");
+    }
     let address_file = config.data_dir.join("address");
     write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
     auth::bootstrap::publish_cluster_info(
@@ -169,7 +181,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
-    let router = observe::routes(api::router(state.clone()), state);
     let shared = Shared::with_scheduler_client(
         manager::in_process_client(router.clone(), &token),
         manager::in_process_client_as(router.clone(), &token, bosun::fieldmanager::KUBE_SCHEDULER),
@@ -192,12 +203,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         );
     }
     loops.push(tokio::spawn(kubernetesservice::start(
-        manager::in_process_client_as(router.clone(), &token, "kube-apiserver"),
-        KubernetesServiceOptions {
-            service_ip: crate::api::allocate::KUBERNETES_SERVICE_IP,
-            advertise,
-            port: addr.port(),
-        },
+        apiserver_client,
+        api_service,
     )));
     loops.push(tokio::spawn(auth::bootstrap::run_cleaner(
         store.clone(),
