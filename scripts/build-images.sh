@@ -7,6 +7,13 @@
 #                             does; /www links there) with index.html saying
 #                             "web v1" / "web v2"; its `httpd` stops at once on
 #                             SIGTERM, as nginx does, also as a pod's PID 1
+#   bosun.local/in-cluster-client:1
+#                             only with --in-cluster-client: the agent's
+#                             example `in_cluster_client` (a kube-rs
+#                             Client::try_default() that lists its namespace's
+#                             pods), built with cargo, stripped, with the
+#                             shared libraries ldd lists and nothing else;
+#                             rebuilt whenever the binary changes
 #
 # Each is a `docker import` of a root filesystem made here, labelled with
 # IMAGE_VERSION. Images that exist with that label are kept unless --force is
@@ -15,11 +22,14 @@
 set -euo pipefail
 
 force=0
+in_cluster=0
 for arg in "$@"; do
   case "$arg" in
     --force|-f) force=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "build-images.sh: unknown argument $arg (only --force)" >&2; exit 2 ;;
+    --in-cluster-client) in_cluster=1 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "build-images.sh: unknown argument $arg (only --force, --in-cluster-client)" >&2
+       exit 2 ;;
   esac
 done
 
@@ -130,3 +140,28 @@ WRAPPER
   import "$tmp/web" "$image" \
     'CMD ["httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"]' 'EXPOSE 80'
 done
+
+# The in-cluster client: the example binary and its shared libraries only.
+if [ "$in_cluster" = 1 ]; then
+  image=bosun.local/in-cluster-client:1
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  target=${CARGO_TARGET_DIR:-$repo/target}
+  (cd "$repo" && "${CARGO:-cargo}" build -q -p bosun-agent --example in_cluster_client)
+  bin=$target/debug/examples/in_cluster_client
+  sum=$(sha256sum "$bin" | cut -d' ' -f1)
+  have=$(docker image inspect -f '{{index .Config.Labels "io.bosun.binary-sha256"}}' "$image" \
+    2>/dev/null || true)
+  if [ "$force" = 1 ] || [ "$have" != "$sum" ]; then
+    root=$tmp/in-cluster-client
+    mkdir -p "$root/bin" "$root/etc" "$root/tmp"
+    strip -o "$root/bin/in-cluster-client" "$bin"
+    # Every library the dynamic linker loads, at the path it loads it from.
+    while read -r lib; do
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done < <(ldd "$bin" | grep -o '/[^ ]*' | sort -u)
+    printf 'root:x:0:0:root:/:/bin/in-cluster-client\n' >"$root/etc/passwd"
+    import "$root" "$image" "LABEL io.bosun.binary-sha256=$sum" \
+      'ENTRYPOINT ["/bin/in-cluster-client"]'
+  fi
+fi

@@ -303,8 +303,14 @@ async fn main() -> anyhow::Result<()> {
     let kubeconfig_path = args.kubeconfig.clone().expect("required unless --purge");
     let kubeconfig = Kubeconfig::read_from(&kubeconfig_path)
         .with_context(|| format!("reading {}", kubeconfig_path.display()))?;
-    let client_config =
+    let mut client_config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    // The kubelet's User-Agent: the API records what the agent writes (pod
+    // and node status) under the field manager `kubelet`, as Kubernetes does.
+    client_config.headers.push((
+        http::header::USER_AGENT,
+        bosun::fieldmanager::user_agent(bosun::fieldmanager::KUBELET).parse()?,
+    ));
     let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;
     let client_cas = client_cas(args.client_ca_file.as_ref(), &client_config)?;
     if token.is_none() && client_cas.is_empty() {

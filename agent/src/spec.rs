@@ -213,14 +213,17 @@ pub fn container_config(
     restart_count: u32,
     cfg: &AgentConfig,
     sources: &ConfigSources,
+    service_env: &[(String, String)],
 ) -> Result<ContainerConfig, ConfigError> {
     let spec = pod.spec.clone().unwrap_or_default();
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    // envFrom first, then env, a later name replacing an earlier one (the
-    // kubelet's makeEnvironmentVariables).
+    // envFrom first, then env, a later name replacing an earlier one, then
+    // the Services' variables the container does not set itself (the
+    // kubelet's makeEnvironmentVariables); `$(VAR)` sees all of them.
     let from_sources = sources.env_for(ns, c).map_err(ConfigError)?;
     let mut env: Vec<(String, String)> = from_sources.from.clone();
-    let mut vars: BTreeMap<String, String> = env.iter().cloned().collect();
+    let mut vars: BTreeMap<String, String> = service_env.iter().cloned().collect();
+    vars.extend(env.iter().cloned());
     for e in c.env.clone().unwrap_or_default() {
         let value = match (&e.value, &e.value_from) {
             (Some(v), _) => expand(v, &vars),
@@ -255,6 +258,11 @@ pub fn container_config(
         vars.insert(e.name.clone(), value.clone());
         env.retain(|(n, _)| *n != e.name);
         env.push((e.name, value));
+    }
+    for (name, value) in service_env {
+        if !env.iter().any(|(n, _)| n == name) {
+            env.push((name.clone(), value.clone()));
+        }
     }
     let mut mounts = Vec::new();
     for m in c.volume_mounts.clone().unwrap_or_default() {
@@ -351,7 +359,8 @@ mod tests {
                     {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                     {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                     {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-                    {"name": "GREETING", "value": "hi $(NS) $$(NS)"}
+                    {"name": "GREETING", "value": "hi $(NS) $$(NS)"},
+                    {"name": "API", "value": "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}
                 ],
                 "resources": {"limits": {"memory": "200Mi", "cpu": "500m"}}}]}
         })).unwrap();
@@ -363,9 +372,18 @@ mod tests {
             2,
             &cfg(),
             &ConfigSources::default(),
+            &[
+                ("KUBERNETES_SERVICE_HOST".into(), "10.96.0.1".into()),
+                ("KUBERNETES_SERVICE_PORT".into(), "443".into()),
+                ("NS".into(), "a service's".into()),
+            ],
         )
         .unwrap();
+        // The container's own variables win over the Services'.
+        assert_eq!(cc.env.iter().filter(|(n, _)| n == "NS").count(), 1);
         let env: BTreeMap<_, _> = cc.env.iter().cloned().collect();
+        assert_eq!(env["API"], "https://10.96.0.1:443");
+        assert_eq!(env["KUBERNETES_SERVICE_HOST"], "10.96.0.1");
         assert_eq!(env["POD"], "web");
         assert_eq!(env["NS"], "shop");
         assert_eq!(env["IP"], "10.244.0.5");

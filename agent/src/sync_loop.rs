@@ -22,6 +22,7 @@ use crate::dns::{DnsServer, DnsSettings};
 use crate::events::Recorder;
 use crate::pod::{ensure_pod_network, PodWorkers};
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role};
+use crate::service_env::ServiceEnv;
 
 pub struct Agent {
     pub client: Client,
@@ -114,12 +115,15 @@ impl Agent {
         let mut stream = watcher::watcher(pods, watcher::Config::default().fields(&selector))
             .default_backoff()
             .boxed();
+        // The Services' variables every container gets.
+        let (services, services_watch) = ServiceEnv::start(self.client.clone());
         let mut workers = PodWorkers::new(
             self.rt.clone(),
             self.cfg.clone(),
             self.client.clone(),
             recorder,
-        );
+        )
+        .with_services(services);
         let mut known: HashSet<String> = HashSet::new();
         let mut init: Option<HashSet<String>> = None;
         let mut synced_once = false;
@@ -173,6 +177,7 @@ impl Agent {
         }
         heartbeat.abort();
         volume_cleanup.abort();
+        services_watch.abort();
         Ok(())
     }
 

@@ -31,6 +31,16 @@ struct Args {
     /// Seconds between bookmarks on idle watches that ask for them.
     #[arg(long, default_value_t = 30)]
     bookmark_interval: u64,
+    /// The address pods reach the API at, published as the `kubernetes`
+    /// Service's endpoint (kube-apiserver's flag). Default: --bind if it is
+    /// a specific non-loopback address, else the address of the interface
+    /// of this host's default route.
+    #[arg(long)]
+    advertise_address: Option<IpAddr>,
+    /// The cluster's DNS domain (the agents' --cluster-domain), for the
+    /// serving certificate's kubernetes.default.svc.<domain>.
+    #[arg(long, default_value = "cluster.local")]
+    cluster_domain: String,
     /// Extra DNS names or IP addresses for the serving certificate.
     #[arg(long = "tls-san")]
     tls_sans: Vec<String>,
@@ -148,6 +158,8 @@ async fn main() -> anyhow::Result<()> {
         data_dir: args.data_dir,
         bind: SocketAddr::new(args.bind, args.port),
         tls_sans: args.tls_sans,
+        advertise_address: args.advertise_address,
+        cluster_domain: args.cluster_domain,
         store: StoreOptions {
             history: args.watch_history,
         },

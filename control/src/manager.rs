@@ -103,13 +103,26 @@ impl ControllerOptions {
 }
 
 /// A kube client that calls `router` in process, authenticated with the
-/// admin token: no socket, no TLS, the same handlers as any client.
+/// admin token: no socket, no TLS, the same handlers as any client. Its
+/// User-Agent names kube-controller-manager, so the API records the
+/// controllers' writes under that manager, as Kubernetes does.
 pub fn in_process_client(router: axum::Router, token: &str) -> Client {
+    in_process_client_as(router, token, bosun::fieldmanager::KUBE_CONTROLLER_MANAGER)
+}
+
+/// [`in_process_client`] for `component` (`kube-scheduler`, ...): its
+/// User-Agent, and so the field manager of its writes, name it.
+pub fn in_process_client_as(router: axum::Router, token: &str, component: &str) -> Client {
     use tower::ServiceExt;
     let bearer = http::HeaderValue::from_str(&format!("Bearer {token}")).expect("token is ASCII");
+    let agent = http::HeaderValue::from_str(&bosun::fieldmanager::user_agent(component))
+        .expect("user agent is ASCII");
     let service = router.map_request(move |mut req: http::Request<kube::client::Body>| {
         req.headers_mut()
             .insert(http::header::AUTHORIZATION, bearer.clone());
+        req.headers_mut()
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| agent.clone());
         req.map(axum::body::Body::new)
     });
     Client::new(service, "default")
@@ -176,5 +189,25 @@ mod tests {
         assert!(!opts(&[]).enabled("eventttl"));
         let err = opts(&["*", "-replicaset-typo"]).validate().unwrap_err();
         assert!(err.contains("replicaset-typo"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn controller_writes_are_managed_by_kube_controller_manager() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let api = crate::toolkit::testing::TestApi::start().await;
+        let cm: ConfigMap = api
+            .create(
+                serde_json::json!({"metadata": {"name": "c", "namespace": "default"},
+                "data": {"k": "v"}}),
+            )
+            .await;
+        let managers: Vec<String> = cm
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| e.manager)
+            .collect();
+        assert_eq!(managers, ["kube-controller-manager"]);
     }
 }

@@ -1,7 +1,7 @@
 //! Starting and stopping the control plane: data dir, admin token, store,
 //! the API listener, graceful shutdown.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::api::{self, ApiOptions, ApiState};
 use crate::auth;
+use crate::controllers::kubernetesservice::{self, KubernetesServiceOptions};
 use crate::manager::{self, ControllerOptions};
 use crate::observe;
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
@@ -25,6 +26,13 @@ pub struct Config {
     pub bind: SocketAddr,
     /// Extra names and addresses for the serving certificate.
     pub tls_sans: Vec<String>,
+    /// Where pods reach the API: the `kubernetes` Service's endpoint
+    /// (kube-apiserver's `--advertise-address`); None picks one
+    /// ([`kubernetesservice::default_advertise_address`]).
+    pub advertise_address: Option<IpAddr>,
+    /// The cluster's DNS domain, for the certificate's
+    /// `kubernetes.default.svc.<domain>`.
+    pub cluster_domain: String,
     pub store: StoreOptions,
     pub api: ApiOptions,
     /// Which controllers (and the scheduler) run in this process.
@@ -127,7 +135,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     bootstrap(store.as_ref()).await?;
 
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let pki = tls::load_or_create(&config.data_dir, &certificate_names(&config))?;
+    let advertise = config
+        .advertise_address
+        .or_else(|| kubernetesservice::default_advertise_address(config.bind.ip()));
+    let pki = tls::load_or_create(&config.data_dir, &certificate_names(&config, advertise))?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -148,6 +159,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         &admin_kubeconfig(addr, &pki.ca_pem, &token)?,
         0o600,
     )?;
+    let router = observe::routes(api::router(state.clone()), state);
+    // The kubernetes Service is there before anyone is told the address
+    // (and is kept from then on by its loop below).
+    let api_service = KubernetesServiceOptions {
+        service_ip: crate::api::allocate::KUBERNETES_SERVICE_IP,
+        advertise,
+        port: addr.port(),
+    };
+    let apiserver_client = manager::in_process_client_as(router.clone(), &token, "kube-apiserver");
+    if let Err(e) = kubernetesservice::reconcile(&apiserver_client, &api_service).await {
+        tracing::warn!(error = %e, "making the kubernetes Service");
+    }
     let address_file = config.data_dir.join("address");
     write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
     auth::bootstrap::publish_cluster_info(
@@ -158,9 +181,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
-    let router = observe::routes(api::router(state.clone()), state);
-    let shared = Shared::new(
+    let shared = Shared::with_scheduler_client(
         manager::in_process_client(router.clone(), &token),
+        manager::in_process_client_as(router.clone(), &token, bosun::fieldmanager::KUBE_SCHEDULER),
         Arc::new(SystemClock),
     );
     let controllers = ControllerOptions {
@@ -171,6 +194,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .into_iter()
         .map(tokio::spawn)
         .collect();
+    if config.bind.ip().is_loopback() && advertise.is_some_and(|a| !a.is_loopback()) {
+        tracing::warn!(
+            bind = %config.bind.ip(),
+            advertise = ?advertise,
+            "listening on loopback only: pods cannot reach the API through the kubernetes \
+             Service; listen on the advertise address (--bind) for in-cluster clients"
+        );
+    }
+    loops.push(tokio::spawn(kubernetesservice::start(
+        apiserver_client,
+        api_service,
+    )));
     loops.push(tokio::spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),
@@ -201,17 +236,24 @@ fn advertised_server(config: &Config, addr: SocketAddr) -> String {
     format!("https://{host}:{}", addr.port())
 }
 
-/// The names the serving certificate is valid for.
-fn certificate_names(config: &Config) -> Vec<String> {
+/// The names the serving certificate is valid for: this host's, the
+/// advertise address, and the `kubernetes` Service's ClusterIP and names.
+fn certificate_names(config: &Config, advertise: Option<IpAddr>) -> Vec<String> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     if !config.bind.ip().is_unspecified() {
         names.push(config.bind.ip().to_string());
     }
+    names.extend(advertise.map(|a| a.to_string()));
+    names.extend(tls::kubernetes_service_names(
+        crate::api::allocate::KUBERNETES_SERVICE_IP,
+        &config.cluster_domain,
+    ));
     if let Ok(host) = nix::unistd::gethostname() {
         names.push(host.to_string_lossy().into_owned());
     }
     names.extend(config.tls_sans.iter().cloned());
-    names.dedup();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
     names
 }
 

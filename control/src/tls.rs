@@ -14,6 +14,25 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// The names in-cluster clients reach the API by: the `kubernetes`
+/// Service's ClusterIP and its DNS names (`kubernetes`,
+/// `kubernetes.default`, `kubernetes.default.svc`,
+/// `kubernetes.default.svc.<cluster domain>`), as kubeadm puts them in the
+/// apiserver's certificate.
+pub fn kubernetes_service_names(service_ip: std::net::Ipv4Addr, domain: &str) -> Vec<String> {
+    let domain = domain.trim_matches('.');
+    let mut names = vec![
+        service_ip.to_string(),
+        "kubernetes".into(),
+        "kubernetes.default".into(),
+        "kubernetes.default.svc".into(),
+    ];
+    if !domain.is_empty() {
+        names.push(format!("kubernetes.default.svc.{domain}"));
+    }
+    names
+}
+
 /// The PEM files in the data dir.
 pub struct Pki {
     pub ca_pem: String,
@@ -99,4 +118,27 @@ pub fn load_or_create(dir: &Path, names: &[String]) -> anyhow::Result<Pki> {
         ca_pem,
         server_config: Arc::new(config),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_cluster_names_cover_the_kubernetes_service() {
+        let names =
+            kubernetes_service_names(std::net::Ipv4Addr::new(10, 96, 0, 1), "cluster.local");
+        for want in [
+            "10.96.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ] {
+            assert!(
+                names.iter().any(|n| n == want),
+                "{want} missing from {names:?}"
+            );
+        }
+    }
 }

@@ -419,13 +419,18 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         "--port".to_string(),
         args.port.to_string(),
     ];
+    // Every interface, so pods reach the API through the kubernetes
+    // Service at the advertised address (the kubeconfig keeps 127.0.0.1).
+    control_args.extend(["--bind".into(), "0.0.0.0".into()]);
+    if let Some(addr) = [&args.advertise_address, &args.node_ip]
+        .into_iter()
+        .flatten()
+        .find(|a| a.parse::<std::net::IpAddr>().is_ok())
+    {
+        control_args.extend(["--advertise-address".into(), addr.clone()]);
+    }
     if let Some(addr) = &args.advertise_address {
-        control_args.extend([
-            "--bind".into(),
-            "0.0.0.0".into(),
-            "--tls-san".into(),
-            addr.clone(),
-        ]);
+        control_args.extend(["--tls-san".into(), addr.clone()]);
     }
     let mut child = CONTROL.spawn(&dir, &control_args)?;
     let pid = child.id() as i32;

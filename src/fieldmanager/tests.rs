@@ -3,6 +3,10 @@ use serde_json::{json, Value};
 use super::fieldset::{display, FieldSet};
 use super::managed::{self, Actor, Entry, Scope, APPLY, UPDATE};
 use super::walk;
+use super::{
+    manager_of_user_agent, user_agent, KUBELET, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER,
+    MAX_MANAGER_LEN,
+};
 
 const MAIN: Scope = Scope::Main { has_status: true };
 
@@ -273,4 +277,22 @@ fn status_scope_owns_only_status() {
     assert_eq!(paths(&set), [".status.replicas"]);
     let set = managed::strip(walk::fields_of(&obj), MAIN);
     assert_eq!(paths(&set), [".spec.replicas"]);
+}
+
+#[test]
+fn user_agents_name_their_component_as_the_manager() {
+    for component in [KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBELET] {
+        let agent = user_agent(component);
+        assert!(agent.contains(" bosun/"), "{agent}");
+        assert_eq!(manager_of_user_agent(&agent).as_deref(), Some(component));
+    }
+    assert_eq!(
+        manager_of_user_agent("kubectl/v1.32.4 (linux/amd64) kubernetes/abc").as_deref(),
+        Some("kubectl")
+    );
+    assert_eq!(manager_of_user_agent(""), None);
+    assert_eq!(
+        manager_of_user_agent(&"x".repeat(300)).unwrap().len(),
+        MAX_MANAGER_LEN
+    );
 }

@@ -189,14 +189,22 @@ impl PodWorker {
         if !self.ensure_image(role, c).await? {
             return Ok(());
         }
-        let config = match spec::container_config(
-            pod,
-            c,
-            sandbox.pod_ip.as_deref(),
-            restart_count,
-            &self.cfg,
-            &self.config_sources,
-        ) {
+        let service_env = match &self.services {
+            Some(services) => services.for_pod(pod),
+            None => Ok(Vec::new()),
+        };
+        let config = match service_env.and_then(|service_env| {
+            spec::container_config(
+                pod,
+                c,
+                sandbox.pod_ip.as_deref(),
+                restart_count,
+                &self.cfg,
+                &self.config_sources,
+                &service_env,
+            )
+            .map_err(|e| e.0)
+        }) {
             Ok(cfg) => cfg,
             Err(e) => {
                 self.container_failed(role, &c.name, "CreateContainerConfigError", &e);

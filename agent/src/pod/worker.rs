@@ -15,6 +15,7 @@ use crate::config_sources::ConfigSources;
 use crate::events::PodEvent;
 use crate::probes::ProbeRunner;
 use crate::runtime::{ContainerInfo, ContainerRuntime, Role, RuntimeError};
+use crate::service_env::ServiceEnv;
 use crate::status::Waiting;
 
 /// What one pod's syncs remember, and what one sync collects.
@@ -41,6 +42,8 @@ pub struct PodWorker {
     /// The ConfigMaps and Secrets the containers' environment reads, as
     /// [`crate::config_sources::resolve`] found them before this sync.
     pub config_sources: ConfigSources,
+    /// The Services whose variables containers get; none in unit tests.
+    pub services: Option<ServiceEnv>,
 }
 
 impl PodWorker {
@@ -57,6 +60,7 @@ impl PodWorker {
             events: Vec::new(),
             unmountable_claims: Vec::new(),
             config_sources: ConfigSources::default(),
+            services: None,
         }
     }
 

@@ -21,6 +21,7 @@ use super::worker::{uid_of, PodWorker};
 use crate::config::AgentConfig;
 use crate::events::Recorder;
 use crate::runtime::ContainerRuntime;
+use crate::service_env::ServiceEnv;
 
 /// One pod's worker task, as the agent's sync loop holds it.
 struct WorkerHandle {
@@ -36,6 +37,8 @@ pub struct PodWorkers {
     cfg: Arc<AgentConfig>,
     client: Client,
     recorder: Recorder,
+    /// The Services whose variables containers get, if watched.
+    services: Option<ServiceEnv>,
     workers: HashMap<String, WorkerHandle>,
 }
 
@@ -51,8 +54,15 @@ impl PodWorkers {
             cfg,
             client,
             recorder,
+            services: None,
             workers: HashMap::new(),
         }
+    }
+
+    /// Gives every container the variables of the Services in `services`.
+    pub fn with_services(mut self, services: ServiceEnv) -> Self {
+        self.services = Some(services);
+        self
     }
 
     /// Hands the pod's latest object to its worker, starting a worker
@@ -75,7 +85,8 @@ impl PodWorkers {
                 poke: poke.clone(),
             },
         );
-        let worker = PodWorker::new(self.rt.clone(), self.cfg.clone());
+        let mut worker = PodWorker::new(self.rt.clone(), self.cfg.clone());
+        worker.services = self.services.clone();
         tokio::spawn(pod_worker_loop(
             worker,
             self.client.clone(),

@@ -16,6 +16,20 @@ const SERVICE_NET_SIZE: u32 = 1 << 20;
 const RESERVED: [u32; 2] = [1, 10];
 const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 
+/// The service network's first address: the `kubernetes` Service's
+/// ClusterIP, which only that Service may hold.
+pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+
+/// Whether `svc` is `default/kubernetes`.
+fn is_kubernetes_service(svc: &Value) -> bool {
+    svc.pointer("/metadata/name").and_then(Value::as_str) == Some("kubernetes")
+        && svc
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            == "default"
+}
+
 pub fn in_service_net(ip: Ipv4Addr) -> bool {
     u32::from(ip).wrapping_sub(SERVICE_NET) < SERVICE_NET_SIZE
 }
@@ -27,6 +41,7 @@ pub fn service(
     used_ips: &HashSet<String>,
     used_ports: &HashSet<i64>,
 ) -> Result<(), FieldError> {
+    let may_hold_first = is_kubernetes_service(svc);
     let spec = &mut svc["spec"];
     let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
     if kind == "ExternalName" {
@@ -61,6 +76,13 @@ pub fn service(
                     "spec.clusterIPs",
                     json!([given]),
                     "failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12",
+                ));
+            }
+            if parsed == KUBERNETES_SERVICE_IP && !may_hold_first {
+                return Err(FieldError::invalid(
+                    "spec.clusterIPs",
+                    json!([given]),
+                    format!("failed to allocate IP {given}: provided IP is reserved for the kubernetes Service in default"),
                 ));
             }
             if used_ips.contains(given) {
@@ -162,6 +184,14 @@ mod tests {
         let mut clash = json!({"spec": {"clusterIP": taken}});
         let err = service(&mut clash, &used, &HashSet::new()).unwrap_err();
         assert_eq!(err.field, "spec.clusterIPs");
+        // The first address is the kubernetes Service's alone.
+        let mut grab = json!({"metadata": {"name": "x", "namespace": "default"},
+            "spec": {"clusterIP": "10.96.0.1"}});
+        let err = service(&mut grab, &HashSet::new(), &HashSet::new()).unwrap_err();
+        assert!(err.to_string().contains("reserved"), "{err}");
+        let mut api = json!({"metadata": {"name": "kubernetes", "namespace": "default"},
+            "spec": {"clusterIP": "10.96.0.1"}});
+        service(&mut api, &HashSet::new(), &HashSet::new()).unwrap();
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! errors server-side apply answers with.
 
 use bosun::fieldmanager::managed::{self, UPDATE};
-use bosun::fieldmanager::{Actor, Conflict, Entry, Scope};
+use bosun::fieldmanager::{Actor, Conflict, Entry, Scope, MAX_MANAGER_LEN};
 use serde_json::{json, Value};
 
 use super::decode::content_type;
@@ -21,8 +21,6 @@ pub(super) const APPLY_MEDIA_TYPES: [&str; 2] = [
 pub(super) fn is_apply(req: &ApiRequest) -> bool {
     APPLY_MEDIA_TYPES.contains(&content_type(req))
 }
-
-const MAX_MANAGER_LEN: usize = 128;
 
 fn options_invalid(field: &str, why: &str, kind: &str) -> ApiError {
     ApiError {
@@ -76,18 +74,7 @@ pub(super) fn manager_of(req: &ApiRequest) -> ApiResult<String> {
         .get(http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let name: String = agent
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(MAX_MANAGER_LEN)
-        .collect();
-    Ok(if name.is_empty() {
-        "unknown".into()
-    } else {
-        name
-    })
+    Ok(bosun::fieldmanager::manager_of_user_agent(agent).unwrap_or_else(|| "unknown".into()))
 }
 
 /// `force` belongs to apply only.

@@ -1,7 +1,7 @@
 //! The Kubernetes-shaped HTTP API: routing, authentication, discovery and
 //! the verbs on every served resource.
 
-mod allocate;
+pub mod allocate;
 mod authn;
 mod binding;
 mod create;

@@ -12,6 +12,7 @@ pub mod endpointslice;
 pub mod eventttl;
 pub mod garbagecollector;
 pub mod job;
+pub mod kubernetesservice;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;

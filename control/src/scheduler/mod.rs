@@ -192,7 +192,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 impl Scheduler {
     pub fn new(shared: &Arc<Shared>) -> Self {
         Scheduler {
-            client: shared.client.clone(),
+            client: shared.scheduler_client.clone(),
             pods: shared.informers.store::<Pod>(),
             nodes: shared.informers.store::<Node>(),
             claims: shared.informers.store::<PersistentVolumeClaim>(),

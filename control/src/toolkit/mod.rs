@@ -68,15 +68,28 @@ pub use run::{key_of, run_controller};
 /// What the controllers of one control plane share.
 pub struct Shared {
     pub client: Client,
+    /// The scheduler's client: the same API, with a User-Agent that names
+    /// kube-scheduler as the manager of its writes.
+    pub scheduler_client: Client,
     pub informers: Informers,
     pub clock: Arc<dyn Clock>,
 }
 
 impl Shared {
     pub fn new(client: Client, clock: Arc<dyn Clock>) -> Arc<Self> {
+        Self::with_scheduler_client(client.clone(), client, clock)
+    }
+
+    /// As [`Shared::new`], the scheduler writing through `scheduler_client`.
+    pub fn with_scheduler_client(
+        client: Client,
+        scheduler_client: Client,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Self> {
         Arc::new(Shared {
             informers: Informers::new(client.clone()),
             client,
+            scheduler_client,
             clock,
         })
     }
