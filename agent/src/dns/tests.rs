@@ -342,6 +342,34 @@ fn external_name_services_are_a_cname() {
 }
 
 #[test]
+fn external_names_naming_each_other_give_a_bounded_chain() {
+    let mut st = state();
+    for (name, target) in [
+        ("a", "b.default.svc.cluster.local"),
+        ("b", "a.default.svc.cluster.local"),
+        ("c", "web.default.svc.cluster.local"),
+    ] {
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"type": "ExternalName", "externalName": target}
+        }))
+        .unwrap();
+        st.services
+            .insert(key("default", name), SvcInfo::from_service(&svc));
+    }
+    let z = Zone::build(&st, "cluster.local", 5);
+    // A loop ends after MAX_CHAIN CNAMEs (it overflowed the stack).
+    let (rcode, answers, _, _) = ask_zone(&z, "a.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(rcode, ResponseCode::NoError);
+    assert_eq!(answers.len(), super::zone::MAX_CHAIN);
+    assert!(answers.iter().all(|r| r.record_type() == RecordType::CNAME));
+    // A chain into the zone ends at the addresses.
+    let (_, answers, _, _) = ask_zone(&z, "c.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(answers[0].record_type(), RecordType::CNAME);
+    assert_eq!(ips(&answers[1..]), [ip("10.96.0.20")]);
+}
+
+#[test]
 fn autopath_expands_relative_names_from_the_asking_pods_namespace() {
     let z = zone();
     // busybox's `nslookup web-0.nginx` sends `web-0.nginx.` as it is.

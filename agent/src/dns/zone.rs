@@ -181,6 +181,10 @@ pub enum Answer {
     Forward,
 }
 
+/// The most CNAMEs of one answer (ExternalName services naming others
+/// in the zone are followed; a loop of them stops here).
+pub const MAX_CHAIN: usize = 8;
+
 /// Where a string is in the zone's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Span {
@@ -814,6 +818,13 @@ impl Zone {
     }
 
     fn answer_in_zone(&self, qname: &Name, key: &str, qtype: RecordType) -> Answer {
+        self.answer_chain(qname, key, qtype, 0)
+    }
+
+    /// The answer for `key`, `depth` CNAMEs down a chain: a chain is
+    /// followed within the zone for at most [`MAX_CHAIN`] links (two
+    /// ExternalName services naming each other once overflowed the stack).
+    fn answer_chain(&self, qname: &Name, key: &str, qtype: RecordType, depth: usize) -> Answer {
         let Some(recs) = self.find(key).map(|i| self.recs_of(i)) else {
             return self.negative(ResponseCode::NXDomain);
         };
@@ -833,9 +844,9 @@ impl Zone {
                 let mut answers = vec![record(cname)];
                 let target = self.str(*target);
                 let tkey = norm(target);
-                if self.in_zone(&tkey) {
+                if self.in_zone(&tkey) && depth + 1 < MAX_CHAIN {
                     if let Answer::Zone { answers: more, .. } =
-                        self.answer_in_zone(&fqdn(target), &tkey, qtype)
+                        self.answer_chain(&fqdn(target), &tkey, qtype, depth + 1)
                     {
                         answers.extend(more);
                     }
