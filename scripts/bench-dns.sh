@@ -156,7 +156,8 @@ create_objects() {
   wait
 }
 delete_objects() {
-  kubectl --kubeconfig "$KC" delete svc,endpointslices --all --wait=false >/dev/null
+  # (The services' own slices go with them, by garbage collection.)
+  kubectl --kubeconfig "$KC" delete -f "$WORK/objects.yaml" --wait=false --ignore-not-found >/dev/null || true
   for _ in $(seq 600); do
     [ "$(kubectl --kubeconfig "$KC" get svc,endpointslices -o name | wc -l)" -le 2 ] && break
     sleep 0.5
