@@ -38,9 +38,9 @@ cd "$(dirname "$0")/.."
 SECONDS_OF_LOAD="${1:-10}"
 ROUNDS="${2:-5}"
 MEMORY_ROUNDS="${MEMORY_ROUNDS:-$ROUNDS}"
-SERVICES=1000
-HEADLESS=100
-PER_SLICE=50
+SERVICES="${SERVICES:-1000}"
+HEADLESS="${HEADLESS:-100}"
+PER_SLICE="${PER_SLICE:-50}"
 PIN="${PIN:-1}"
 [ "$(nproc)" -ge 2 ] || PIN=0
 
@@ -150,10 +150,12 @@ stop "$AGENT_PID"
 # controllers and parallel applies make them); or deletes them all and
 # waits until they are gone.
 create_objects() {
+  local pids=()
   for part in "$WORK"/part-*; do
     kubectl --kubeconfig "$KC" create -f "$part" >/dev/null &
+    pids+=($!)
   done
-  wait
+  wait "${pids[@]}" || true
 }
 delete_objects() {
   # (The services' own slices go with them, by garbage collection.)
@@ -268,7 +270,7 @@ for round in $(seq "$ROUNDS"); do
     "dnsmasq $(cut -d' ' -f1 <<<"$d") q/s, p99 $(cut -d' ' -f4 <<<"$d") ms;" \
     "ratio $(awk -v b="${b%% *}" -v d="${d%% *}" 'BEGIN { printf "%.2f", b / d }')"
 done
-paste -d' ' "$WORK/bosun" "$WORK/dnsmasq" | awk '{print $1 / $6}' >"$WORK/ratios"
+paste -d' ' "$WORK/bosun" "$WORK/dnsmasq" | awk '{printf "%.2f\n", $1 / $6}' >"$WORK/ratios"
 summary() {
   echo "  queries/s at saturation: $(awk '{print $1}' "$1" | stats '%.0f'), average latency $(awk '{print $2}' "$1" | stats '%.2f') ms, lost $(awk '{s += $5} END {print s}' "$1")"
   echo "  at a fixed 20k queries/s: p50 $(awk '{print $3}' "$1" | stats '%.3f') ms, p99 $(awk '{print $4}' "$1" | stats '%.3f') ms"
