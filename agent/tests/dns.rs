@@ -1,8 +1,9 @@
 //! The node-local cluster DNS on real Docker: a busybox pod resolves a
 //! ClusterIP service, a relative `<svc>.<ns>` name (autopath), its own pod
 //! name and an outside name (forwarded to a resolver this test runs on
-//! 127.0.0.1, so nothing leaves the host), and keeps resolving while the
-//! control plane is down. Headless services and their endpoints' names
+//! 127.0.0.1, so nothing leaves the host), a service made while the agent
+//! was down (from the initial lists) once it is back, and keeps resolving
+//! while the control plane is down. Headless services and their endpoints' names
 //! (the StatefulSet pattern) need EndpointSlices served by the API.
 
 mod cluster;
@@ -173,6 +174,14 @@ async fn pods_resolve_cluster_and_outside_names_through_the_node_dns() {
     // The pod's own name in the pod zone.
     let pod_name = format!("{}.default.pod.cluster.local", pod_ip.replace('.', "-"));
     resolves_to(&c, "client", &pod_name, &pod_ip, Duration::from_secs(5)).await;
+    // A service made while the agent is down resolves once it is back:
+    // the DNS server starts on it, from the watches' initial lists.
+    c.stop_agent();
+    let early_ip = create_service(&client, "early").await;
+    c.start_agent();
+    let took = resolves_to(&c, "client", "early", &early_ip, Duration::from_secs(30)).await;
+    eprintln!("a service made before the agent started resolved {took:?} after the start");
+    resolves_to(&c, "client", "web", &web_ip, Duration::from_secs(5)).await;
     // A new service resolves soon after it is made.
     let late_ip = create_service(&client, "late").await;
     let took = resolves_to(&c, "client", "late", &late_ip, Duration::from_secs(5)).await;

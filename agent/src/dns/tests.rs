@@ -342,6 +342,34 @@ fn external_name_services_are_a_cname() {
 }
 
 #[test]
+fn external_names_naming_each_other_give_a_bounded_chain() {
+    let mut st = state();
+    for (name, target) in [
+        ("a", "b.default.svc.cluster.local"),
+        ("b", "a.default.svc.cluster.local"),
+        ("c", "web.default.svc.cluster.local"),
+    ] {
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"type": "ExternalName", "externalName": target}
+        }))
+        .unwrap();
+        st.services
+            .insert(key("default", name), SvcInfo::from_service(&svc));
+    }
+    let z = Zone::build(&st, "cluster.local", 5);
+    // A loop ends after MAX_CHAIN CNAMEs (it overflowed the stack).
+    let (rcode, answers, _, _) = ask_zone(&z, "a.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(rcode, ResponseCode::NoError);
+    assert_eq!(answers.len(), super::zone::MAX_CHAIN);
+    assert!(answers.iter().all(|r| r.record_type() == RecordType::CNAME));
+    // A chain into the zone ends at the addresses.
+    let (_, answers, _, _) = ask_zone(&z, "c.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(answers[0].record_type(), RecordType::CNAME);
+    assert_eq!(ips(&answers[1..]), [ip("10.96.0.20")]);
+}
+
+#[test]
 fn autopath_expands_relative_names_from_the_asking_pods_namespace() {
     let z = zone();
     // busybox's `nslookup web-0.nginx` sends `web-0.nginx.` as it is.
@@ -823,4 +851,164 @@ fn the_cache_follows_watch_events_and_a_relist_drops_what_went_meanwhile() {
         slim
     ));
     assert!(slices.is_empty());
+}
+
+// --- names that exist before the DNS server starts ---
+
+/// An API server on 127.0.0.1 that answers the DNS cache's three watches
+/// with a streaming initial list (`sendInitialEvents`: the objects as
+/// ADDED events, then the bookmark that ends the list) and then keeps the
+/// watch open with nothing more. The paths it was asked are recorded.
+async fn api_with(
+    services: Vec<Service>,
+    slices: Vec<EndpointSlice>,
+    pods: Vec<Pod>,
+) -> (
+    SocketAddr,
+    Arc<Mutex<Vec<String>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use axum::body::Body;
+    use axum::extract::{OriginalUri, State};
+    use axum::routing::get;
+    use futures::StreamExt;
+
+    type Lists =
+        Arc<std::collections::HashMap<&'static str, (&'static str, Vec<serde_json::Value>)>>;
+    let lists: Lists = Arc::new(
+        [
+            (
+                "/api/v1/services",
+                ("Service", services.iter().map(|o| json!(o)).collect()),
+            ),
+            (
+                "/apis/discovery.k8s.io/v1/endpointslices",
+                ("EndpointSlice", slices.iter().map(|o| json!(o)).collect()),
+            ),
+            (
+                "/api/v1/pods",
+                ("Pod", pods.iter().map(|o| json!(o)).collect()),
+            ),
+        ]
+        .into(),
+    );
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let watch = move |State(lists): State<Lists>, OriginalUri(uri): OriginalUri| {
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push(uri.to_string());
+            let (kind, objects) = &lists[uri.path()];
+            let mut lines: Vec<Result<String, std::io::Error>> = objects
+                .iter()
+                .map(|o| Ok(format!("{}\n", json!({"type": "ADDED", "object": o}))))
+                .collect();
+            lines.push(Ok(format!(
+                "{}\n",
+                json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "10",
+                        "annotations": {"k8s.io/initial-events-end": "true"}}}})
+            )));
+            let body = futures::stream::iter(lines).chain(futures::stream::pending());
+            axum::response::Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(body))
+                .unwrap()
+        }
+    };
+    let app = axum::Router::new()
+        .route("/api/v1/services", get(watch.clone()))
+        .route(
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            get(watch.clone()),
+        )
+        .route("/api/v1/pods", get(watch))
+        .with_state(lists);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, asked, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
+    // The objects are in the cluster before the DNS server starts: its
+    // names come only from the watches' initial lists.
+    let ports = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
+    let (api, asked, api_task) = api_with(
+        vec![
+            service("default", "web", "10.96.0.20", ports.clone()),
+            service("default", "nginx", "None", ports),
+        ],
+        vec![slice(
+            "default",
+            "nginx-abc",
+            "nginx",
+            json!([{"addresses": ["10.244.1.10"], "hostname": "web-0"}]),
+        )],
+        vec![pod("other", "lonely", "10.244.1.50")],
+    )
+    .await;
+    let config = kube::Config::new(format!("http://{api}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let settings = DnsSettings {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        domain: "cluster.local".into(),
+        upstreams: vec![],
+        ttl: 5,
+        forward_timeout: Duration::from_millis(300),
+    };
+    let server = DnsServer::start(client, settings).await.unwrap();
+
+    let expect = [
+        (
+            "web.default.svc.cluster.local.",
+            RecordType::A,
+            "10.96.0.20",
+        ),
+        (
+            "web-0.nginx.default.svc.cluster.local.",
+            RecordType::A,
+            "10.244.1.10",
+        ),
+        (
+            "nginx.default.svc.cluster.local.",
+            RecordType::A,
+            "10.244.1.10",
+        ),
+        (
+            "10-244-1-50.other.pod.cluster.local.",
+            RecordType::A,
+            "10.244.1.50",
+        ),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (q, t, want) in expect {
+        loop {
+            let m = ask_udp(server.local_addr, q, t).await;
+            if m.metadata.response_code == ResponseCode::NoError && ips(&m.answers) == [ip(want)] {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{q} did not resolve to {want} within 10 s of the server starting: {m:?}; the API was asked {:?}",
+                asked.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // Through the initial lists as watches (streaming lists), not pages.
+    let asked = asked.lock().unwrap().clone();
+    assert!(
+        asked
+            .iter()
+            .filter(|u| u.contains("watch=true") && u.contains("sendInitialEvents=true"))
+            .count()
+            >= 3,
+        "{asked:?}"
+    );
+    server.shutdown().await;
+    api_task.abort();
 }

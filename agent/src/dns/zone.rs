@@ -18,7 +18,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use hickory_server::proto::op::ResponseCode;
 use hickory_server::proto::rr::rdata::{A, AAAA, CNAME, PTR, SOA, SRV};
@@ -182,32 +181,42 @@ pub enum Answer {
     Forward,
 }
 
+/// The most CNAMEs of one answer (ExternalName services naming others
+/// in the zone are followed; a loop of them stops here).
+pub const MAX_CHAIN: usize = 8;
+
+/// Where a string is in the zone's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    at: u32,
+    len: u32,
+}
+
+impl Span {
+    fn of<'t>(text: &'t str) -> impl Fn(Span) -> &'t str + 't {
+        move |s| &text[s.at as usize..(s.at + s.len) as usize]
+    }
+}
+
 /// One record of the zone, as compact as it can be kept: hickory's
 /// `RData` (184 bytes, and a `Name` of its own per target) is only made
-/// when a question is answered. Targets are the zone's own name strings,
-/// shared with the index.
-#[derive(Debug, Clone, PartialEq)]
+/// when a question is answered. Targets are places in the zone: the index
+/// of a name of the zone, or the text of an outside one.
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Rec {
     A(Ipv4Addr),
     Aaaa(Ipv6Addr),
     /// An ExternalName service's target, as the service gives it.
-    Cname(Arc<str>),
-    /// SRV with priority 0.
+    Cname(Span),
+    /// SRV with priority 0 to the zone's name number `target`.
     Srv {
         weight: u16,
         port: u16,
-        target: Arc<str>,
+        target: u32,
     },
 }
 
 impl Rec {
-    fn of_ip(ip: &IpAddr) -> Rec {
-        match ip {
-            IpAddr::V4(v4) => Rec::A(*v4),
-            IpAddr::V6(v6) => Rec::Aaaa(*v6),
-        }
-    }
-
     fn record_type(&self) -> RecordType {
         match self {
             Rec::A(_) => RecordType::A,
@@ -216,34 +225,39 @@ impl Rec {
             Rec::Srv { .. } => RecordType::SRV,
         }
     }
-
-    fn rdata(&self) -> RData {
-        match self {
-            Rec::A(v4) => RData::A(A(*v4)),
-            Rec::Aaaa(v6) => RData::AAAA(AAAA(*v6)),
-            Rec::Cname(target) => RData::CNAME(CNAME(fqdn(target))),
-            Rec::Srv {
-                weight,
-                port,
-                target,
-            } => RData::SRV(SRV::new(0, *weight, *port, fqdn(target))),
-        }
-    }
 }
 
-/// The records of the cluster zone, indexed by lowercased name without
-/// the trailing dot. A name present with no records exists (NODATA).
-/// Every name string is held once (`Arc<str>`): the index's key, and
-/// what PTR and SRV records point to.
+/// A name of the zone: where its text is, and where its records start in
+/// [`Zone::recs`] (they end where the next name's start).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    name: Span,
+    recs: u32,
+}
+
+/// The records of the cluster zone, by lowercased name without the
+/// trailing dot. A name present with no records exists (NODATA).
+///
+/// The whole zone is a handful of flat arrays: every name's text once,
+/// one after the other (with the outside names CNAMEs point to and the
+/// pods' namespaces); the names sorted by their text (found by binary
+/// search); every record; and two maps from IPs. A zone is rebuilt on
+/// every burst of changes: as a few large blocks it is given back to the
+/// system whole when the next one replaces it, where one small allocation
+/// per name and record stayed scattered over the heap among the caches'
+/// long-lived entries and kept its pages in the RSS.
 #[derive(Debug)]
 pub struct Zone {
     domain: String,
     origin: Name,
     ttl: u32,
-    names: HashMap<Arc<str>, Box<[Rec]>>,
-    ptr: HashMap<IpAddr, Arc<str>>,
+    text: String,
+    names: Vec<Entry>,
+    recs: Vec<Rec>,
+    /// The name each address points back to (its index in `names`).
+    ptr: HashMap<IpAddr, u32>,
     /// Which namespace each pod IP is in, for autopath.
-    pod_ns: HashMap<IpAddr, Arc<str>>,
+    pod_ns: HashMap<IpAddr, Span>,
     soa: Record,
     /// Distinct for every zone built in this process: what answers
     /// encoded from this zone are filed under.
@@ -302,48 +316,215 @@ pub fn parse_reverse(name: &str) -> Option<IpAddr> {
     Some(IpAddr::V6(Ipv6Addr::from(bytes)))
 }
 
-/// A zone being built: its lists still growing.
-struct Builder<'a> {
-    domain: &'a str,
-    names: HashMap<Arc<str>, Vec<Rec>>,
-    ptr: HashMap<IpAddr, Arc<str>>,
-    pod_ns: HashMap<IpAddr, Arc<str>>,
+/// A record as the builder gathers it: targets are still text.
+#[derive(Debug, Clone, Copy)]
+enum Draft {
+    Ip(IpAddr),
+    Cname(Span),
+    Srv {
+        weight: u16,
+        port: u16,
+        target: Span,
+    },
 }
 
-impl Builder<'_> {
-    /// Marks `name` (normalized) and its ancestors down to the apex as
-    /// existing; the name as the zone holds it.
-    fn exists(&mut self, name: &str) -> Arc<str> {
-        let name = norm(name);
-        let held = self.hold(&name);
-        let mut n = name.as_str();
+/// A zone being built: every name as it is mentioned, in one text, with
+/// the record it gets (or none: it only exists), in the order mentioned.
+/// [`Builder::finish`] sorts them, keeps each name and each record of a
+/// name once (in the order first mentioned), and adds the ancestors.
+struct Builder {
+    domain: String,
+    text: String,
+    mentions: Vec<(Span, Option<Draft>)>,
+    ptr: HashMap<IpAddr, Span>,
+    pod_ns: HashMap<IpAddr, Span>,
+}
+
+impl Builder {
+    fn push_text(&mut self, s: &str) -> Span {
+        let at = self.text.len() as u32;
+        self.text.push_str(s);
+        Span {
+            at,
+            len: s.len() as u32,
+        }
+    }
+
+    fn str(&self, s: Span) -> &str {
+        &self.text[s.at as usize..(s.at + s.len) as usize]
+    }
+
+    /// Marks `name` as existing (with its ancestors down to the apex, at
+    /// the end); the name as the zone holds it.
+    fn exists(&mut self, name: &str) -> Span {
+        let span = self.push_text(&norm(name));
+        self.mentions.push((span, None));
+        span
+    }
+
+    /// Adds `rec` to the name `at` (once).
+    fn add_at(&mut self, at: Span, rec: Draft) {
+        self.mentions.push((at, Some(rec)));
+    }
+
+    /// Adds `rec` to `name` (once); the name as the zone holds it.
+    fn add(&mut self, name: &str, rec: Draft) -> Span {
+        let span = self.push_text(&norm(name));
+        self.add_at(span, rec);
+        span
+    }
+
+    /// The ancestors of `name` down to the apex, as [`Span`]s within it.
+    fn ancestors(&self, name: Span, out: &mut Vec<Span>) {
+        let text = self.str(name);
+        let mut n = text;
         while n != self.domain {
             match n.split_once('.') {
                 Some((_, parent)) if parent.len() >= self.domain.len() => n = parent,
                 _ => break,
             }
-            self.hold(n);
+            let skip = (text.len() - n.len()) as u32;
+            out.push(Span {
+                at: name.at + skip,
+                len: name.len - skip,
+            });
         }
-        held
     }
 
-    fn hold(&mut self, name: &str) -> Arc<str> {
-        if let Some((held, _)) = self.names.get_key_value(name) {
-            return held.clone();
+    fn finish(mut self, origin: Name, ttl: u32, soa: Record, generation: u64) -> Zone {
+        let mut mentions = std::mem::take(&mut self.mentions);
+        // By name; a stable sort keeps each name's records in the order
+        // they were added.
+        mentions.sort_by(|a, b| self.str(a.0).cmp(self.str(b.0)));
+        // The ancestors of every name, those not mentioned themselves.
+        let mut ancestors = Vec::new();
+        let mut last: Option<&str> = None;
+        for (name, _) in &mentions {
+            let s = self.str(*name);
+            if last != Some(s) {
+                self.ancestors(*name, &mut ancestors);
+                last = Some(s);
+            }
         }
-        let held: Arc<str> = Arc::from(name);
-        self.names.insert(held.clone(), Vec::new());
-        held
-    }
+        ancestors.sort_by(|a, b| self.str(*a).cmp(self.str(*b)));
+        ancestors.dedup_by(|a, b| self.str(*a) == self.str(*b));
+        ancestors.retain(|a| {
+            mentions
+                .binary_search_by(|(n, _)| self.str(*n).cmp(self.str(*a)))
+                .is_err()
+        });
+        mentions.extend(ancestors.into_iter().map(|a| (a, None)));
+        mentions.sort_by(|a, b| self.str(a.0).cmp(self.str(b.0)));
 
-    /// Adds `rec` to `name` once; the name as the zone holds it.
-    fn add(&mut self, name: &str, rec: Rec) -> Arc<str> {
-        let name = self.exists(name);
-        let list = self.names.get_mut(&name).expect("just made");
-        if !list.contains(&rec) {
-            list.push(rec);
+        // Each name once, in order; its text once.
+        let distinct = {
+            let mut n = 0;
+            let mut last: Option<&str> = None;
+            for (name, _) in &mentions {
+                let s = self.str(*name);
+                if last != Some(s) {
+                    n += 1;
+                    last = Some(s);
+                }
+            }
+            n
+        };
+        let mut text = String::with_capacity(
+            mentions
+                .iter()
+                .map(|(n, _)| n.len as usize)
+                .sum::<usize>()
+                .min(self.text.len()),
+        );
+        let mut names: Vec<Entry> = Vec::with_capacity(distinct);
+        // Where each mention's name went (its index in `names`).
+        let mut index_of: Vec<u32> = Vec::with_capacity(mentions.len());
+        for (name, _) in &mentions {
+            let s = self.str(*name);
+            let same = names.last().is_some_and(|e| Span::of(&text)(e.name) == s);
+            if !same {
+                let at = text.len() as u32;
+                text.push_str(s);
+                names.push(Entry {
+                    name: Span {
+                        at,
+                        len: s.len() as u32,
+                    },
+                    recs: 0,
+                });
+            }
+            index_of.push(names.len() as u32 - 1);
         }
-        name
+        text.shrink_to_fit();
+        let find = |text: &str, names: &[Entry], s: &str| -> u32 {
+            names
+                .binary_search_by(|e| Span::of(text)(e.name).cmp(s))
+                .expect("every target was marked as existing") as u32
+        };
+
+        // Outside names (CNAME targets) and namespaces go after the names.
+        let mut outside: HashMap<&str, Span> = HashMap::new();
+        fn hold<'s>(outside: &mut HashMap<&'s str, Span>, text: &mut String, s: &'s str) -> Span {
+            *outside.entry(s).or_insert_with(|| {
+                let at = text.len() as u32;
+                text.push_str(s);
+                Span {
+                    at,
+                    len: s.len() as u32,
+                }
+            })
+        }
+        let mut recs: Vec<Rec> = Vec::new();
+        let mut current = u32::MAX;
+        let mut first_of_name = 0;
+        for ((_, draft), &i) in mentions.iter().zip(&index_of) {
+            if i != current {
+                current = i;
+                names[i as usize].recs = recs.len() as u32;
+                first_of_name = recs.len();
+            }
+            let Some(draft) = draft else { continue };
+            let rec = match *draft {
+                Draft::Ip(IpAddr::V4(v4)) => Rec::A(v4),
+                Draft::Ip(IpAddr::V6(v6)) => Rec::Aaaa(v6),
+                Draft::Cname(target) => Rec::Cname(hold(&mut outside, &mut text, self.str(target))),
+                Draft::Srv {
+                    weight,
+                    port,
+                    target,
+                } => Rec::Srv {
+                    weight,
+                    port,
+                    target: find(&text, &names, self.str(target)),
+                },
+            };
+            if !recs[first_of_name..].contains(&rec) {
+                recs.push(rec);
+            }
+        }
+        recs.shrink_to_fit();
+        let ptr = self
+            .ptr
+            .iter()
+            .map(|(ip, name)| (*ip, find(&text, &names, self.str(*name))))
+            .collect();
+        let pod_ns = self
+            .pod_ns
+            .iter()
+            .map(|(ip, ns)| (*ip, hold(&mut outside, &mut text, self.str(*ns))))
+            .collect();
+        Zone {
+            domain: self.domain,
+            origin,
+            ttl,
+            text,
+            names,
+            recs,
+            ptr,
+            pod_ns,
+            soa,
+            generation,
+        }
     }
 }
 
@@ -366,8 +547,9 @@ impl Zone {
             )),
         );
         let mut z = Builder {
-            domain: &domain,
-            names: HashMap::new(),
+            domain: domain.clone(),
+            text: String::new(),
+            mentions: Vec::new(),
             ptr: HashMap::new(),
             pod_ns: HashMap::new(),
         };
@@ -376,15 +558,12 @@ impl Zone {
         z.exists(&format!("pod.{domain}"));
 
         // Pods first: endpoint names take over their PTRs below.
-        let mut namespaces: HashMap<&str, Arc<str>> = HashMap::new();
         for ((ns, _), pod) in &state.pods {
             for ip in &pod.ips {
-                let name = z.add(&format!("{}.{ns}.pod.{domain}", dashed(ip)), Rec::of_ip(ip));
+                let name = z.add(&format!("{}.{ns}.pod.{domain}", dashed(ip)), Draft::Ip(*ip));
                 z.ptr.insert(*ip, name);
-                let ns = namespaces
-                    .entry(ns.as_str())
-                    .or_insert_with(|| Arc::from(ns.as_str()));
-                z.pod_ns.insert(*ip, ns.clone());
+                let ns = z.push_text(ns);
+                z.pod_ns.insert(*ip, ns);
             }
         }
 
@@ -397,25 +576,27 @@ impl Zone {
         }
         for ((ns, name), svc) in &state.services {
             let base = z.exists(&format!("{name}.{ns}.svc.{domain}"));
+            let base_name = z.str(base).to_string();
             if let Some(target) = &svc.external_name {
                 // A name that is no DNS name has no record.
                 if Name::from_ascii(target).is_ok() {
-                    z.add(&base, Rec::Cname(Arc::from(target.as_str())));
+                    let target = z.push_text(target);
+                    z.add_at(base, Draft::Cname(target));
                 }
                 continue;
             }
             if !svc.headless {
                 for ip in &svc.cluster_ips {
-                    z.add(&base, Rec::of_ip(ip));
-                    z.ptr.insert(*ip, base.clone());
+                    z.add_at(base, Draft::Ip(*ip));
+                    z.ptr.insert(*ip, base);
                 }
                 for (port, proto, number) in &svc.ports {
                     z.add(
-                        &format!("_{port}._{proto}.{base}"),
-                        Rec::Srv {
+                        &format!("_{port}._{proto}.{base_name}"),
+                        Draft::Srv {
                             weight: 100,
                             port: *number,
-                            target: base.clone(),
+                            target: base,
                         },
                     );
                 }
@@ -434,7 +615,7 @@ impl Zone {
                         continue;
                     };
                     let host = ep.hostname.clone().unwrap_or_else(|| dashed(first));
-                    let host_name = format!("{host}.{base}");
+                    let host_name = format!("{host}.{base_name}");
                     for ip in &ep.addresses {
                         let list = eps.entry(host_name.clone()).or_default();
                         if !list.contains(ip) {
@@ -450,22 +631,24 @@ impl Zone {
             }
             let mut seen = Vec::new();
             for (host_name, ips) in &eps {
+                let host = z.exists(host_name);
                 for ip in ips {
-                    let host_name = z.add(host_name, Rec::of_ip(ip));
-                    z.ptr.insert(*ip, host_name);
+                    z.add_at(host, Draft::Ip(*ip));
+                    z.ptr.insert(*ip, host);
                     if !seen.contains(ip) {
                         seen.push(*ip);
-                        z.add(&base, Rec::of_ip(ip));
+                        z.add_at(base, Draft::Ip(*ip));
                     }
                 }
             }
             for ((port, proto), targets) in srv {
                 let weight = (100 / targets.len().max(1)).max(1) as u16;
+                let srv_name = z.exists(&format!("_{port}._{proto}.{base_name}"));
                 for (number, target) in targets {
                     let target = z.exists(&target);
-                    z.add(
-                        &format!("_{port}._{proto}.{base}"),
-                        Rec::Srv {
+                    z.add_at(
+                        srv_name,
+                        Draft::Srv {
                             weight,
                             port: number,
                             target,
@@ -474,20 +657,47 @@ impl Zone {
                 }
             }
         }
-        Zone {
-            domain: domain.clone(),
-            origin,
-            ttl,
-            // Each list cut to its length, in a map sized to hold them.
-            names: z
-                .names
-                .into_iter()
-                .map(|(name, recs)| (name, recs.into_boxed_slice()))
-                .collect(),
-            ptr: z.ptr.into_iter().collect(),
-            pod_ns: z.pod_ns.into_iter().collect(),
-            soa,
-            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+        let generation = GENERATIONS.fetch_add(1, Ordering::Relaxed);
+        z.finish(origin, ttl, soa, generation)
+    }
+
+    /// The text of `span`.
+    fn str(&self, span: Span) -> &str {
+        Span::of(&self.text)(span)
+    }
+
+    /// The number of the name `key` (normalized), if the zone has it.
+    fn find(&self, key: &str) -> Option<usize> {
+        self.names
+            .binary_search_by(|e| self.str(e.name).cmp(key))
+            .ok()
+    }
+
+    /// The records of name number `i`.
+    fn recs_of(&self, i: usize) -> &[Rec] {
+        let start = self.names[i].recs as usize;
+        let end = self
+            .names
+            .get(i + 1)
+            .map_or(self.recs.len(), |e| e.recs as usize);
+        &self.recs[start..end]
+    }
+
+    fn rdata(&self, rec: &Rec) -> RData {
+        match *rec {
+            Rec::A(v4) => RData::A(A(v4)),
+            Rec::Aaaa(v6) => RData::AAAA(AAAA(v6)),
+            Rec::Cname(target) => RData::CNAME(CNAME(fqdn(self.str(target)))),
+            Rec::Srv {
+                weight,
+                port,
+                target,
+            } => RData::SRV(SRV::new(
+                0,
+                weight,
+                port,
+                fqdn(self.str(self.names[target as usize].name)),
+            )),
         }
     }
 
@@ -509,7 +719,7 @@ impl Zone {
 
     /// The namespace of the pod with this IP, if one has it.
     pub fn pod_namespace(&self, ip: &IpAddr) -> Option<&str> {
-        self.pod_ns.get(ip).map(|ns| &**ns)
+        self.pod_ns.get(ip).map(|&ns| self.str(ns))
     }
 
     /// Which build of the zone this is (each build has its own).
@@ -533,7 +743,7 @@ impl Zone {
         }
         parse_reverse(key)
             .and_then(|ip| self.ptr.get(&ip))
-            .map(|n| &**n)
+            .map(|&i| self.str(self.names[i as usize].name))
     }
 
     /// How many names the zone holds (for logs).
@@ -573,11 +783,11 @@ impl Zone {
         }
         // Autopath: a relative name sent as is (busybox's `nslookup
         // web-0.nginx`) is expanded through the asking pod's search path.
-        if let Some(ns) = self.pod_ns.get(&src) {
+        if let Some(ns) = self.pod_namespace(&src) {
             let d = &self.domain;
             for suffix in [format!("{ns}.svc.{d}"), format!("svc.{d}"), d.clone()] {
                 let full = format!("{key}.{suffix}");
-                if !self.names.contains_key(full.as_str()) {
+                if self.find(&full).is_none() {
                     continue;
                 }
                 let target = fqdn(&full);
@@ -608,7 +818,14 @@ impl Zone {
     }
 
     fn answer_in_zone(&self, qname: &Name, key: &str, qtype: RecordType) -> Answer {
-        let Some(recs) = self.names.get(key) else {
+        self.answer_chain(qname, key, qtype, 0)
+    }
+
+    /// The answer for `key`, `depth` CNAMEs down a chain: a chain is
+    /// followed within the zone for at most [`MAX_CHAIN`] links (two
+    /// ExternalName services naming each other once overflowed the stack).
+    fn answer_chain(&self, qname: &Name, key: &str, qtype: RecordType, depth: usize) -> Answer {
+        let Some(recs) = self.find(key).map(|i| self.recs_of(i)) else {
             return self.negative(ResponseCode::NXDomain);
         };
         if key == self.domain && matches!(qtype, RecordType::SOA | RecordType::ANY) {
@@ -619,16 +836,17 @@ impl Zone {
                 additionals: Vec::new(),
             };
         }
-        let record = |r: &Rec| Record::from_rdata(qname.clone(), self.ttl, r.rdata());
+        let record = |r: &Rec| Record::from_rdata(qname.clone(), self.ttl, self.rdata(r));
         if qtype != RecordType::CNAME {
             if let Some(cname @ Rec::Cname(target)) =
                 recs.iter().find(|r| matches!(r, Rec::Cname(_)))
             {
                 let mut answers = vec![record(cname)];
+                let target = self.str(*target);
                 let tkey = norm(target);
-                if self.in_zone(&tkey) {
+                if self.in_zone(&tkey) && depth + 1 < MAX_CHAIN {
                     if let Answer::Zone { answers: more, .. } =
-                        self.answer_in_zone(&fqdn(target), &tkey, qtype)
+                        self.answer_chain(&fqdn(target), &tkey, qtype, depth + 1)
                     {
                         answers.extend(more);
                     }
@@ -652,11 +870,15 @@ impl Zone {
         // The addresses of SRV targets, so no second query is needed.
         let mut additionals = Vec::new();
         for r in matching() {
-            if let Rec::Srv { target, .. } = r {
-                let name = fqdn(target);
-                for rec in self.names.get(&**target).into_iter().flatten() {
+            if let Rec::Srv { target, .. } = *r {
+                let name = fqdn(self.str(self.names[target as usize].name));
+                for rec in self.recs_of(target as usize) {
                     if matches!(rec, Rec::A(_) | Rec::Aaaa(_)) {
-                        additionals.push(Record::from_rdata(name.clone(), self.ttl, rec.rdata()));
+                        additionals.push(Record::from_rdata(
+                            name.clone(),
+                            self.ttl,
+                            self.rdata(rec),
+                        ));
                     }
                 }
             }
