@@ -422,12 +422,13 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     // Every interface, so pods reach the API through the kubernetes
     // Service at the advertised address (the kubeconfig keeps 127.0.0.1).
     control_args.extend(["--bind".into(), "0.0.0.0".into()]);
-    if let Some(addr) = [&args.advertise_address, &args.node_ip]
-        .into_iter()
-        .flatten()
-        .find(|a| a.parse::<std::net::IpAddr>().is_ok())
-    {
-        control_args.extend(["--advertise-address".into(), addr.clone()]);
+    let advertise = args
+        .advertise_address
+        .clone()
+        .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+        .or_else(|| args.node.node_ip.map(|ip| ip.to_string()));
+    if let Some(addr) = advertise {
+        control_args.extend(["--advertise-address".into(), addr]);
     }
     if let Some(addr) = &args.advertise_address {
         control_args.extend(["--tls-san".into(), addr.clone()]);
