@@ -23,6 +23,37 @@ pub fn init_logging() {
         .init();
 }
 
+/// The subject (common name and organizations) of a client certificate
+/// that the TLS handshake already checked against a trusted CA; the
+/// control plane and the agents' stream API both authorize by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSubject {
+    pub common_name: String,
+    pub organizations: Vec<String>,
+}
+
+impl PeerSubject {
+    /// The subject of a DER certificate.
+    pub fn from_der(der: &[u8]) -> Option<PeerSubject> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let common_name = subject
+            .iter_common_name()
+            .next()?
+            .as_str()
+            .ok()?
+            .to_string();
+        let organizations = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(String::from))
+            .collect();
+        Some(PeerSubject {
+            common_name,
+            organizations,
+        })
+    }
+}
+
 /// The bearer token the request presents, if any.
 pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
     headers

@@ -122,33 +122,7 @@ pub const MASTERS_GROUP: &str = "system:masters";
 
 /// The subject of the client certificate a connection presented, which
 /// rustls checked against the trusted CA during the handshake.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerSubject {
-    pub common_name: String,
-    pub organizations: Vec<String>,
-}
-
-impl PeerSubject {
-    /// The subject of a DER certificate.
-    pub fn from_der(der: &[u8]) -> Option<PeerSubject> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        let common_name = subject
-            .iter_common_name()
-            .next()?
-            .as_str()
-            .ok()?
-            .to_string();
-        let organizations = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(String::from))
-            .collect();
-        Some(PeerSubject {
-            common_name,
-            organizations,
-        })
-    }
-}
+pub use bosun::serving::PeerSubject;
 
 /// Whether a request may use the stream API: a certificate of group
 /// `system:masters`, or without one the configured bearer token.

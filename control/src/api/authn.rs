@@ -22,7 +22,7 @@ pub async fn authenticate(
     peer: Option<&PeerCert>,
 ) -> ApiResult<Identity> {
     if let Some(p) = peer {
-        return Ok(p.identity());
+        return Ok(Identity::of_certificate(p));
     }
     let Some(presented) = bosun::serving::bearer_token(headers) else {
         return Ok(Identity::Anonymous);

@@ -250,7 +250,7 @@ mod tests {
         let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
         let peer = crate::auth::PeerCert::from_der(&der).unwrap();
         assert_eq!(
-            peer.identity(),
+            Identity::of_certificate(&peer),
             crate::auth::Identity::Node("worker-1".into())
         );
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();

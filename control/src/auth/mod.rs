@@ -55,45 +55,21 @@ impl Identity {
 
 /// The subject of the client certificate a connection presented, which
 /// rustls checked against the cluster CA during the handshake.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerCert {
-    pub common_name: String,
-    pub organizations: Vec<String>,
-}
+pub use bosun::serving::PeerSubject as PeerCert;
 
-impl PeerCert {
-    /// The subject of a DER certificate.
-    pub fn from_der(der: &[u8]) -> Option<PeerCert> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let subject = cert.subject();
-        let common_name = subject
-            .iter_common_name()
-            .next()?
-            .as_str()
-            .ok()?
-            .to_string();
-        let organizations = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(String::from))
-            .collect();
-        Some(PeerCert {
-            common_name,
-            organizations,
-        })
-    }
-
-    /// Who the certificate says its holder is.
-    pub fn identity(&self) -> Identity {
-        let is_node = self
+impl Identity {
+    /// Who a client certificate says its holder is.
+    pub fn of_certificate(peer: &PeerCert) -> Identity {
+        let is_node = peer
             .organizations
             .iter()
             .any(|o| o == bosun::bootstrap::NODES_GROUP);
-        match self
+        match peer
             .common_name
             .strip_prefix(bosun::bootstrap::NODE_USER_PREFIX)
         {
             Some(name) if is_node && !name.is_empty() => Identity::Node(name.to_string()),
-            _ => Identity::CertificateUser(self.common_name.clone()),
+            _ => Identity::CertificateUser(peer.common_name.clone()),
         }
     }
 }
