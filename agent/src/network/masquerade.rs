@@ -7,26 +7,10 @@
 //! chain `BOSUN-FORWARD`, jumped to from `DOCKER-USER` (see
 //! `runtime/docker/network.rs`).
 
+use crate::runtime::docker::iptables;
+
 /// bosun's chain in the nat table.
 pub const CHAIN: &str = "BOSUN-POSTROUTING";
-
-async fn iptables(args: &[&str]) -> Result<String, String> {
-    let out = tokio::process::Command::new("iptables")
-        .arg("-w")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .map_err(|e| format!("running iptables {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "iptables {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 /// The chain's one rule for the pod network `cidr`.
 fn rule(cidr: &str) -> [&str; 8] {

@@ -126,7 +126,8 @@ pub const FORWARD_CHAIN: &str = "BOSUN-FORWARD";
 
 const FORWARD_COMMENT: &str = "bosun: pods of nodes sharing one engine reach each other";
 
-async fn iptables(args: &[&str]) -> std::result::Result<String, String> {
+/// Runs `iptables -w ARGS`: its stdout, or an error with its stderr.
+pub async fn iptables(args: &[&str]) -> std::result::Result<String, String> {
     let out = tokio::process::Command::new("iptables")
         .arg("-w")
         .args(args)
