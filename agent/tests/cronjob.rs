@@ -13,10 +13,9 @@
 mod cluster;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::Duration;
 
-use cluster::{Cluster, BUSYBOX};
+use cluster::{ok, Cluster, BUSYBOX};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
@@ -24,17 +23,6 @@ use kube::{Client, ResourceExt};
 
 /// A scheduled minute, the pod start and a little slack.
 const MINUTE: Duration = Duration::from_secs(90);
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn is_complete(job: &Job) -> bool {
     job.status
@@ -107,17 +95,17 @@ async fn cronjobs_run_on_schedule_on_docker() {
     let client = c.client().await;
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/cronjob.yaml");
     assert_eq!(
-        run(c.bosun().args(["apply", "-f", seed])).trim(),
+        ok(c.bosun().args(["apply", "-f", seed])).trim(),
         "cronjob.batch/hello created"
     );
     let sleeper = c.dir.path().join("sleeper.yaml");
     std::fs::write(&sleeper, SLEEPER.replace("IMAGE", BUSYBOX)).unwrap();
-    run(c.bosun().arg("apply").arg("-f").arg(&sleeper));
+    ok(c.bosun().arg("apply").arg("-f").arg(&sleeper));
 
     // Three runs by hand, at once: Jobs from the template.
     for i in 1..=3 {
         assert_eq!(
-            run(c.bosun().args([
+            ok(c.bosun().args([
                 "create",
                 "job",
                 &format!("manual-{i}"),
@@ -161,7 +149,7 @@ async fn cronjobs_run_on_schedule_on_docker() {
         format!("hello-{}", at.timestamp() / 60)
     );
     let pod = pods_of_job(&client, &scheduled.name_any()).await.remove(0);
-    let logs = run(c.bosun().args(["logs", &pod.name_any()]));
+    let logs = ok(c.bosun().args(["logs", &pod.name_any()]));
     assert!(logs.contains("Hello from the Kubernetes cluster"), "{logs}");
 
     // Four finished Jobs, a limit of 3: the oldest goes, with its pods.
@@ -192,7 +180,7 @@ async fn cronjobs_run_on_schedule_on_docker() {
     })
     .await;
 
-    let listed = run(c.bosun().args(["get", "cj"]));
+    let listed = ok(c.bosun().args(["get", "cj"]));
     let header: Vec<&str> = listed.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
@@ -231,7 +219,7 @@ async fn cronjobs_run_on_schedule_on_docker() {
 
     // Suspended by a patch, as the seeds do it.
     assert_eq!(
-        run(c.bosun().args([
+        ok(c.bosun().args([
             "patch",
             "cronjob",
             "sleeper",
@@ -241,7 +229,7 @@ async fn cronjobs_run_on_schedule_on_docker() {
         .trim(),
         "cronjob.batch/sleeper patched"
     );
-    let row = run(c.bosun().args(["get", "cj", "sleeper", "--no-headers"]));
+    let row = ok(c.bosun().args(["get", "cj", "sleeper", "--no-headers"]));
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells.get(6..9), Some(&["<none>", "True", "1"][..]), "{row}");
 }

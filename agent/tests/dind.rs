@@ -18,9 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use cluster::{bin_dir, bosun_binary, control_binary, dies_with_test, ensure_images, wait_for};
+use cluster::{
+    bin_dir, bosun_binary, control_binary, dies_with_test, ensure_images, ok, run, wait_for,
+};
 
-const CONTROL_IP: &str = "172.31.250.1";
+const CONTROL_IP: &str = cluster::HOSTS_CONTROL_IP;
 const ENGINE_IP: &str = "172.31.250.11";
 const ENGINE_SOCKET: &str = "/tmp/bosun-hosts/h1/docker.sock";
 /// Shared with the engine; `hosts.sh down` unmounts and removes it.
@@ -35,22 +37,6 @@ fn root() -> PathBuf {
 
 fn engine() -> String {
     format!("unix://{ENGINE_SOCKET}")
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `docker` against the stand-in engine, from this host.

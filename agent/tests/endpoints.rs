@@ -6,27 +6,15 @@
 
 mod cluster;
 
-use std::process::Command;
 use std::time::Duration;
 
-use cluster::Cluster;
+use cluster::{ok, Cluster};
 use k8s_openapi::api::core::v1::Endpoints;
 use kube::api::Api;
 use kube::Client;
 use serde_json::{json, Value};
 
 const UP: Duration = Duration::from_secs(90);
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A web pod, labelled `app=web`, Ready while `/www/ready` is served.
 fn web_pod(name: &str) -> Value {
@@ -119,7 +107,7 @@ spec:
 "#,
     )
     .unwrap();
-    run(c.bosun().arg("apply").arg("-f").arg(&manifest));
+    ok(c.bosun().arg("apply").arg("-f").arg(&manifest));
     for name in ["web-a", "web-b", "web-c"] {
         c.create_pod(&client, web_pod(name)).await;
     }
@@ -168,17 +156,17 @@ spec:
     let mut sorted = [a, b];
     sorted.sort();
     let want = format!("{}:80,{}:80", sorted[0], sorted[1]);
-    let listed = run(c.bosun().args(["get", "endpoints", "web"]));
+    let listed = ok(c.bosun().args(["get", "endpoints", "web"]));
     assert!(listed.starts_with("NAME"), "{listed}");
     assert!(listed.contains("ENDPOINTS"), "{listed}");
     assert!(listed.contains(&want), "{listed}");
     // kubectl prints the same (the harness fails without kubectl).
     let mut kubectl = c.kubectl();
-    let listed = run(kubectl.args(["get", "svc,ep", "web"]));
+    let listed = ok(kubectl.args(["get", "svc,ep", "web"]));
     eprintln!("kubectl get svc,ep web\n{listed}");
     assert!(listed.contains(&want), "{listed}");
     let mut kubectl = c.kubectl();
-    let slices = run(kubectl.args([
+    let slices = ok(kubectl.args([
         "get",
         "endpointslices",
         "-l",
@@ -202,7 +190,7 @@ spec:
             "kubectl describe svc to list the ready endpoints",
             UP,
             || async {
-                let described = run(c.kubectl().args(["describe", "svc", "web"]));
+                let described = ok(c.kubectl().args(["describe", "svc", "web"]));
                 let mut listed: Vec<String> = described
                     .lines()
                     .find_map(|l| l.strip_prefix("Endpoints:"))?
@@ -216,10 +204,10 @@ spec:
         )
         .await;
     eprintln!("kubectl describe svc web\n{described}");
-    let all = run(c.bosun().args(["get", "svc,ep,endpointslices"]));
+    let all = ok(c.bosun().args(["get", "svc,ep,endpointslices"]));
     eprintln!("bosun get svc,ep,endpointslices\n{all}");
     assert!(all.contains("endpointslice.discovery.k8s.io/web-"), "{all}");
-    let described = run(c.bosun().args(["describe", "svc", "web"]));
+    let described = ok(c.bosun().args(["describe", "svc", "web"]));
     assert_eq!(described_endpoints(&described), wanted, "{described}");
 
     // Readiness lost moves a to notReadyAddresses.
@@ -227,17 +215,17 @@ spec:
     wait_endpoints(&c, &client, &[b], &[a, cc]).await;
 
     // A deleted pod leaves at once (terminating), and for good.
-    run(c.bosun().args(["delete", "pod", "web-b"]));
+    ok(c.bosun().args(["delete", "pod", "web-b"]));
     wait_endpoints(&c, &client, &[], &[a, cc]).await;
 
     // Deleting the service deletes its Endpoints and slices.
-    run(c.bosun().args(["delete", "svc", "web"]));
+    ok(c.bosun().args(["delete", "svc", "web"]));
     let api: Api<Endpoints> = Api::namespaced(client.clone(), "default");
     c.poll("the Endpoints deleted", UP, || async {
         api.get_opt("web").await.ok()?.is_none().then_some(())
     })
     .await;
-    let slices = run(c.bosun().args([
+    let slices = ok(c.bosun().args([
         "get",
         "endpointslices",
         "-l",

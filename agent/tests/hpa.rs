@@ -13,10 +13,9 @@
 
 mod cluster;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cluster::Cluster;
+use cluster::{ok, Cluster};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Event, Pod};
@@ -24,17 +23,6 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 
 const WINDOW: Duration = Duration::from_secs(20);
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The Deployment of examples/hpa.yaml (the seed's, with the project's image).
 fn seed_deployment() -> String {
@@ -102,7 +90,7 @@ async fn rescales(client: &Client) -> Vec<String> {
 }
 
 fn hpa_row(cluster: &Cluster, name: &str) -> Vec<String> {
-    let out = run(cluster.bosun().args(["get", "hpa", name]));
+    let out = ok(cluster.bosun().args(["get", "hpa", name]));
     let lines: Vec<&str> = out.lines().collect();
     let header: Vec<&str> = lines[0].split_whitespace().collect();
     assert_eq!(
@@ -136,17 +124,17 @@ async fn hpa_demo_scales_up_under_load_and_back_down_after_the_window() {
     cluster.wait_nodes_ready(&client).await;
     let manifest = cluster.dir.path().join("hpa-demo.yaml");
     std::fs::write(&manifest, seed_deployment()).unwrap();
-    run(cluster.bosun().arg("apply").arg("-f").arg(&manifest));
+    ok(cluster.bosun().arg("apply").arg("-f").arg(&manifest));
     let no_requests = cluster.dir.path().join("norequests.yaml");
     std::fs::write(&no_requests, NO_REQUESTS).unwrap();
-    run(cluster.bosun().arg("apply").arg("-f").arg(&no_requests));
+    ok(cluster.bosun().arg("apply").arg("-f").arg(&no_requests));
     let first = cluster
         .poll("hpa-demo's pod to run", Duration::from_secs(60), || async {
             running_pods(&client, "nginx").await.pop()
         })
         .await;
 
-    let out = run(cluster.bosun().args([
+    let out = ok(cluster.bosun().args([
         "autoscale",
         "deployment",
         "hpa-demo",
@@ -158,7 +146,7 @@ async fn hpa_demo_scales_up_under_load_and_back_down_after_the_window() {
         out,
         "horizontalpodautoscaler.autoscaling/hpa-demo autoscaled\n"
     );
-    let out = run(cluster.kubectl().args([
+    let out = ok(cluster.kubectl().args([
         "autoscale",
         "deployment",
         "norequests",

@@ -13,11 +13,10 @@
 mod cluster;
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cluster::{Cluster, BUSYBOX};
+use cluster::{ok, Cluster, BUSYBOX};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Pod};
@@ -26,17 +25,6 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 const UP: Duration = Duration::from_secs(90);
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn phase(p: &Pod) -> &str {
     p.status
@@ -167,17 +155,17 @@ async fn jobs_run_to_completion_or_failure_on_docker() {
     for (i, m) in manifests.iter().enumerate() {
         let path = c.dir.path().join(format!("job-{i}.yaml"));
         std::fs::write(&path, m).unwrap();
-        run(c.bosun().arg("apply").arg("-f").arg(&path));
+        ok(c.bosun().arg("apply").arg("-f").arg(&path));
     }
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/job.yaml");
-    run(c.bosun().args(["apply", "-f", seed]));
+    ok(c.bosun().args(["apply", "-f", seed]));
 
     // The seed's job counts to 10 and completes: 1/1.
     c.poll("job1 Complete", UP, || async {
         condition(&client, "job1", "Complete").await
     })
     .await;
-    let listed = run(c.bosun().args(["get", "jobs", "job1"]));
+    let listed = ok(c.bosun().args(["get", "jobs", "job1"]));
     let row = listed.lines().nth(1).unwrap_or_default().to_string();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
@@ -225,7 +213,7 @@ async fn jobs_run_to_completion_or_failure_on_docker() {
             "{}",
             p.name_any()
         );
-        let logs = run(c.bosun().args(["logs", &p.name_any()]));
+        let logs = ok(c.bosun().args(["logs", &p.name_any()]));
         assert_eq!(logs.trim(), format!("index={index}"), "{}", p.name_any());
         indexes.push(index);
     }
@@ -245,7 +233,7 @@ async fn jobs_run_to_completion_or_failure_on_docker() {
         2,
         "at most (and, with 5 to do, exactly) 2 at once"
     );
-    let listed = run(c.bosun().args(["get", "jobs", "par"]));
+    let listed = ok(c.bosun().args(["get", "jobs", "par"]));
     assert!(listed.contains("5/5"), "{listed}");
 
     // The failing job: 3 failed pods (backoffLimit 2), 10 s then 20 s
@@ -279,7 +267,7 @@ async fn jobs_run_to_completion_or_failure_on_docker() {
         second_gap >= 20,
         "the second back-off is 20 s: {second_gap}"
     );
-    let listed = run(c.bosun().args(["get", "jobs", "fail"]));
+    let listed = ok(c.bosun().args(["get", "jobs", "fail"]));
     assert!(
         listed.contains("Failed") && listed.contains("0/1"),
         "{listed}"

@@ -25,38 +25,19 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bosun_binary, control_binary, ensure_images, kubectl_binary, repo_root, tail, wait_for,
+    bosun_binary, control_binary, ensure_images, hosts_sh, kubectl_binary, ok, repo_root, run,
+    tail, wait_for,
 };
 
 const HOSTS: usize = 3;
-const CONTROL_IP: &str = "172.31.250.1";
+const CONTROL_IP: &str = cluster::HOSTS_CONTROL_IP;
 const WAIT: Duration = Duration::from_secs(90);
 /// Where `scripts/hosts.sh` keeps the hosts (its default).
 const HOSTS_DIR: &str = "/tmp/bosun-hosts";
 
-fn hosts_sh() -> PathBuf {
-    repo_root().join("scripts/hosts.sh")
-}
-
 /// Host `i`'s `bosun join` data dir (`hosts.sh env`'s JOIN_DIR).
 fn join_dir(i: usize) -> PathBuf {
     Path::new(HOSTS_DIR).join(format!("h{i}/join"))
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn sh(script: &str) -> String {

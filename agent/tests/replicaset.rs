@@ -4,27 +4,15 @@
 
 mod cluster;
 
-use std::process::Command;
 use std::time::Duration;
 
-use cluster::{Cluster, BUSYBOX};
+use cluster::{ok, Cluster, BUSYBOX};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 const UP: Duration = Duration::from_secs(90);
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn running_and_ready(p: &Pod) -> bool {
     let Some(status) = p.status.as_ref() else {
@@ -122,7 +110,7 @@ spec:
         ),
     )
     .unwrap();
-    run(c.bosun().arg("apply").arg("-f").arg(&manifest));
+    ok(c.bosun().arg("apply").arg("-f").arg(&manifest));
     let rs = c
         .poll("the ReplicaSet", UP, || async {
             Api::<ReplicaSet>::namespaced(client.clone(), "default")
@@ -142,12 +130,12 @@ spec:
         (ready_replicas(&client).await == Some(3)).then_some(())
     })
     .await;
-    let listed = run(c.bosun().args(["get", "rs", "web"]));
+    let listed = ok(c.bosun().args(["get", "rs", "web"]));
     assert!(listed.contains("web"), "{listed}");
 
     // A pod is deleted: the set makes a replacement with a new name.
     let lost = first[0].clone();
-    run(c.bosun().args(["delete", "pod", &lost]));
+    ok(c.bosun().args(["delete", "pod", &lost]));
     let after = wait_ready_pods(&c, &client, &rs, 3).await;
     assert!(!after.contains(&lost), "{after:?}");
     assert!(
@@ -157,14 +145,14 @@ spec:
 
     // kubectl scales it through the scale subresource: up to 5, down to 1.
     let mut kubectl = c.kubectl();
-    run(kubectl.args(["scale", "rs/web", "--replicas=5"]));
+    ok(kubectl.args(["scale", "rs/web", "--replicas=5"]));
     let five = wait_ready_pods(&c, &client, &rs, 5).await;
     c.poll("status.readyReplicas 5", UP, || async {
         (ready_replicas(&client).await == Some(5)).then_some(())
     })
     .await;
     let mut kubectl = c.kubectl();
-    run(kubectl.args(["scale", "rs/web", "--replicas=1"]));
+    ok(kubectl.args(["scale", "rs/web", "--replicas=1"]));
     let one = wait_ready_pods(&c, &client, &rs, 1).await;
     let victims: Vec<&String> = five.iter().filter(|p| !one.contains(p)).collect();
     assert_eq!(victims.len(), 4, "{five:?} -> {one:?}");
@@ -179,8 +167,7 @@ spec:
 
     // Relabelled out of the set: released (no owner) and replaced.
     let relabelled = one[0].clone();
-    run(c
-        .bosun()
+    ok(c.bosun()
         .args(["label", "pod", &relabelled, "app=other", "--overwrite"]));
     let released = c
         .poll("the relabelled pod released", UP, || async {
@@ -201,14 +188,14 @@ spec:
 
     // Deleting the set deletes its pods (garbage collector); the released
     // pod is no longer the set's and stays.
-    run(c.bosun().args(["delete", "rs", "web"]));
+    ok(c.bosun().args(["delete", "rs", "web"]));
     c.poll("the set's pods and containers gone", UP, || async {
         let left: Vec<String> = pods(&client).await.iter().map(|p| p.name_any()).collect();
         (left == [relabelled.clone()] && containers_of(&c, &replacement[0]).is_empty())
             .then_some(())
     })
     .await;
-    run(c.bosun().args(["delete", "pod", &relabelled]));
+    ok(c.bosun().args(["delete", "pod", &relabelled]));
     c.poll("no containers left on the node", UP, || async {
         c.docker_ids(&[]).is_empty().then_some(())
     })

@@ -25,38 +25,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bin_dir, control_binary, dies_with_test, ensure_images, kubectl_binary, repo_root, tail,
-    wait_for,
+    bin_dir, control_binary, dies_with_test, ensure_images, host_ip, hosts_sh, kubectl_binary, ok,
+    run, tail, wait_for,
 };
 
 const HOSTS: usize = 2;
-const CONTROL_IP: &str = "172.31.250.1";
+const CONTROL_IP: &str = cluster::HOSTS_CONTROL_IP;
 const WAIT: Duration = Duration::from_secs(90);
 const HTML: &str = "/usr/share/nginx/html";
-
-fn host_ip(i: usize) -> String {
-    format!("172.31.250.{}", 10 + i)
-}
-
-fn hosts_sh() -> PathBuf {
-    repo_root().join("scripts/hosts.sh")
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// `cmd` in host `i`'s network namespace (`hosts.sh exec`).
 fn on_host(i: usize, cmd: &[&str]) -> String {

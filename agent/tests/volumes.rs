@@ -10,24 +10,13 @@ mod cluster;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cluster::{Cluster, BUSYBOX};
+use cluster::{ok, Cluster, BUSYBOX};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
 const UP: Duration = Duration::from_secs(60);
-
-fn run(cmd: &mut std::process::Command) -> String {
-    let out = cmd.output().expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The seeds' PersistentVolumes, `examples/pv.yaml`, as parsed.
 fn seed_volumes() -> Vec<Value> {
@@ -185,7 +174,7 @@ async fn the_seeds_static_volumes_bind_the_smallest_fit_and_mount_into_pods() {
         .await;
     assert_eq!(written, "hello\n");
 
-    let out = run(c.bosun().args(["get", "pv,pvc"]));
+    let out = ok(c.bosun().args(["get", "pv,pvc"]));
     let pv1 = out
         .lines()
         .find(|l| l.starts_with("persistentvolume/pv1 "))
@@ -231,7 +220,7 @@ async fn a_local_path_claim_keeps_its_data_across_pods_and_goes_with_its_volume(
     // The default class, as `get sc` prints it, with either client.
     let clients = vec![c.bosun(), c.kubectl()];
     for mut cli in clients {
-        let out = run(cli.args(["get", "sc"]));
+        let out = ok(cli.args(["get", "sc"]));
         let rows: Vec<Vec<&str>> = out
             .lines()
             .map(|l| l.split_whitespace().collect())
@@ -355,14 +344,14 @@ async fn the_seeds_statefulset_gets_a_local_path_volume_per_pod_that_outlives_th
     let c = Cluster::start();
     let client = c.client().await;
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/statefulset.yaml");
-    run(c.bosun().arg("apply").arg("-f").arg(&manifest));
+    ok(c.bosun().arg("apply").arg("-f").arg(&manifest));
     let mut volume_of = Vec::new();
     for ordinal in 0..2 {
         let pod = format!("web-{ordinal}");
         c.wait_pod(&client, &pod, "Running", UP, is_running).await;
         volume_of.push(claim_bound_to(&c, &client, &format!("www-{pod}")).await);
     }
-    let out = run(c.bosun().args(["get", "pv"]));
+    let out = ok(c.bosun().args(["get", "pv"]));
     for (ordinal, volume) in volume_of.iter().enumerate() {
         let row = out
             .lines()

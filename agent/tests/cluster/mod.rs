@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -30,6 +30,39 @@ pub fn repo_root() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
+}
+
+/// Runs `cmd`, panicking only if it cannot start.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+/// Runs `cmd` and returns its stdout; panics with both outputs unless it
+/// succeeds.
+pub fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The namespace-hosts harness (`scripts/hosts.sh`): the control plane
+/// listens on this machine's address on the hosts' bridge.
+pub const HOSTS_CONTROL_IP: &str = "172.31.250.1";
+
+/// `scripts/hosts.sh`.
+pub fn hosts_sh() -> PathBuf {
+    repo_root().join("scripts/hosts.sh")
+}
+
+/// Harness host `i`'s address on the hosts' bridge.
+pub fn host_ip(i: usize) -> String {
+    format!("172.31.250.{}", 10 + i)
 }
 
 /// `bosun-control`, built next to the agent if it is not there yet.
