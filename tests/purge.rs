@@ -65,14 +65,12 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
         pod_cidr,
     ])
     .ok();
-    // No service-account token volume: its tmpfs, mounted once the agent
-    // has the token, is not unmounted by `bosun down --purge` (EBUSY
-    // removing the agent's data dir; src/cli/purge.rs), which the
-    // down/up below gives time to happen.
+    // With the default service-account token volume: a tmpfs under the
+    // agent's data dir, which purge unmounts before removing the dir.
     let manifest = home.path().join("pod.yaml");
     std::fs::write(
         &manifest,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stays\nspec:\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    image: bosun.local/not-built:1\n    imagePullPolicy: Never\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stays\nspec:\n  containers:\n  - name: app\n    image: bosun.local/not-built:1\n    imagePullPolicy: Never\n",
     )
     .unwrap();
     bosun(&["apply", "-f", &manifest.display().to_string()]).ok();
