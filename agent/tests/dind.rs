@@ -18,11 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use cluster::{
-    bin_dir, bosun_binary, control_binary, dies_with_test, ensure_images, ok, run, wait_for,
-};
+use cluster::{bin_dir, bosun_binary, ensure_images, ok, run, start_hosts_control};
 
-const CONTROL_IP: &str = cluster::HOSTS_CONTROL_IP;
 const ENGINE_IP: &str = "172.31.250.11";
 const ENGINE_SOCKET: &str = "/tmp/bosun-hosts/h1/docker.sock";
 /// Shared with the engine; `hosts.sh down` unmounts and removes it.
@@ -80,22 +77,7 @@ impl Dind {
         ok(Command::new("mount").args(["--bind", DATA_ROOT, DATA_ROOT]));
         ok(Command::new("mount").args(["--make-shared", DATA_ROOT]));
 
-        let data = d.dir.path().join("control");
-        let log = std::fs::File::create(d.dir.path().join("control.log")).unwrap();
-        d.control = Some(
-            dies_with_test(control_binary())
-                .arg("--data-dir")
-                .arg(&data)
-                .args(["--bind", CONTROL_IP, "--port", "0"])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("starting bosun-control"),
-        );
-        wait_for("bosun-control's kubeconfig", WAIT, || {
-            data.join("admin.kubeconfig").exists().then_some(())
-        });
+        d.control = Some(start_hosts_control(d.dir.path(), WAIT));
 
         // The agent image, built on the engine through its socket.
         ok(Command::new("bash")

@@ -25,12 +25,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bin_dir, control_binary, dies_with_test, ensure_images, host_ip, hosts_sh, kubectl_binary, ok,
-    run, tail, wait_for,
+    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, kubectl_binary, ok, run,
+    start_hosts_control, tail, wait_for,
 };
 
 const HOSTS: usize = 2;
-const CONTROL_IP: &str = cluster::HOSTS_CONTROL_IP;
 const WAIT: Duration = Duration::from_secs(90);
 const HTML: &str = "/usr/share/nginx/html";
 
@@ -132,22 +131,7 @@ impl Hosts {
         for i in 1..=HOSTS {
             on_host(i, &["iptables", "-w", "-P", "FORWARD", "DROP"]);
         }
-        let data = h.dir.path().join("control");
-        let log = std::fs::File::create(h.dir.path().join("control.log")).unwrap();
-        h.control = Some(
-            dies_with_test(control_binary())
-                .arg("--data-dir")
-                .arg(&data)
-                .args(["--bind", CONTROL_IP, "--port", "0"])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("starting bosun-control"),
-        );
-        wait_for("bosun-control's kubeconfig", WAIT, || {
-            data.join("admin.kubeconfig").exists().then_some(())
-        });
+        h.control = Some(start_hosts_control(h.dir.path(), WAIT));
         for i in 1..=HOSTS {
             let log = std::fs::File::create(h.dir.path().join(format!("agent-{i}.log"))).unwrap();
             let child = dies_with_test("bash")

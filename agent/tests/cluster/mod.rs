@@ -150,6 +150,27 @@ pub fn dies_with_test(program: impl AsRef<std::ffi::OsStr>) -> Command {
     }
 }
 
+/// Starts `bosun-control` for the namespace-hosts harness, listening on
+/// [`HOSTS_CONTROL_IP`] with its data in `dir/control` and its log in
+/// `dir/control.log`; returns once its admin kubeconfig is there.
+pub fn start_hosts_control(dir: &Path, wait: Duration) -> Child {
+    let data = dir.join("control");
+    let log = std::fs::File::create(dir.join("control.log")).unwrap();
+    let child = dies_with_test(control_binary())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--bind", HOSTS_CONTROL_IP, "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("starting bosun-control");
+    wait_for("bosun-control's kubeconfig", wait, || {
+        data.join("admin.kubeconfig").exists().then_some(())
+    });
+    child
+}
+
 /// A pod subnet no Docker network uses yet.
 fn free_subnet() -> String {
     let out = Command::new("docker")
