@@ -244,61 +244,121 @@ fn kubeconfig_credential(path: &Path) -> (String, String) {
     (field("client-certificate-data"), field("client-key-data"))
 }
 
-#[test]
-fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
-    control_binary();
-    agent_binary();
-    ensure_images();
-    let tmp = tempfile::tempdir().unwrap();
-    let host = Host {
-        home: tmp.path().to_path_buf(),
-    };
-    let control = tmp.path().join("control");
-    let joined = tmp.path().join("join");
-    let node = format!("joined-{}", std::process::id());
-    // A /16 of its own, so the agent's pod-traffic rule is this test's alone.
-    let (pod_cidr, cidr) = ("10.252.9.0/24", "10.252.0.0/16");
-    let _reaper = HostReaper {
-        dirs: vec![control.clone(), joined.clone()],
-        node: node.clone(),
-        cidr: cidr.into(),
-    };
-    let admin = tmp.path().join(".bosun/kubeconfig");
-    let (c, j) = (control.display().to_string(), joined.display().to_string());
+/// The join command `bosun up` printed: server, token and CA hash.
+struct JoinCommand {
+    server: String,
+    token: String,
+    hash: String,
+}
 
-    let up = host.bosun(&["up", "--no-agent", "--port", "0", "--data-dir", &c]);
-    let join_line = up
-        .ok()
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("bosun join https://"))
-        .unwrap_or_else(|| panic!("bosun up printed no join command:\n{}", up.stdout))
-        .to_string();
-    let server = join_line.split_whitespace().nth(2).unwrap().to_string();
-    let token = flag(&join_line, "--token").to_string();
-    let hash = flag(&join_line, "--ca-cert-hash").to_string();
-    let join = |token: &str, hash: &str| {
-        host.bosun(&[
+impl JoinCommand {
+    fn from_up(up_stdout: &str) -> JoinCommand {
+        let line = up_stdout
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("bosun join https://"))
+            .unwrap_or_else(|| panic!("bosun up printed no join command:\n{up_stdout}"));
+        JoinCommand {
+            server: line.split_whitespace().nth(2).unwrap().to_string(),
+            token: flag(line, "--token").to_string(),
+            hash: flag(line, "--ca-cert-hash").to_string(),
+        }
+    }
+}
+
+/// What both tests set up: a home for `bosun` in `tmp`, the control
+/// plane's and the joined host's data dirs, a node name and pod CIDR of
+/// the test's own, and the reaper that cleans up after them.
+struct Setup {
+    host: Host,
+    control: PathBuf,
+    joined: PathBuf,
+    node: String,
+    pod_cidr: &'static str,
+    admin: PathBuf,
+    /// Dropped last with the setup: cleans up after the test.
+    _reaper: HostReaper,
+}
+
+impl Setup {
+    /// `cidr`: a /16 of the test's own holding `pod_cidr`, so the agent's
+    /// pod-traffic rule is this test's alone.
+    fn new(tmp: &Path, node: &str, pod_cidr: &'static str, cidr: &str) -> Setup {
+        control_binary();
+        agent_binary();
+        ensure_images();
+        let control = tmp.join("control");
+        let joined = tmp.join("join");
+        let node = format!("{node}-{}", std::process::id());
+        Setup {
+            host: Host {
+                home: tmp.to_path_buf(),
+            },
+            _reaper: HostReaper {
+                dirs: vec![control.clone(), joined.clone()],
+                node: node.clone(),
+                cidr: cidr.into(),
+            },
+            control,
+            joined,
+            node,
+            pod_cidr,
+            admin: tmp.join(".bosun/kubeconfig"),
+        }
+    }
+
+    /// `bosun join`'s arguments for this host.
+    fn join_args<'a>(
+        &'a self,
+        j: &'a str,
+        server: &'a str,
+        token: &'a str,
+        hash: &'a str,
+    ) -> [&'a str; 16] {
+        [
             "join",
-            &server,
+            server,
             "--token",
             token,
             "--ca-cert-hash",
             hash,
             "--data-dir",
-            &j,
+            j,
             "--node-name",
-            &node,
+            &self.node,
             "--node-ip",
             "127.0.0.1",
             "--pod-cidr",
-            pod_cidr,
+            self.pod_cidr,
             "--port",
             "0",
-        ])
-    };
+        ]
+    }
+}
+
+#[test]
+fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let setup = Setup::new(tmp.path(), "joined", "10.252.9.0/24", "10.252.0.0/16");
+    let Setup {
+        host,
+        control,
+        joined,
+        node,
+        admin,
+        ..
+    } = &setup;
+    let (c, j) = (control.display().to_string(), joined.display().to_string());
+
+    let up = host.bosun(&["up", "--no-agent", "--port", "0", "--data-dir", &c]);
+    let JoinCommand {
+        server,
+        token,
+        hash,
+    } = JoinCommand::from_up(up.ok());
+    let join = |token: &str, hash: &str| host.bosun(&setup.join_args(&j, &server, token, hash));
     let credential = joined.join("node.kubeconfig");
-    let before = host_state(&node, "10.252.");
+    let before = host_state(node, "10.252.");
 
     // A CA that is not the one the hash names is refused, naming both.
     let wrong = format!("sha256:{}", "0".repeat(64));
@@ -334,7 +394,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     let err = join(&expired, &hash).fails().to_string();
     assert!(err.contains("refused bootstrap token"), "{err}");
     let gone = host.kubectl(
-        &admin,
+        admin,
         &[
             "get",
             "secret",
@@ -356,7 +416,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     let text = std::fs::read_to_string(&credential).unwrap();
     assert!(text.contains("client-certificate-data") && text.contains("client-key-data"));
     let admin_token = std::fs::read_to_string(control.join("admin-token")).unwrap();
-    for file in std::fs::read_dir(&joined).unwrap().flatten() {
+    for file in std::fs::read_dir(joined).unwrap().flatten() {
         if file.path().is_file() {
             let body = std::fs::read_to_string(file.path()).unwrap_or_default();
             assert!(
@@ -371,11 +431,11 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         Duration::from_secs(60),
         || {
             host.kubectl(
-                &admin,
+                admin,
                 &[
                     "get",
                     "node",
-                    &node,
+                    node,
                     "-o",
                     "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
                 ],
@@ -398,14 +458,14 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         ),
     )
     .unwrap();
-    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
+    host.kubectl(admin, &["apply", "-f", &manifest.display().to_string()])
         .ok();
     wait_for(
         "the pod on the joined node to run",
         Duration::from_secs(90),
         || {
             host.kubectl(
-                &admin,
+                admin,
                 &["get", "pod", "app", "-o", "jsonpath={.status.phase}"],
             )
             .stdout
@@ -413,7 +473,7 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         },
     );
     let placed = host.kubectl(
-        &admin,
+        admin,
         &["get", "pod", "app", "-o", "jsonpath={.spec.nodeName}"],
     );
     assert_eq!(placed.ok(), node);
@@ -458,7 +518,7 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         .fails()
         .contains("Forbidden"));
     // The admin still does everything.
-    host.kubectl(&admin, &["get", "secret", "unused"]).ok();
+    host.kubectl(admin, &["get", "secret", "unused"]).ok();
 
     // Logs and exec reach the joined node's pod: the control plane
     // presents its client certificate of the cluster CA to the agent.
@@ -467,16 +527,16 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
     });
     let exec = host.bosun(&["exec", "app", "--", "cat", "/tmp/p"]);
     assert_eq!(exec.ok().trim(), "s3cret");
-    let exec = host.kubectl(&admin, &["exec", "app", "--", "cat", "/tmp/p"]);
+    let exec = host.kubectl(admin, &["exec", "app", "--", "cat", "/tmp/p"]);
     assert_eq!(exec.ok().trim(), "s3cret");
-    let logs = host.kubectl(&admin, &["logs", "app"]);
+    let logs = host.kubectl(admin, &["logs", "app"]);
     assert!(logs.ok().contains("app started"), "{}", logs.stdout);
 
     // The agent itself refuses a certificate of another CA, even one
     // named as the cluster's (the handshake fails), a caller with none (401), and a node's certificate of the
     // cluster CA (403: one node may not exec into another's pods).
     let node_json: serde_json::Value = serde_json::from_str(
-        host.kubectl(&admin, &["get", "node", &node, "-o", "json"])
+        host.kubectl(admin, &["get", "node", node, "-o", "json"])
             .ok(),
     )
     .unwrap();
@@ -506,17 +566,17 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
 
     // Teardown through bosun itself: the agent removes the pod, its
     // containers and volumes (the other pod has no agent to do it).
-    host.kubectl(&admin, &["delete", "pod", "app", "--grace-period=1"])
+    host.kubectl(admin, &["delete", "pod", "app", "--grace-period=1"])
         .ok();
     host.kubectl(
-        &admin,
+        admin,
         &["delete", "pod", "elsewhere", "--force", "--grace-period=0"],
     )
     .ok();
     let pods_dir = joined.join("agent/pods");
     let pod_dirs_left = || std::fs::read_dir(&pods_dir).map(|d| d.count()).unwrap_or(0);
     let start = Instant::now();
-    while !docker_ids(&node).is_empty() || pod_dirs_left() > 0 {
+    while !docker_ids(node).is_empty() || pod_dirs_left() > 0 {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "the agent left the pod's containers or volumes; its log:\n{}",
@@ -534,17 +594,17 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         ),
     )
     .unwrap();
-    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
+    host.kubectl(admin, &["apply", "-f", &manifest.display().to_string()])
         .ok();
     wait_for("the pod to stay to run", Duration::from_secs(60), || {
         host.kubectl(
-            &admin,
+            admin,
             &["get", "pod", "stay", "-o", "jsonpath={.status.phase}"],
         )
         .stdout
             == "Running"
     });
-    let during = host_state(&node, "10.252.");
+    let during = host_state(node, "10.252.");
     for what in ["container ", "network ", "route ", "iptables "] {
         assert!(
             during.iter().any(|l| l.starts_with(what)),
@@ -554,19 +614,19 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
     // Without a terminal it asks for --yes and changes nothing.
     let refused = host.bosun(&["leave", "--data-dir", &j]);
     assert!(refused.fails().contains("pass --yes"), "{}", refused.stderr);
-    assert_eq!(host_state(&node, "10.252."), during);
+    assert_eq!(host_state(node, "10.252."), during);
     let left = host.bosun(&["leave", "--yes", "--data-dir", &j]);
     let out = left.ok();
     assert!(out.contains(&format!("node/{node} deleted")), "{out}");
     assert!(!joined.exists(), "the credential and data are gone");
-    assert_eq!(host_state(&node, "10.252."), before, "{out}");
-    let gone = host.kubectl(&admin, &["get", "node", &node]);
+    assert_eq!(host_state(node, "10.252."), before, "{out}");
+    let gone = host.kubectl(admin, &["get", "node", node]);
     assert!(gone.fails().contains("NotFound"), "{}", gone.stderr);
     wait_for(
         "the pod of the deleted node to be removed",
         Duration::from_secs(30),
         || {
-            host.kubectl(&admin, &["get", "pod", "stay"])
+            host.kubectl(admin, &["get", "pod", "stay"])
                 .stderr
                 .contains("NotFound")
         },
@@ -585,24 +645,17 @@ fn not_after(pem: &str) -> std::time::SystemTime {
 
 #[test]
 fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
-    control_binary();
-    agent_binary();
-    ensure_images();
     let tmp = tempfile::tempdir().unwrap();
-    let host = Host {
-        home: tmp.path().to_path_buf(),
-    };
-    let control = tmp.path().join("control");
-    let joined = tmp.path().join("join");
-    let node = format!("rotated-{}", std::process::id());
     // A /16 apart from the other test's.
-    let (pod_cidr, cidr) = ("10.251.9.0/24", "10.251.0.0/16");
-    let _reaper = HostReaper {
-        dirs: vec![control.clone(), joined.clone()],
-        node: node.clone(),
-        cidr: cidr.into(),
-    };
-    let admin = tmp.path().join(".bosun/kubeconfig");
+    let setup = Setup::new(tmp.path(), "rotated", "10.251.9.0/24", "10.251.0.0/16");
+    let Setup {
+        host,
+        control,
+        joined,
+        node,
+        admin,
+        ..
+    } = &setup;
     let (c, j) = (control.display().to_string(), joined.display().to_string());
     // A fixed port, so that the control plane restarts where the node's
     // kubeconfig points.
@@ -613,31 +666,12 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
         .port()
         .to_string();
     let up = || host.bosun(&["up", "--no-agent", "--port", &port, "--data-dir", &c]);
-    let join_line = up()
-        .ok()
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("bosun join https://"))
-        .unwrap()
-        .to_string();
-    let args = [
-        "join",
-        join_line.split_whitespace().nth(2).unwrap(),
-        "--token",
-        flag(&join_line, "--token"),
-        "--ca-cert-hash",
-        flag(&join_line, "--ca-cert-hash"),
-        "--data-dir",
-        &j,
-        "--node-name",
-        &node,
-        "--node-ip",
-        "127.0.0.1",
-        "--pod-cidr",
-        pod_cidr,
-        "--port",
-        "0",
-    ];
+    let JoinCommand {
+        server,
+        token,
+        hash,
+    } = JoinCommand::from_up(up().ok());
+    let args = setup.join_args(&j, &server, &token, &hash);
     // A 30 s certificate: the agent renews it after about 24 s.
     let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
         .args(args)
@@ -654,11 +688,11 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
     let first_expiry = not_after(&first);
     let ready = || {
         host.kubectl(
-            &admin,
+            admin,
             &[
                 "get",
                 "node",
-                &node,
+                node,
                 "-o",
                 "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
             ],
@@ -703,7 +737,7 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
     up().ok();
     let old = tmp.path().join("first.kubeconfig");
     std::fs::write(&old, first_kubeconfig).unwrap();
-    let refused = host.kubectl(&old, &["get", "node", &node]);
+    let refused = host.kubectl(&old, &["get", "node", node]);
     refused.fails();
     let manifest = tmp.path().join("pod.yaml");
     std::fs::write(
@@ -713,14 +747,14 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
         ),
     )
     .unwrap();
-    host.kubectl(&admin, &["apply", "-f", &manifest.display().to_string()])
+    host.kubectl(admin, &["apply", "-f", &manifest.display().to_string()])
         .ok();
     wait_for(
         "a pod made after the first certificate expired to run",
         Duration::from_secs(60),
         || {
             host.kubectl(
-                &admin,
+                admin,
                 &["get", "pod", "later", "-o", "jsonpath={.status.phase}"],
             )
             .stdout
