@@ -134,7 +134,11 @@ const EXAMPLES: &[Example] = &[
             Get {
                 args: &["services"],
                 header: SERVICES,
-                rows: &[&["nginx", "ClusterIP", "None", "<none>", "80/TCP"]],
+                // The control plane's own `kubernetes` Service too.
+                rows: &[
+                    &["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"],
+                    &["nginx", "ClusterIP", "None", "<none>", "80/TCP"],
+                ],
             },
             Get {
                 args: &["statefulsets"],
@@ -507,6 +511,7 @@ fn kubectl_verbs_on_all_the_examples() {
             "default horizontalpodautoscaler.autoscaling/hpa-demo",
             "default job.batch/job1",
             "default replicaset.apps/replicaset-test",
+            "default service/kubernetes",
             "default service/nginx",
             "default statefulset.apps/web",
             "kube-system daemonset.apps/fluentd-elasticsearch",
