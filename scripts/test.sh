@@ -93,10 +93,21 @@ sweep_stale_test_resources
 # DOCKER-USER (agent/src/runtime/docker/network.rs). Leave the host as
 # found: remove the chain and its jump at the end if this run made them.
 forward_chain_present() { iptables -w -S BOSUN-FORWARD >/dev/null 2>&1; }
+remove_forward_chain=0
 if command -v iptables >/dev/null 2>&1 && ! forward_chain_present; then
-  trap 'while iptables -w -D DOCKER-USER -j BOSUN-FORWARD 2>/dev/null; do :; done
-        iptables -w -F BOSUN-FORWARD 2>/dev/null; iptables -w -X BOSUN-FORWARD 2>/dev/null || true' EXIT
+  remove_forward_chain=1
 fi
+# At the end, also after a failure: what the run's killed test agents left
+# (their test processes are gone by then), then the forward chain.
+cleanup_at_exit() {
+  sweep_stale_test_resources || true
+  if [ "$remove_forward_chain" = 1 ]; then
+    while iptables -w -D DOCKER-USER -j BOSUN-FORWARD 2>/dev/null; do :; done
+    iptables -w -F BOSUN-FORWARD 2>/dev/null
+    iptables -w -X BOSUN-FORWARD 2>/dev/null || true
+  fi
+}
+trap cleanup_at_exit EXIT
 
 need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
