@@ -301,9 +301,17 @@ async fn services_through_the_proxy(mode: Mode) {
     let mut c = Cluster::start_with(&["--node-ip", &node_ip, "--proxy-mode", mode.flag()]);
     let client = c.client().await;
     // The rules (with the reject of the service range) are there before
-    // any service or pod.
+    // any service or pod, with the control plane's own `kubernetes`
+    // Service (10.96.0.1, always there, as in Kubernetes).
     let before = c
-        .poll("the agent's rules", UP, || async { table(mode, &c.node) })
+        .poll(
+            "the agent's rules with the kubernetes Service",
+            UP,
+            || async {
+                table(mode, &c.node)
+                    .filter(|t| t.contains("10.96.0.1 ") || t.contains("-d 10.96.0.1/32"))
+            },
+        )
         .await;
     let reject = match mode {
         Mode::Nftables => "ip daddr 10.96.0.0/12 reject",
