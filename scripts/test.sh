@@ -64,7 +64,8 @@ sweep_stale_test_resources() {
     flush="" delete=""
     for table in filter nat; do
       flush+="*$table"$'\n'
-      flush+=$(iptables-save -t "$table" 2>/dev/null | grep -E "^-A [A-Z]+ .*-j $prefix" | sed 's/^-A /-D /')$'\n'
+      # (A table may hold none of them: grep finding nothing is no error.)
+      flush+=$(iptables-save -t "$table" 2>/dev/null | { grep -E "^-A [A-Z]+ .*-j $prefix" || true; } | sed 's/^-A /-D /')$'\n'
       flush+=$(iptables-save -t "$table" 2>/dev/null | sed -nE "s/^:($prefix[^ ]*) .*/-F \1/p")$'\n'
       flush+="COMMIT"$'\n'
       delete+="*$table"$'\n'
