@@ -65,7 +65,7 @@ sweep_stale_test_resources() {
     for table in filter nat; do
       flush+="*$table"$'\n'
       # (A table may hold none of them: grep finding nothing is no error.)
-      flush+=$(iptables-save -t "$table" 2>/dev/null | { grep -E "^-A [A-Z]+ .*-j $prefix" || true; } | sed 's/^-A /-D /')$'\n'
+      flush+=$(iptables-save -t "$table" 2>/dev/null | { grep -E "^-A [A-Z-]+ .*-j $prefix" || true; } | sed 's/^-A /-D /')$'\n'
       flush+=$(iptables-save -t "$table" 2>/dev/null | sed -nE "s/^:($prefix[^ ]*) .*/-F \1/p")$'\n'
       flush+="COMMIT"$'\n'
       delete+="*$table"$'\n'
@@ -75,7 +75,7 @@ sweep_stale_test_resources() {
     grep -v '^$' <<<"$flush" | iptables-restore -w --noflush &&
       grep -v '^$' <<<"$delete" | iptables-restore -w --noflush && swept=$((swept + 1))
   done < <(command -v iptables-save >/dev/null 2>&1 && iptables-save 2>/dev/null |
-    sed -nE 's/^-A [A-Z]+ -m comment --comment "?bosun-e2e-([0-9]+)-[^ "]*"? -j (BOSUN-[A-Z2-7]{6}-).*/\1 \2/p' | sort -u)
+    sed -nE 's/^-A [A-Z-]+ -m comment --comment "?bosun-e2e-([0-9]+)-[^ "]*"? -j (BOSUN-[A-Z2-7]{6}-).*/\1 \2/p' | sort -u)
   echo "== swept $swept stale test containers, networks, nftables tables and iptables chains"
   # The multi-host test's namespaces and engines (scripts/hosts.sh), if a
   # killed run left them.

@@ -101,7 +101,9 @@ fn host_iptables() -> String {
         .lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| {
-            !["DOCKER", " br-", "docker0", "BOSUN-HOSTS"]
+            // Not the runtime's pod-to-pod chain either: it stays while
+            // pods may run and goes with purge (tests/purge.rs).
+            !["DOCKER", " br-", "docker0", "BOSUN-HOSTS", "BOSUN-FORWARD "]
                 .iter()
                 .any(|docker| l.contains(docker))
         })

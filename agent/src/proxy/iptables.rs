@@ -96,5 +96,17 @@ pub async fn remove(table: &str) -> anyhow::Result<bool> {
 /// killed agent of the same node, or half-made by a failed sync).
 pub async fn replace(settings: &Settings, rules: &Ruleset) -> anyhow::Result<()> {
     remove(&settings.table).await?;
-    restore(&install(settings, rules)).await
+    let docker_user = Command::new("iptables")
+        .args(["-w", "-S", "DOCKER-USER"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|s| s.success());
+    let forward_from = if docker_user {
+        "DOCKER-USER"
+    } else {
+        "FORWARD"
+    };
+    restore(&install(settings, rules, forward_from)).await
 }

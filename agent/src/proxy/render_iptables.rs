@@ -307,7 +307,7 @@ fn pick(n: &Names, p: &ServicePort, backends: &[Backend]) -> Vec<String> {
 
 /// The jump to each of the agent's chains of `rules` that a built-in
 /// chain jumps to (inserted first), with the comment naming the agent.
-fn jumps(settings: &Settings, rules: &Ruleset) -> Vec<(&'static str, String)> {
+fn jumps(settings: &Settings, rules: &Ruleset, forward_from: &str) -> Vec<(&'static str, String)> {
     let prefix = chain_prefix(&settings.table);
     HOOKS
         .iter()
@@ -320,10 +320,15 @@ fn jumps(settings: &Settings, rules: &Ruleset) -> Vec<(&'static str, String)> {
             chains.contains_key(&format!("{prefix}{suffix}"))
         })
         .map(|(table, builtin, suffix)| {
+            let from = if *builtin == "FORWARD" {
+                forward_from
+            } else {
+                builtin
+            };
             (
                 *table,
                 format!(
-                    "-I {builtin} 1 -m comment --comment {} -j {prefix}{suffix}",
+                    "-I {from} 1 -m comment --comment {} -j {prefix}{suffix}",
                     settings.table
                 ),
             )
@@ -344,9 +349,14 @@ fn declare(out: &mut String, chains: &Chains) {
 
 /// The `iptables-restore --noflush` input that makes the agent's chains
 /// `rules` where it has none (see [`removal`] for leftovers) and jumps to
-/// them from the built-in chains.
-pub fn install(settings: &Settings, rules: &Ruleset) -> String {
-    let jumps = jumps(settings, rules);
+/// them from the built-in chains; the forward chain's from `forward_from`:
+/// Docker's `DOCKER-USER` where there is one, because Docker inserts each
+/// new network's accept rules at the top of `FORWARD` (ahead of a jump
+/// put first there, so a pod's packet to an unallocated cluster IP would
+/// be accepted and routed off the host) but keeps `DOCKER-USER` first and
+/// never touches what is in it.
+pub fn install(settings: &Settings, rules: &Ruleset, forward_from: &str) -> String {
+    let jumps = jumps(settings, rules, forward_from);
     let mut out = String::new();
     for (table, chains) in rules.tables() {
         if chains.is_empty() {

@@ -541,7 +541,7 @@ mod iptables {
     #[test]
     fn the_install_makes_the_chains_and_jumps_first_from_the_built_in_ones() {
         let p = prefix();
-        let script = install(&settings(), &render(&settings(), &[]));
+        let script = install(&settings(), &render(&settings(), &[]), "FORWARD");
         for jump in [
             format!("-I PREROUTING 1 -m comment --comment bosun-n1 -j {p}SERVICES"),
             format!("-I OUTPUT 1 -m comment --comment bosun-n1 -j {p}SERVICES"),
@@ -621,7 +621,7 @@ fn the_nftables_mode_needs_of_iptables_only_the_forward_accept() {
     use crate::proxy::render_iptables::{chain_prefix, forward_accept, install};
     let p = chain_prefix("bosun-n1");
     assert_eq!(
-        install(&settings(), &forward_accept(&settings())),
+        install(&settings(), &forward_accept(&settings()), "FORWARD"),
         format!(
             "*filter\n:{p}FORWARD - [0:0]\n\
              -A {p}FORWARD -d 10.244.1.0/24 -m conntrack --ctstate DNAT -m comment --comment service-traffic-to-local-pods -j ACCEPT\n\
