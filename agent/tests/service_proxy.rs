@@ -19,12 +19,11 @@
 mod cluster;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bosun_agent::proxy::render_iptables::chain_prefix;
-use cluster::{Cluster, BUSYBOX};
+use cluster::{http_get, Cluster, Mode, BUSYBOX};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -56,21 +55,6 @@ fn host_address() -> String {
         })
         .next()
         .expect("this host has no global IPv4 address outside Docker's bridges")
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    Nftables,
-    Iptables,
-}
-
-impl Mode {
-    fn flag(self) -> &'static str {
-        match self {
-            Mode::Nftables => "nftables",
-            Mode::Iptables => "iptables",
-        }
-    }
 }
 
 fn run(program: &str, args: &[&str]) -> std::process::Output {
@@ -229,23 +213,9 @@ fn requests(
     counts
 }
 
-/// An HTTP/1.0 GET from the host; the body.
 /// The failures among `counts`.
 fn failures(counts: &BTreeMap<String, usize>) -> Vec<&String> {
     counts.keys().filter(|k| k.starts_with("FAILED")).collect()
-}
-
-fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
-    let mut s =
-        std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(3))?;
-    s.set_read_timeout(Some(Duration::from_secs(3)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.trim().to_string())
-        .unwrap_or_default())
 }
 
 fn services_api(client: &Client) -> Api<Service> {

@@ -19,14 +19,13 @@
 
 mod cluster;
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, kubectl_binary, ok, run,
-    start_hosts_control, tail, wait_for,
+    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, http_get, kubectl_binary, ok, run,
+    start_hosts_control, tail, wait_for, Mode,
 };
 
 const HOSTS: usize = 2;
@@ -61,36 +60,7 @@ fn in_host<T: Send + 'static>(i: usize, f: impl FnOnce() -> T + Send + 'static) 
     .expect("the thread in the host's namespace panicked")
 }
 
-/// An HTTP/1.0 GET of `path` from `addr`; the body.
-fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
-    let mut s =
-        std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(3))?;
-    s.set_read_timeout(Some(Duration::from_secs(3)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    // A CGI's own headers end in bare newlines.
-    let out = out.replace("\r\n", "\n");
-    Ok(out
-        .split_once("\n\n")
-        .map(|(_, b)| b.trim().to_string())
-        .unwrap_or(out))
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Mode {
-    Nftables,
-    Iptables,
-}
-
 impl Mode {
-    fn flag(self) -> &'static str {
-        match self {
-            Mode::Nftables => "nftables",
-            Mode::Iptables => "iptables",
-        }
-    }
-
     /// Host `i`'s agent's DNAT rules, as text that names the endpoints.
     fn rules(self, i: usize) -> String {
         match self {

@@ -51,6 +51,40 @@ pub fn ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Which of the agent's service proxy backends a test runs
+/// (`--proxy-mode`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    Nftables,
+    Iptables,
+}
+
+impl Mode {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Mode::Nftables => "nftables",
+            Mode::Iptables => "iptables",
+        }
+    }
+}
+
+/// An HTTP/1.0 GET of `path` from `addr`; the body.
+pub fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(3))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    // A CGI's own headers end in bare newlines.
+    let out = out.replace("\r\n", "\n");
+    Ok(out
+        .split_once("\n\n")
+        .map(|(_, b)| b.trim().to_string())
+        .unwrap_or(out))
+}
+
 /// The namespace-hosts harness (`scripts/hosts.sh`): the control plane
 /// listens on this machine's address on the hosts' bridge.
 pub const HOSTS_CONTROL_IP: &str = "172.31.250.1";
