@@ -574,7 +574,10 @@ impl Cluster {
                     );
                 }
             } else if start.elapsed() > deadline {
-                panic!("timed out waiting for pod {name} ({what}): it does not exist");
+                panic!(
+                    "timed out waiting for pod {name} ({what}): it does not exist\ncontrol log tail:\n{}",
+                    tail(&self.control_log(), 30)
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

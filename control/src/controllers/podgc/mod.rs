@@ -1,8 +1,11 @@
 //! Pod garbage collection, as kube-controller-manager's pod GC:
 //!
 //! - pods bound to a node that no longer exists are marked Failed (with a
-//!   DisruptionTarget condition) and deleted at once, with no grace
-//!   period: no agent is left to stop them (`bosun delete node X`). The
+//!   DisruptionTarget condition) and deleted with no grace period: no
+//!   agent is left to stop them (`bosun delete node X`). A node this
+//!   process saw deleted counts at once; a node it never saw (a pod bound
+//!   by hand to a node whose agent is still registering) only after it
+//!   has been missing for the quarantine time, 40 s as upstream. The
 //!   node's absence is confirmed with the API before (the cache may lag);
 //!   an agent that comes back later removes their containers itself;
 //! - when more than `--terminated-pod-gc-threshold` finished pods exist,
@@ -14,9 +17,9 @@
 mod tests;
 
 use crate::toolkit::synced;
-use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -35,6 +38,9 @@ pub struct PodGcOptions {
     pub period: Duration,
     /// `--terminated-pod-gc-threshold`: finished pods kept (0: no limit).
     pub terminated_threshold: usize,
+    /// How long a node never seen must stay missing before its pods go
+    /// (Kubernetes' `quarantineTime`, 40 s).
+    pub quarantine: Duration,
 }
 
 impl Default for PodGcOptions {
@@ -42,6 +48,7 @@ impl Default for PodGcOptions {
         PodGcOptions {
             period: Duration::from_secs(20),
             terminated_threshold: 12500,
+            quarantine: Duration::from_secs(40),
         }
     }
 }
@@ -52,6 +59,9 @@ pub struct Context {
     nodes: Store<Node>,
     clock: Arc<dyn Clock>,
     options: PodGcOptions,
+    /// Missing nodes and since when; a node seen deleted is entered as
+    /// missing since before the quarantine began.
+    missing_since: Mutex<HashMap<String, Instant>>,
 }
 
 /// Sets up pod GC; the future runs it.
@@ -62,6 +72,7 @@ pub fn start(shared: &Arc<Shared>, options: PodGcOptions) -> BoxFuture<'static, 
         nodes: shared.informers.store::<Node>(),
         clock: shared.clock.clone(),
         options,
+        missing_since: Mutex::default(),
     });
     let mut deleted_nodes = shared.informers.deleted::<Node>();
     async move {
@@ -72,12 +83,41 @@ pub fn start(shared: &Arc<Shared>, options: PodGcOptions) -> BoxFuture<'static, 
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                Some(_) = deleted_nodes.next() => {}
+                Some(Ok(node)) = deleted_nodes.next() => ctx.saw_deleted(&node.name_any()),
             }
             gc(&ctx).await;
         }
     }
     .boxed()
+}
+
+impl Context {
+    /// The node was deleted: its pods need no quarantine.
+    fn saw_deleted(&self, node: &str) {
+        let long_ago = Instant::now()
+            .checked_sub(self.options.quarantine)
+            .unwrap_or_else(Instant::now);
+        self.missing_since
+            .lock()
+            .unwrap()
+            .insert(node.to_string(), long_ago);
+    }
+
+    /// Of the nodes `missing` now, those missing for the quarantine time;
+    /// forgets nodes that are no longer missing.
+    fn quarantined(&self, missing: &HashSet<&str>) -> Vec<String> {
+        let now = Instant::now();
+        let mut since = self.missing_since.lock().unwrap();
+        since.retain(|n, _| missing.contains(n.as_str()));
+        missing
+            .iter()
+            .filter(|n| {
+                let first = *since.entry(n.to_string()).or_insert(now);
+                now.duration_since(first) >= self.options.quarantine
+            })
+            .map(|n| n.to_string())
+            .collect()
+    }
 }
 
 /// One pass.
@@ -111,7 +151,8 @@ async fn gc_orphaned(ctx: &Context) {
         .collect();
     tracing::debug!(pods = pods.len(), missing = ?missing, "pod GC pass");
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    for node in missing {
+    for node in ctx.quarantined(&missing) {
+        let node = node.as_str();
         // The cache may lag behind a node that was just created.
         match nodes.get_opt(node).await {
             Ok(None) => {}

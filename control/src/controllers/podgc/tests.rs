@@ -58,6 +58,36 @@ async fn the_pods_of_a_deleted_node_are_deleted_at_once() {
 }
 
 #[tokio::test]
+async fn a_pod_bound_to_a_node_never_seen_waits_out_the_quarantine() {
+    let api = TestApi::start().await;
+    let shared = api.shared();
+    let ctx = Context {
+        client: shared.client.clone(),
+        pods: shared.informers.store::<Pod>(),
+        nodes: shared.informers.store::<Node>(),
+        clock: shared.clock.clone(),
+        options: PodGcOptions {
+            period: Duration::from_secs(3600),
+            quarantine: Duration::from_millis(500),
+            ..Default::default()
+        },
+        missing_since: Default::default(),
+    };
+    shared.informers.start();
+    // Bound by hand before its agent has registered the node.
+    pod_on(&api, "early", "registering").await;
+    eventually("the cache has the pod", WAIT, || async {
+        (ctx.pods.state().len() == 1).then_some(())
+    })
+    .await;
+    gc(&ctx).await;
+    assert!(exists(&api, "early").await, "kept during the quarantine");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    gc(&ctx).await;
+    assert!(!exists(&api, "early").await, "gone once quarantined");
+}
+
+#[tokio::test]
 async fn finished_pods_over_the_threshold_go_oldest_first() {
     let api = TestApi::start().await;
     let shared = api.shared();
@@ -69,7 +99,9 @@ async fn finished_pods_over_the_threshold_go_oldest_first() {
         options: PodGcOptions {
             period: Duration::from_secs(3600),
             terminated_threshold: 2,
+            ..Default::default()
         },
+        missing_since: Default::default(),
     };
     shared.informers.start();
     api.create::<Node>(json!({"metadata": {"name": "n1"}}))
