@@ -4,6 +4,8 @@
 //!
 //! - a pod on host 2 reaches a service whose only endpoint is on host 1 by
 //!   its cluster IP, and the endpoint sees the pod's own address;
+//! - that endpoint reaches its own service (hairpin), with the agent in
+//!   the host's network namespace but this machine's /sys;
 //! - a NodePort with `externalTrafficPolicy: Local` answers on host 1 (the
 //!   endpoint's) to a client on host 2, and the endpoint sees host 2's
 //!   address; host 2, without a local endpoint, does not serve it.
@@ -263,6 +265,27 @@ fn across_hosts(mode: Mode) {
     assert!(
         out.status.success() && seen.contains(&client_ip),
         "{mode:?}: from h2's pod through {vip}: {seen:?} (want {client_ip}) {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        h.logs()
+    );
+
+    // Hairpin on a node with others: the web pod on h1 reaches its own
+    // service and gets its own answer.
+    let out = h.kubectl(&[
+        "exec",
+        "web",
+        "--",
+        // Not wget's -T: Debian's busybox-static crashes on it.
+        "timeout",
+        "10",
+        "wget",
+        "-qO-",
+        &format!("http://{vip}/cgi-bin/ip"),
+    ]);
+    let seen = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && !seen.is_empty(),
+        "{mode:?}: h1's web pod through its own service {vip}: {seen:?} {}\n{}",
         String::from_utf8_lossy(&out.stderr),
         h.logs()
     );
