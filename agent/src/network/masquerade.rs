@@ -3,7 +3,10 @@
 //! so bosun's chain `BOSUN-POSTROUTING` in the `nat` table, jumped to
 //! first from `POSTROUTING`, accepts (does not NAT) traffic from the pod
 //! network to the pod network. Traffic leaving the cluster still meets
-//! Docker's masquerade. Forwarding itself is allowed by bosun's filter
+//! Docker's masquerade, and so does traffic the service proxy marked for
+//! masquerading (kube-proxy's mark 0x4000: a pod reaching its own service,
+//! which must come back from the gateway's address), so its chain, later
+//! in POSTROUTING, still sees it. Forwarding itself is allowed by bosun's filter
 //! chain `BOSUN-FORWARD`, jumped to from `DOCKER-USER` (see
 //! `runtime/docker/network.rs`).
 
@@ -12,27 +15,59 @@ use crate::runtime::docker::iptables;
 /// bosun's chain in the nat table.
 pub const CHAIN: &str = "BOSUN-POSTROUTING";
 
-/// The chain's one rule for the pod network `cidr`.
-fn rule(cidr: &str) -> [&str; 8] {
-    ["-s", cidr, "-d", cidr, "-j", "ACCEPT", "-m", "comment"]
+/// The chain's one rule for the pod network `cidr`, as `iptables -S`
+/// prints it.
+fn rule(cidr: &str) -> String {
+    format!(
+        "-A {CHAIN} -s {cidr} -d {cidr} -m mark ! --mark {MARK} -m comment --comment \"{COMMENT}\" -j ACCEPT"
+    )
 }
 
 const COMMENT: &str = "bosun: pod-to-pod traffic keeps pod IPs";
+
+/// The service proxy's masquerade mark (kube-proxy's), as `iptables -S`
+/// prints it.
+const MARK: &str = "0x4000/0x4000";
 
 /// Makes sure pod-to-pod traffic inside `cidr` is not masqueraded: the
 /// chain, its rule, and the jump to it as POSTROUTING's first rule (Docker
 /// inserts its own at the top when it makes a network, so this is checked
 /// on every call).
 pub async fn ensure(cidr: &str) -> Result<(), String> {
-    if iptables(&["-t", "nat", "-S", CHAIN]).await.is_err() {
-        iptables(&["-t", "nat", "-N", CHAIN]).await?;
-    }
-    let mut add = vec!["-t", "nat", "-C", CHAIN];
-    add.extend(rule(cidr));
-    add.extend(["--comment", COMMENT]);
-    if iptables(&add).await.is_err() {
-        add[2] = "-A";
-        iptables(&add).await?;
+    let have = match iptables(&["-t", "nat", "-S", CHAIN]).await {
+        Ok(rules) => rules,
+        Err(_) => {
+            iptables(&["-t", "nat", "-N", CHAIN]).await?;
+            String::new()
+        }
+    };
+    let want = rule(cidr);
+    let rules: Vec<&str> = have.lines().filter(|l| l.starts_with("-A ")).collect();
+    if rules != [want.as_str()] {
+        // An older agent's rule, or another cluster CIDR: start over.
+        iptables(&["-t", "nat", "-F", CHAIN]).await?;
+        iptables(&[
+            "-t",
+            "nat",
+            "-A",
+            CHAIN,
+            "-s",
+            cidr,
+            "-d",
+            cidr,
+            "-m",
+            "mark",
+            "!",
+            "--mark",
+            MARK,
+            "-m",
+            "comment",
+            "--comment",
+            COMMENT,
+            "-j",
+            "ACCEPT",
+        ])
+        .await?;
         tracing::info!(%cidr, "pod-to-pod traffic between hosts is not masqueraded");
     }
     let rules = iptables(&["-t", "nat", "-S", "POSTROUTING"]).await?;
