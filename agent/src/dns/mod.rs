@@ -94,16 +94,35 @@ fn udp_workers() -> usize {
         .clamp(1, 4)
 }
 
+/// UDP and TCP sockets on one address. With port 0 the UDP socket picks
+/// the port and TCP follows; if that port is taken for TCP (another
+/// process got it first) another is tried.
+async fn bind_both(
+    bind: SocketAddr,
+) -> anyhow::Result<(std::net::UdpSocket, tokio::net::TcpListener)> {
+    use anyhow::Context;
+    let mut attempts = if bind.port() == 0 { 20 } else { 1 };
+    loop {
+        attempts -= 1;
+        let udp =
+            std::net::UdpSocket::bind(bind).with_context(|| format!("DNS: binding UDP {bind}"))?;
+        let local_addr = udp.local_addr()?;
+        match tokio::net::TcpListener::bind(local_addr).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts > 0 => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("DNS: binding TCP {local_addr}"));
+            }
+        }
+    }
+}
+
 impl DnsServer {
     /// Binds UDP and TCP on `settings.bind` and serves `zone`.
     pub async fn serve(settings: &DnsSettings, zone: SharedZone) -> anyhow::Result<DnsServer> {
         use anyhow::Context;
-        let udp = std::net::UdpSocket::bind(settings.bind)
-            .with_context(|| format!("DNS: binding UDP {}", settings.bind))?;
+        let (udp, tcp) = bind_both(settings.bind).await?;
         let local_addr = udp.local_addr()?;
-        let tcp = tokio::net::TcpListener::bind(local_addr)
-            .await
-            .with_context(|| format!("DNS: binding TCP {local_addr}"))?;
         let upstreams: Vec<SocketAddr> = settings
             .upstreams
             .iter()
