@@ -165,6 +165,22 @@ impl Hosts {
         self.kubectl_ok(&args)
     }
 
+    /// The address the web pod saw a request come from, asked by `pod`
+    /// through `vip`; "" (with the reason on stderr) if it got no answer.
+    fn address_seen_from(&self, pod: &str, vip: &str) -> String {
+        let url = format!("http://{vip}/cgi-bin/ip");
+        // `timeout`, not wget's -T: Debian's busybox-static crashes on it.
+        let out = self.kubectl(&["exec", pod, "--", "timeout", "10", "wget", "-qO-", &url]);
+        if !out.status.success() {
+            eprintln!(
+                "{pod} -> {url}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return String::new();
+        }
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// Stops host `i`'s agent as a user would (SIGTERM).
     fn stop_agent(&mut self, i: usize) {
         if let Some(mut child) = self.agents[i - 1].take() {
@@ -253,40 +269,19 @@ fn across_hosts(mode: Mode) {
 
     // The pod on h2 reaches the service by its cluster IP; the endpoint
     // on h1 sees the pod's own address.
-    let out = h.kubectl(&[
-        "exec",
-        "client",
-        "--",
-        "wget",
-        "-qO-",
-        &format!("http://{vip}/cgi-bin/ip"),
-    ]);
-    let seen = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let seen = h.address_seen_from("client", &vip);
     assert!(
-        out.status.success() && seen.contains(&client_ip),
-        "{mode:?}: from h2's pod through {vip}: {seen:?} (want {client_ip}) {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
+        seen.contains(&client_ip),
+        "{mode:?}: from h2's pod through {vip}: {seen:?} (want {client_ip})\n{}",
         h.logs()
     );
 
     // Hairpin on a node with others: the web pod on h1 reaches its own
     // service and gets its own answer.
-    let out = h.kubectl(&[
-        "exec",
-        "web",
-        "--",
-        // Not wget's -T: Debian's busybox-static crashes on it.
-        "timeout",
-        "10",
-        "wget",
-        "-qO-",
-        &format!("http://{vip}/cgi-bin/ip"),
-    ]);
-    let seen = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let seen = h.address_seen_from("web", &vip);
     assert!(
-        out.status.success() && !seen.is_empty(),
-        "{mode:?}: h1's web pod through its own service {vip}: {seen:?} {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
+        !seen.is_empty(),
+        "{mode:?}: h1's web pod through its own service {vip}: no answer\n{}",
         h.logs()
     );
 

@@ -66,14 +66,7 @@ pub struct Context {
 
 /// Sets up pod GC; the future runs it.
 pub fn start(shared: &Arc<Shared>, options: PodGcOptions) -> BoxFuture<'static, ()> {
-    let ctx = Arc::new(Context {
-        client: shared.client.clone(),
-        pods: shared.informers.store::<Pod>(),
-        nodes: shared.informers.store::<Node>(),
-        clock: shared.clock.clone(),
-        options,
-        missing_since: Mutex::default(),
-    });
+    let ctx = Arc::new(Context::new(shared, options));
     let mut deleted_nodes = shared.informers.deleted::<Node>();
     async move {
         synced(&ctx.pods).await;
@@ -92,6 +85,18 @@ pub fn start(shared: &Arc<Shared>, options: PodGcOptions) -> BoxFuture<'static, 
 }
 
 impl Context {
+    /// The caches it reads (before the informers start).
+    pub fn new(shared: &Shared, options: PodGcOptions) -> Context {
+        Context {
+            client: shared.client.clone(),
+            pods: shared.informers.store::<Pod>(),
+            nodes: shared.informers.store::<Node>(),
+            clock: shared.clock.clone(),
+            options,
+            missing_since: Mutex::default(),
+        }
+    }
+
     /// The node was deleted: its pods need no quarantine.
     fn saw_deleted(&self, node: &str) {
         let long_ago = Instant::now()

@@ -57,23 +57,23 @@ async fn the_pods_of_a_deleted_node_are_deleted_at_once() {
     assert!(exists(&api, "b").await);
 }
 
-#[tokio::test]
-async fn a_pod_bound_to_a_node_never_seen_waits_out_the_quarantine() {
+/// An API and a pod GC whose passes the test runs itself.
+async fn passes_by_hand(options: PodGcOptions) -> (TestApi, Context) {
     let api = TestApi::start().await;
     let shared = api.shared();
-    let ctx = Context {
-        client: shared.client.clone(),
-        pods: shared.informers.store::<Pod>(),
-        nodes: shared.informers.store::<Node>(),
-        clock: shared.clock.clone(),
-        options: PodGcOptions {
-            period: Duration::from_secs(3600),
-            quarantine: Duration::from_millis(500),
-            ..Default::default()
-        },
-        missing_since: Default::default(),
-    };
+    let period = Duration::from_secs(3600);
+    let ctx = Context::new(&shared, PodGcOptions { period, ..options });
     shared.informers.start();
+    (api, ctx)
+}
+
+#[tokio::test]
+async fn a_pod_bound_to_a_node_never_seen_waits_out_the_quarantine() {
+    let (api, ctx) = passes_by_hand(PodGcOptions {
+        quarantine: Duration::from_millis(500),
+        ..Default::default()
+    })
+    .await;
     // Bound by hand before its agent has registered the node.
     pod_on(&api, "early", "registering").await;
     eventually("the cache has the pod", WAIT, || async {
@@ -89,21 +89,11 @@ async fn a_pod_bound_to_a_node_never_seen_waits_out_the_quarantine() {
 
 #[tokio::test]
 async fn finished_pods_over_the_threshold_go_oldest_first() {
-    let api = TestApi::start().await;
-    let shared = api.shared();
-    let ctx = Context {
-        client: shared.client.clone(),
-        pods: shared.informers.store::<Pod>(),
-        nodes: shared.informers.store::<Node>(),
-        clock: shared.clock.clone(),
-        options: PodGcOptions {
-            period: Duration::from_secs(3600),
-            terminated_threshold: 2,
-            ..Default::default()
-        },
-        missing_since: Default::default(),
-    };
-    shared.informers.start();
+    let (api, ctx) = passes_by_hand(PodGcOptions {
+        terminated_threshold: 2,
+        ..Default::default()
+    })
+    .await;
     api.create::<Node>(json!({"metadata": {"name": "n1"}}))
         .await;
     for name in ["old", "mid", "new", "running"] {
