@@ -639,6 +639,63 @@ pub fn tail(s: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// Removes the iptables chains of `node`'s service proxy (its iptables
+/// mode's, or the nftables mode's forward accept), found as
+/// `scripts/test.sh`'s sweep finds them: by the comment `bosun-<node>` on
+/// the jumps to them. The jumps go and the chains are flushed, then the
+/// chains are deleted (iptables-nft cannot do both in one transaction).
+fn remove_iptables_chains(node: &str) {
+    let comment = format!("bosun-{node}");
+    let mut flush = String::new();
+    let mut delete = String::new();
+    for table in ["filter", "nat"] {
+        let Ok(out) = Command::new("iptables-save").args(["-t", table]).output() else {
+            return;
+        };
+        let save = String::from_utf8_lossy(&out.stdout);
+        let jumps: Vec<&str> = save
+            .lines()
+            .filter(|l| {
+                l.starts_with("-A ") && l.split_whitespace().any(|w| w.trim_matches('"') == comment)
+            })
+            .collect();
+        let prefixes: std::collections::BTreeSet<&str> = jumps
+            .iter()
+            .filter_map(|l| l.split(" -j ").nth(1))
+            .filter_map(|target| target.get(..13).filter(|p| p.starts_with("BOSUN-")))
+            .collect();
+        let chains: Vec<&str> = save
+            .lines()
+            .filter_map(|l| l.strip_prefix(':'))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|c| prefixes.iter().any(|p| c.starts_with(p)))
+            .collect();
+        flush.push_str(&format!("*{table}\n"));
+        delete.push_str(&format!("*{table}\n"));
+        for jump in &jumps {
+            flush.push_str(&format!("-D {}\n", &jump[3..]));
+        }
+        for chain in chains {
+            flush.push_str(&format!("-F {chain}\n"));
+            delete.push_str(&format!("-X {chain}\n"));
+        }
+        flush.push_str("COMMIT\n");
+        delete.push_str("COMMIT\n");
+    }
+    for rules in [flush, delete] {
+        let Ok(mut restore) = Command::new("iptables-restore")
+            .args(["-w", "--noflush"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+        else {
+            return;
+        };
+        let _ = std::io::Write::write_all(&mut restore.stdin.take().unwrap(), rules.as_bytes());
+        let _ = restore.wait();
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for a in &mut self.agents {
@@ -662,11 +719,13 @@ impl Drop for Cluster {
             let _ = Command::new("docker")
                 .args(["network", "rm", &format!("bosun-{node}")])
                 .output();
-            // The service proxy's table, which a killed agent leaves.
+            // The service proxy's table and iptables chains, which a
+            // killed agent leaves.
             let _ = Command::new("nft")
                 .args(["delete", "table", "ip", &format!("bosun-{node}")])
                 .stderr(Stdio::null())
                 .output();
+            remove_iptables_chains(&node);
         }
         // tmpfs emptyDirs are mounted under the agents' data dirs.
         if let Ok(mounts) = std::fs::read_to_string("/proc/mounts") {
