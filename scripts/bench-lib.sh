@@ -10,3 +10,16 @@ start_control() {
   for _ in $(seq 200); do [ -s "$WORK/control/address" ] && break; sleep 0.1; done
   KC="$WORK/control/admin.kubeconfig"
 }
+
+# bosun's filter chain BOSUN-FORWARD, which an agent on this engine makes
+# (agent/src/runtime/docker/network.rs) and leaves when it stops: noted
+# when this file is sourced, removed by remove_forward_chain_if_new at the
+# end if the run made it.
+FORWARD_CHAIN_WAS_THERE=0
+iptables -w -S BOSUN-FORWARD >/dev/null 2>&1 && FORWARD_CHAIN_WAS_THERE=1
+remove_forward_chain_if_new() {
+  [ "$FORWARD_CHAIN_WAS_THERE" = 0 ] || return 0
+  while iptables -w -D DOCKER-USER -j BOSUN-FORWARD 2>/dev/null; do :; done
+  iptables -w -F BOSUN-FORWARD 2>/dev/null || true
+  iptables -w -X BOSUN-FORWARD 2>/dev/null || true
+}

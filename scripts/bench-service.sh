@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): connections through a Service's cluster IP, by
 # the agent's nftables DNAT and by its iptables mode's, beside connections
-# straight to the pod's IP, in the same run, against the same pod.
+# straight to the pod's IP, in the same run.
 #
 #   scripts/bench-service.sh [REQUESTS] [CONCURRENCY] [ROUNDS]
 #                            (default 5000 requests, 8 at a time, 5 rounds)
 #
 # One `bosun.local/web:1` pod (busybox httpd) behind a ClusterIP service,
 # on a control plane and agent of their own (`--proxy-mode nftables`); a
-# second control plane and agent (`--proxy-mode iptables`, no pods) have
-# a service without a selector whose EndpointSlice names the same pod.
+# second control plane and agent (`--proxy-mode iptables`) have the same
+# pod and service. TARGETS (default "pod-ip vip-nftables vip-iptables")
+# picks the columns.
 # From this host, ApacheBench (`ab`, no keep-alive: every request is a new
 # TCP connection) loads the pod's IP and the two cluster IPs in turn,
 # ROUNDS times each (after a warm-up run of each, not counted); the
@@ -47,10 +48,12 @@ CONTROL_PID="" AGENT_PID="" CONTROL2_PID="" AGENT2_PID=""
 cleanup() {
   # SIGTERM: each agent removes its rules.
   stop "$AGENT_PID"; stop "$CONTROL_PID"; stop "$AGENT2_PID"; stop "$CONTROL2_PID"
-  docker network rm "bosun-$NODE2" >/dev/null 2>&1 || true
-  docker ps -aq --filter "label=io.bosun.node=$NODE" | xargs -r docker rm -f -v >/dev/null
-  docker network rm "bosun-$NODE" >/dev/null 2>&1 || true
-  nft delete table ip "bosun-$NODE" 2>/dev/null || true
+  for n in "$NODE" "$NODE2"; do
+    docker ps -aq --filter "label=io.bosun.node=$n" | xargs -r docker rm -f -v >/dev/null
+    docker network rm "bosun-$n" >/dev/null 2>&1 || true
+    nft delete table ip "bosun-$n" 2>/dev/null || true
+  done
+  remove_forward_chain_if_new
   # The pod's token volume is a tmpfs under the agent's data dir.
   awk -v w="$WORK" 'index($2, w) == 1 {print $2}' /proc/mounts | xargs -r umount
   rm -rf "$WORK"
@@ -76,7 +79,7 @@ AGENT2_PID=$!
 k() { kubectl --kubeconfig "$KC" "$@"; }
 
 for _ in $(seq 300); do k get node "$NODE" >/dev/null 2>&1 && break; sleep 0.2; done
-k apply -f - >/dev/null <<'EOF'
+WEB=$(cat <<'EOF'
 apiVersion: v1
 kind: Pod
 metadata: {name: web, labels: {app: web}}
@@ -95,6 +98,8 @@ spec:
   selector: {app: web}
   ports: [{name: http, port: 80, targetPort: http}]
 EOF
+)
+k apply -f - >/dev/null <<<"$WEB"
 k wait --for=condition=Ready pod/web --timeout=120s >/dev/null
 POD_IP=$(k get pod web -o jsonpath='{.status.podIP}')
 VIP=$(k get svc web -o jsonpath='{.spec.clusterIP}')
@@ -106,25 +111,19 @@ done
 nft list table ip "bosun-$NODE" | grep "ep-default/web/http/tcp/$POD_IP/80" >/dev/null ||
   { echo "the agent never installed the rules for $VIP"; tail "$WORK/agent.log"; exit 1; }
 
-# The iptables mode's service, to the same pod.
+# The iptables mode's pod and service: a pod of its own, like the first.
+# (Its service pointing at the first pod, as an earlier version had it,
+# made the two cluster IPs' connections meet in that pod: both come from
+# this host's address, each cluster IP with its own TCP timestamp offset,
+# so a port reused within the pod's TIME_WAIT was refused by PAWS and the
+# SYN retried after 1 s, worse each round.)
 k2() { kubectl --kubeconfig "$KC2" "$@"; }
 for _ in $(seq 300); do k2 get node "$NODE2" >/dev/null 2>&1 && break; sleep 0.2; done
-k2 apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec:
-  ports: [{name: http, port: 80}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints: [{addresses: ["$POD_IP"], conditions: {ready: true}}]
-EOF
+k2 apply -f - >/dev/null <<<"$WEB"
+k2 wait --for=condition=Ready pod/web --timeout=120s >/dev/null
+POD2_IP=$(k2 get pod web -o jsonpath='{.status.podIP}')
 VIP2=$(k2 get svc web -o jsonpath='{.spec.clusterIP}')
-ipt_ready() { iptables-save -t nat 2>/dev/null | grep -- "--to-destination $POD_IP:80" >/dev/null; }
+ipt_ready() { iptables-save -t nat 2>/dev/null | grep -- "--to-destination $POD2_IP:80" >/dev/null; }
 for _ in $(seq 100); do ipt_ready && break; sleep 0.1; done
 ipt_ready || { echo "the iptables agent never installed the rules for $VIP2"; tail "$WORK/agent2.log"; exit 1; }
 
@@ -142,11 +141,11 @@ run_ab() {
 run_ab "$POD_IP" >/dev/null
 run_ab "$VIP" >/dev/null
 run_ab "$VIP2" >/dev/null
-echo "pod IP $POD_IP, cluster IPs $VIP (nftables) and $VIP2 (iptables); $REQUESTS requests, $CONCURRENCY at a time, new connection each"
+echo "pod IP $POD_IP, cluster IPs $VIP (nftables, to that pod) and $VIP2 (iptables, to its twin $POD2_IP); $REQUESTS requests, $CONCURRENCY at a time, new connection each"
 printf '%-13s %-6s %10s %9s %8s %8s %7s\n' target round "conn/s" "mean ms" "p50 ms" "p99 ms" failed
 : >"$WORK/results"
 for round in $(seq "$ROUNDS"); do
-  for target in pod-ip vip-nftables vip-iptables; do
+  for target in ${TARGETS:-pod-ip vip-nftables vip-iptables}; do
     case $target in pod-ip) addr=$POD_IP ;; vip-nftables) addr=$VIP ;; *) addr=$VIP2 ;; esac
     read -r rps mean p50 p99 failed < <(run_ab "$addr")
     printf '%-13s %-6s %10s %9s %8s %8s %7s\n' "$target" "$round" "$rps" "$mean" "$p50" "$p99" "$failed"
