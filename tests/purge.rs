@@ -53,18 +53,21 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
         Run::from("bosun", args, out)
     };
     let d = data.display().to_string();
-    bosun(&[
-        "up",
-        "--data-dir",
-        &d,
-        "--port",
-        "0",
-        "--node-name",
-        &node,
-        "--pod-cidr",
-        pod_cidr,
-    ])
-    .ok();
+    let up = || {
+        bosun(&[
+            "up",
+            "--data-dir",
+            &d,
+            "--port",
+            "0",
+            "--node-name",
+            &node,
+            "--pod-cidr",
+            pod_cidr,
+        ])
+        .ok();
+    };
+    up();
     // With the default service-account token volume: a tmpfs under the
     // agent's data dir, which purge unmounts before removing the dir.
     let manifest = home.path().join("pod.yaml");
@@ -97,18 +100,7 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
         "pods keep running after down"
     );
     assert!(rule_exists(cidr), "the rule stays while pods run");
-    bosun(&[
-        "up",
-        "--data-dir",
-        &d,
-        "--port",
-        "0",
-        "--node-name",
-        &node,
-        "--pod-cidr",
-        pod_cidr,
-    ])
-    .ok();
+    up();
     assert!(rule_exists(cidr));
     assert_eq!(forward_jumps(), 1, "a restarted agent adds no second jump");
 

@@ -179,8 +179,22 @@ impl NodeSigner {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// `cert` is for client authentication only and signed by the
+    /// cluster CA in `dir`.
+    pub(crate) fn assert_client_auth_signed_by_ca(
+        cert: &x509_parser::certificate::X509Certificate,
+        dir: &std::path::Path,
+    ) {
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth);
+        let ca_pem = std::fs::read(dir.join("ca.crt")).unwrap();
+        let (_, ca) = x509_parser::pem::parse_x509_pem(&ca_pem).unwrap();
+        let ca = ca.parse_x509().unwrap();
+        assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
+    }
     use crate::auth::Identity;
 
     #[test]
@@ -256,13 +270,7 @@ mod tests {
         let (_, cert) = x509_parser::parse_x509_certificate(&der).unwrap();
         // The requested names are dropped; it is a client certificate only.
         assert!(cert.subject_alternative_name().unwrap().is_none());
-        let eku = cert.extended_key_usage().unwrap().unwrap().value;
-        assert!(eku.client_auth && !eku.server_auth);
-        // Signed by the cluster CA.
-        let ca_pem = std::fs::read(dir.path().join("ca.crt")).unwrap();
-        let (_, ca) = x509_parser::pem::parse_x509_pem(&ca_pem).unwrap();
-        let ca = ca.parse_x509().unwrap();
-        assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
+        assert_client_auth_signed_by_ca(&cert, dir.path());
     }
 
     #[test]

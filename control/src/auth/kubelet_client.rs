@@ -110,12 +110,7 @@ mod tests {
         let peer = crate::auth::PeerCert::from_der(&pem.contents).unwrap();
         assert_eq!(peer.common_name, COMMON_NAME);
         assert_eq!(peer.organizations, [MASTERS_GROUP]);
-        let eku = cert.extended_key_usage().unwrap().unwrap().value;
-        assert!(eku.client_auth && !eku.server_auth);
-        let ca_pem = std::fs::read(dir.path().join("ca.crt")).unwrap();
-        let (_, ca) = x509_parser::pem::parse_x509_pem(&ca_pem).unwrap();
-        let ca = ca.parse_x509().unwrap();
-        assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
+        crate::auth::credential::tests::assert_client_auth_signed_by_ca(&cert, dir.path());
         assert!(client.has_certs());
         assert!(client.resolve(&[], &[]).is_some());
     }
