@@ -25,8 +25,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bosun_binary, control_binary, ensure_images, hosts_sh, kubectl_binary, ok, repo_root, run,
-    tail, wait_for,
+    bosun_binary, control_binary, ensure_images, hosts_sh, kubectl_binary, kubectl_stdout, ok,
+    repo_root, run, tail, wait_for,
 };
 
 const HOSTS: usize = 3;
@@ -172,14 +172,7 @@ impl MultiHost {
     }
 
     fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.logs()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        kubectl_stdout(self.kubectl(args), args, || self.logs())
     }
 
     /// `docker` on host `i`'s engine.

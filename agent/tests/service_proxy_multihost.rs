@@ -26,8 +26,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use cluster::{
-    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, http_get, kubectl_binary, ok, run,
-    start_hosts_control, tail, wait_for, Mode,
+    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, http_get, kubectl_binary,
+    kubectl_stdout, ok, run, start_hosts_control, tail, wait_for, Mode,
 };
 
 const HOSTS: usize = 2;
@@ -147,14 +147,7 @@ impl Hosts {
     }
 
     fn kubectl_ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.logs()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        kubectl_stdout(self.kubectl(args), args, || self.logs())
     }
 
     fn jsonpath(&self, what: &[&str], path: &str) -> String {

@@ -51,6 +51,18 @@ pub fn ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The stdout of a kubectl run that must have succeeded; otherwise fails
+/// with its arguments, its stderr and `logs` (the cluster's log tails).
+pub fn kubectl_stdout(out: Output, args: &[&str], logs: impl FnOnce() -> String) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        logs()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Which of the agent's service proxy backends a test runs
 /// (`--proxy-mode`).
 #[derive(Debug, Clone, Copy, PartialEq)]
