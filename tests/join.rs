@@ -307,6 +307,23 @@ impl Setup {
         }
     }
 
+    /// Whether the joined node is Ready, as the admin sees it.
+    fn node_ready(&self) -> bool {
+        self.host
+            .kubectl(
+                &self.admin,
+                &[
+                    "get",
+                    "node",
+                    &self.node,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ],
+            )
+            .stdout
+            == "True"
+    }
+
     /// `bosun join`'s arguments for this host.
     fn join_args<'a>(
         &'a self,
@@ -429,20 +446,7 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     wait_for(
         "the joined node to be Ready",
         Duration::from_secs(60),
-        || {
-            host.kubectl(
-                admin,
-                &[
-                    "get",
-                    "node",
-                    node,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-                ],
-            )
-            .stdout
-                == "True"
-        },
+        || setup.node_ready(),
     );
 
     // A pod scheduled to the joined node, using one Secret; another
@@ -686,24 +690,10 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
     let first_kubeconfig = std::fs::read_to_string(&credential).unwrap();
     let (first, _) = kubeconfig_credential(&credential);
     let first_expiry = not_after(&first);
-    let ready = || {
-        host.kubectl(
-            admin,
-            &[
-                "get",
-                "node",
-                node,
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-            ],
-        )
-        .stdout
-            == "True"
-    };
     wait_for(
         "the joined node to be Ready",
         Duration::from_secs(60),
-        ready,
+        || setup.node_ready(),
     );
 
     // Renewed before it expires, written over the kubeconfig.
@@ -761,7 +751,7 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
                 == "Running"
         },
     );
-    assert!(ready(), "the node is Ready");
+    assert!(setup.node_ready(), "the node is Ready");
     let log = std::fs::read_to_string(joined.join("agent.log")).unwrap();
     assert!(!log.contains("certificate expired"), "{log}");
 
