@@ -67,6 +67,7 @@ CONTROL_PID="" AGENT_PID="" DNSMASQ_PID=""
 cleanup() {
   stop "$DNSMASQ_PID"; stop "$AGENT_PID"; stop "$CONTROL_PID"
   docker network rm "bosun-$NODE" >/dev/null 2>&1 || true
+  remove_forward_chain_if_new
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -28,6 +28,7 @@ cleanup() {
   for p in "${WATCH_PIDS[@]}"; do stop "$p"; done
   stop "$AGENT_PID"; stop "$CONTROL_PID"
   docker network rm "bosun-$NODE" >/dev/null 2>&1 || true
+  remove_forward_chain_if_new
   rm -rf "$WORK"
 }
 trap cleanup EXIT
