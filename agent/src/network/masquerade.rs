@@ -15,18 +15,31 @@ use crate::runtime::docker::iptables;
 /// bosun's chain in the nat table.
 pub const CHAIN: &str = "BOSUN-POSTROUTING";
 
-/// The chain's one rule for the pod network `cidr`, as `iptables -S`
-/// prints it.
-fn rule(cidr: &str) -> String {
-    format!(
-        "-A {CHAIN} -s {cidr} -d {cidr} -m mark ! --mark {MARK} -m comment --comment \"{COMMENT}\" -j ACCEPT"
-    )
+/// The chain's one rule for the pod network `cidr` (what follows `-A
+/// CHAIN` or `-C CHAIN`).
+fn rule(cidr: &str) -> [&str; 15] {
+    [
+        "-s",
+        cidr,
+        "-d",
+        cidr,
+        "-m",
+        "mark",
+        "!",
+        "--mark",
+        MARK,
+        "-m",
+        "comment",
+        "--comment",
+        COMMENT,
+        "-j",
+        "ACCEPT",
+    ]
 }
 
 const COMMENT: &str = "bosun: pod-to-pod traffic keeps pod IPs";
 
-/// The service proxy's masquerade mark (kube-proxy's), as `iptables -S`
-/// prints it.
+/// The service proxy's masquerade mark (kube-proxy's).
 const MARK: &str = "0x4000/0x4000";
 
 /// Makes sure pod-to-pod traffic inside `cidr` is not masqueraded: the
@@ -41,33 +54,16 @@ pub async fn ensure(cidr: &str) -> Result<(), String> {
             String::new()
         }
     };
-    let want = rule(cidr);
-    let rules: Vec<&str> = have.lines().filter(|l| l.starts_with("-A ")).collect();
-    if rules != [want.as_str()] {
+    let with = |op| {
+        let mut args = vec!["-t", "nat", op, CHAIN];
+        args.extend(rule(cidr));
+        args
+    };
+    let rules = have.lines().filter(|l| l.starts_with("-A ")).count();
+    if rules != 1 || iptables(&with("-C")).await.is_err() {
         // An older agent's rule, or another cluster CIDR: start over.
         iptables(&["-t", "nat", "-F", CHAIN]).await?;
-        iptables(&[
-            "-t",
-            "nat",
-            "-A",
-            CHAIN,
-            "-s",
-            cidr,
-            "-d",
-            cidr,
-            "-m",
-            "mark",
-            "!",
-            "--mark",
-            MARK,
-            "-m",
-            "comment",
-            "--comment",
-            COMMENT,
-            "-j",
-            "ACCEPT",
-        ])
-        .await?;
+        iptables(&with("-A")).await?;
         tracing::info!(%cidr, "pod-to-pod traffic between hosts is not masqueraded");
     }
     let rules = iptables(&["-t", "nat", "-S", "POSTROUTING"]).await?;

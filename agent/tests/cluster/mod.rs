@@ -674,6 +674,7 @@ fn remove_iptables_chains(node: &str) {
         let prefixes: std::collections::BTreeSet<&str> = jumps
             .iter()
             .filter_map(|l| l.split(" -j ").nth(1))
+            // `BOSUN-<6 hash characters>-`: the agent's chain prefix.
             .filter_map(|target| target.get(..13).filter(|p| p.starts_with("BOSUN-")))
             .collect();
         let chains: Vec<&str> = save
