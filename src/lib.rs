@@ -7,6 +7,7 @@ pub mod defaults;
 pub mod events;
 pub mod fieldmanager;
 pub mod files;
+pub mod hostnet;
 pub mod metrics;
 pub mod names;
 pub mod observe;
