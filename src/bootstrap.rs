@@ -21,6 +21,10 @@ pub const BOOTSTRAPPERS_GROUP: &str = "system:bootstrappers";
 /// the server and its CA (kubeadm's cluster-info).
 pub const CLUSTER_INFO_NAMESPACE: &str = "kube-public";
 pub const CLUSTER_INFO: &str = "cluster-info";
+/// The key of cluster-info that holds the cluster's service range (the
+/// control plane's `--service-cluster-ip-range`), which `bosun join` gives
+/// the agent's service proxy.
+pub const CLUSTER_INFO_SERVICE_RANGE: &str = "serviceClusterIPRange";
 /// Where a bootstrap token is traded for a node's client certificate:
 /// `POST` a PEM certificate request with CN `system:node:<name>` and O
 /// `system:nodes`, get the signed certificate back (PEM).

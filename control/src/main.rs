@@ -65,6 +65,11 @@ struct Args {
     /// subnet of its own (spec.podCIDR).
     #[arg(long, default_value = "10.244.0.0/16")]
     cluster_cidr: String,
+    /// The range Services' cluster IPs are allocated from; its first
+    /// address is the `kubernetes` Service's (kube-apiserver's flag).
+    #[arg(long, default_value = bosun_control::api::allocate::DEFAULT_SERVICE_RANGE,
+          value_parser = bosun_control::api::allocate::ServiceRange::parse)]
+    service_cluster_ip_range: bosun_control::api::allocate::ServiceRange,
     /// The prefix length of each Node's pod subnet.
     #[arg(long, default_value_t = 24)]
     node_cidr_mask_size: u8,
@@ -168,6 +173,7 @@ async fn main() -> anyhow::Result<()> {
             bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
             default_not_ready_toleration_seconds: args.default_not_ready_toleration_seconds,
             default_unreachable_toleration_seconds: args.default_unreachable_toleration_seconds,
+            service_range: args.service_cluster_ip_range,
         },
         controllers,
     })

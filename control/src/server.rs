@@ -163,7 +163,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // The kubernetes Service is there before anyone is told the address
     // (and is kept from then on by its loop below).
     let api_service = KubernetesServiceOptions {
-        service_ip: crate::api::allocate::KUBERNETES_SERVICE_IP,
+        service_ip: config.api.service_range.kubernetes_service_ip(),
         advertise,
         port: addr.port(),
     };
@@ -175,8 +175,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     write_atomically(&address_file, &format!("{addr}\n"), 0o644)?;
     auth::bootstrap::publish_cluster_info(
         store.as_ref(),
-        &advertised_server(&config, addr),
+        &advertised_server(&config, advertise, addr),
         &pki.ca_pem,
+        &config.api.service_range.to_string(),
     )
     .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
@@ -221,11 +222,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 }
 
 /// The server URL other hosts reach: the first `--tls-san` if any (the
-/// advertised address), else the address listened on.
-fn advertised_server(config: &Config, addr: SocketAddr) -> String {
+/// advertised address), else the address listened on; when that is every
+/// interface, the advertise address (loopback only if there is none).
+fn advertised_server(config: &Config, advertise: Option<IpAddr>, addr: SocketAddr) -> String {
     let host = match config.tls_sans.first() {
         Some(san) => san.clone(),
-        None if addr.ip().is_unspecified() => "127.0.0.1".into(),
+        None if addr.ip().is_unspecified() => advertise
+            .filter(|a| !a.is_unspecified())
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "127.0.0.1".into()),
         None => addr.ip().to_string(),
     };
     let host = if host.contains(':') {
@@ -245,7 +250,7 @@ fn certificate_names(config: &Config, advertise: Option<IpAddr>) -> Vec<String> 
     }
     names.extend(advertise.map(|a| a.to_string()));
     names.extend(tls::kubernetes_service_names(
-        crate::api::allocate::KUBERNETES_SERVICE_IP,
+        config.api.service_range.kubernetes_service_ip(),
         &config.cluster_domain,
     ));
     if let Ok(host) = nix::unistd::gethostname() {

@@ -5,20 +5,71 @@ use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use bosun::validation::FieldError;
+use ipnet::Ipv4Net;
 use rand::Rng;
 use serde_json::{json, Value};
 
-/// The service network: 10.96.0.0/12, as kubeadm's default.
-const SERVICE_NET: u32 = u32::from_be_bytes([10, 96, 0, 0]);
-const SERVICE_NET_SIZE: u32 = 1 << 20;
+/// The service network by default: 10.96.0.0/12, as kubeadm's
+/// (kube-apiserver's `--service-cluster-ip-range`).
+pub const DEFAULT_SERVICE_RANGE: &str = "10.96.0.0/12";
 /// `.1` is the API's own service and `.10` cluster DNS, by convention;
 /// neither is handed out at random.
 const RESERVED: [u32; 2] = [1, 10];
 const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 
-/// The service network's first address: the `kubernetes` Service's
-/// ClusterIP, which only that Service may hold.
-pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+/// The range Services' cluster IPs come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceRange(Ipv4Net);
+
+impl Default for ServiceRange {
+    fn default() -> Self {
+        ServiceRange(DEFAULT_SERVICE_RANGE.parse().expect("a valid CIDR"))
+    }
+}
+
+impl std::fmt::Display for ServiceRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl ServiceRange {
+    /// A range with room for the reserved addresses and some services
+    /// (at most a /28 is refused, as kube-apiserver refuses tiny ranges).
+    pub fn parse(s: &str) -> Result<ServiceRange, String> {
+        let net: Ipv4Net = s
+            .parse()
+            .map_err(|_| format!("{s:?} is not an IPv4 CIDR like 10.96.0.0/12"))?;
+        if net.prefix_len() > 28 {
+            return Err(format!("{s}: too small, the range needs at least a /28"));
+        }
+        if net.trunc() != net {
+            return Err(format!(
+                "{s}: has host bits set; did you mean {}?",
+                net.trunc()
+            ));
+        }
+        Ok(ServiceRange(net))
+    }
+
+    fn base(&self) -> u32 {
+        u32::from(self.0.network())
+    }
+
+    fn size(&self) -> u32 {
+        1u32 << (32 - self.0.prefix_len())
+    }
+
+    /// The range's first address: the `kubernetes` Service's ClusterIP,
+    /// which only that Service may hold.
+    pub fn kubernetes_service_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.base() + 1)
+    }
+
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        self.0.contains(&ip)
+    }
+}
 
 /// Whether `svc` is `default/kubernetes`.
 fn is_kubernetes_service(svc: &Value) -> bool {
@@ -30,13 +81,10 @@ fn is_kubernetes_service(svc: &Value) -> bool {
             == "default"
 }
 
-pub fn in_service_net(ip: Ipv4Addr) -> bool {
-    u32::from(ip).wrapping_sub(SERVICE_NET) < SERVICE_NET_SIZE
-}
-
-/// Assigns `spec.clusterIP(s)` and node ports to a new Service, given the
-/// ones other Services hold.
+/// Assigns `spec.clusterIP(s)` from `range` and node ports to a new
+/// Service, given the ones other Services hold.
 pub fn service(
+    range: &ServiceRange,
     svc: &mut Value,
     used_ips: &HashSet<String>,
     used_ports: &HashSet<i64>,
@@ -53,11 +101,11 @@ pub fn service(
         "" => {
             let mut rng = rand::rng();
             loop {
-                let offset = rng.random_range(2..SERVICE_NET_SIZE - 1);
+                let offset = rng.random_range(2..range.size() - 1);
                 if RESERVED.contains(&offset) {
                     continue;
                 }
-                let ip = Ipv4Addr::from(SERVICE_NET + offset).to_string();
+                let ip = Ipv4Addr::from(range.base() + offset).to_string();
                 if !used_ips.contains(&ip) {
                     break ip;
                 }
@@ -71,14 +119,14 @@ pub fn service(
                     "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
                 )
             })?;
-            if !in_service_net(parsed) {
+            if !range.contains(parsed) {
                 return Err(FieldError::invalid(
                     "spec.clusterIPs",
                     json!([given]),
-                    "failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12",
+                    format!("failed to allocate IP: the provided IP is not in the valid range. The range of valid IPs is {range}"),
                 ));
             }
-            if parsed == KUBERNETES_SERVICE_IP && !may_hold_first {
+            if parsed == range.kubernetes_service_ip() && !may_hold_first {
                 return Err(FieldError::invalid(
                     "spec.clusterIPs",
                     json!([given]),
@@ -169,44 +217,80 @@ mod tests {
 
     #[test]
     fn cluster_ips_come_from_the_service_net_and_are_unique() {
+        let range = ServiceRange::default();
         let mut used = HashSet::new();
         for _ in 0..50 {
             let mut svc = json!({"spec": {"ports": [{"port": 80}]}});
-            service(&mut svc, &used, &HashSet::new()).unwrap();
+            service(&range, &mut svc, &used, &HashSet::new()).unwrap();
             let ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
-            assert!(in_service_net(ip.parse().unwrap()), "{ip}");
+            assert!(range.contains(ip.parse().unwrap()), "{ip}");
             assert!(used.insert(ip));
         }
         let mut headless = json!({"spec": {"clusterIP": "None"}});
-        service(&mut headless, &used, &HashSet::new()).unwrap();
+        service(&range, &mut headless, &used, &HashSet::new()).unwrap();
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
         let taken = used.iter().next().unwrap().clone();
         let mut clash = json!({"spec": {"clusterIP": taken}});
-        let err = service(&mut clash, &used, &HashSet::new()).unwrap_err();
+        let err = service(&range, &mut clash, &used, &HashSet::new()).unwrap_err();
         assert_eq!(err.field, "spec.clusterIPs");
         // The first address is the kubernetes Service's alone.
         let mut grab = json!({"metadata": {"name": "x", "namespace": "default"},
             "spec": {"clusterIP": "10.96.0.1"}});
-        let err = service(&mut grab, &HashSet::new(), &HashSet::new()).unwrap_err();
+        let err = service(&range, &mut grab, &HashSet::new(), &HashSet::new()).unwrap_err();
         assert!(err.to_string().contains("reserved"), "{err}");
         let mut api = json!({"metadata": {"name": "kubernetes", "namespace": "default"},
             "spec": {"clusterIP": "10.96.0.1"}});
-        service(&mut api, &HashSet::new(), &HashSet::new()).unwrap();
+        service(&range, &mut api, &HashSet::new(), &HashSet::new()).unwrap();
     }
 
     #[test]
     fn node_ports_are_allocated_and_checked() {
         let used_ports: HashSet<i64> = [30000].into();
         let mut svc = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 30005}]}});
-        service(&mut svc, &HashSet::new(), &used_ports).unwrap();
+        service(
+            &ServiceRange::default(),
+            &mut svc,
+            &HashSet::new(),
+            &used_ports,
+        )
+        .unwrap();
         assert_eq!(svc["spec"]["ports"][0]["nodePort"], 30001);
         let mut bad =
             json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}});
         assert_eq!(
-            service(&mut bad, &HashSet::new(), &used_ports)
-                .unwrap_err()
-                .field,
+            service(
+                &ServiceRange::default(),
+                &mut bad,
+                &HashSet::new(),
+                &used_ports
+            )
+            .unwrap_err()
+            .field,
             "spec.ports[0].nodePort"
         );
+    }
+
+    #[test]
+    fn another_range_gives_its_own_addresses_and_names_itself() {
+        let range = ServiceRange::parse("10.112.0.0/16").unwrap();
+        assert_eq!(range.kubernetes_service_ip(), Ipv4Addr::new(10, 112, 0, 1));
+        for _ in 0..20 {
+            let mut svc = json!({"spec": {"ports": [{"port": 80}]}});
+            service(&range, &mut svc, &HashSet::new(), &HashSet::new()).unwrap();
+            let ip: Ipv4Addr = svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
+            assert!(range.contains(ip), "{ip}");
+        }
+        let mut outside = json!({"spec": {"clusterIP": "10.96.0.5"}});
+        let err = service(&range, &mut outside, &HashSet::new(), &HashSet::new()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("The range of valid IPs is 10.112.0.0/16"),
+            "{err}"
+        );
+        assert!(ServiceRange::parse("10.112.0.0/30").is_err());
+        assert!(ServiceRange::parse("10.112.0.1/16")
+            .unwrap_err()
+            .contains("10.112.0.0/16"));
+        assert!(ServiceRange::parse("nope").is_err());
     }
 }

@@ -75,6 +75,17 @@ pub async fn authorize(
         // Only cluster-info gets this far (see anonymous_allowed).
         return Ok(());
     }
+    // What anybody may read, anybody authenticated may read too (a node
+    // reads the service range there).
+    if method == Method::GET
+        && !watch
+        && target.res.plural == "configmaps"
+        && target.namespace.as_deref() == Some(bt::CLUSTER_INFO_NAMESPACE)
+        && target.name.as_deref() == Some(bt::CLUSTER_INFO)
+        && target.subresource.is_none()
+    {
+        return Ok(());
+    }
     let created: Option<String> = match (method, &target.name, body) {
         (&Method::POST, None, Some(b)) => serde_json::from_slice::<Value>(b)
             .ok()

@@ -57,6 +57,8 @@ pub struct ApiOptions {
     /// (kube-apiserver's DefaultTolerationSeconds admission).
     pub default_not_ready_toleration_seconds: i64,
     pub default_unreachable_toleration_seconds: i64,
+    /// Where Services' cluster IPs come from (`--service-cluster-ip-range`).
+    pub service_range: allocate::ServiceRange,
 }
 
 impl Default for ApiOptions {
@@ -66,6 +68,7 @@ impl Default for ApiOptions {
             bookmark_interval: Duration::from_secs(30),
             default_not_ready_toleration_seconds: 300,
             default_unreachable_toleration_seconds: 300,
+            service_range: allocate::ServiceRange::default(),
         }
     }
 }

@@ -110,6 +110,7 @@ pub async fn publish_cluster_info(
     store: &dyn Store,
     server: &str,
     ca_pem: &str,
+    service_range: &str,
 ) -> anyhow::Result<()> {
     let kubeconfig = serde_yaml::to_string(&json!({
         "apiVersion": "v1",
@@ -139,10 +140,14 @@ pub async fn publish_cluster_info(
                 },
             })
         });
-    if obj["data"]["kubeconfig"].as_str() == Some(kubeconfig.as_str()) {
+    // Beside kubeadm's kubeconfig, the service range: a joining agent's
+    // service proxy needs it, and cluster-info is what it reads before it
+    // has a credential.
+    let data = json!({"kubeconfig": kubeconfig, bt::CLUSTER_INFO_SERVICE_RANGE: service_range});
+    if obj["data"] == data {
         return Ok(());
     }
-    obj["data"] = json!({"kubeconfig": kubeconfig});
+    obj["data"] = data;
     if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("resourceVersion");
     }

@@ -19,10 +19,12 @@ impl Strategy for ServiceStrategy {
         let res = bosun::resources::by_name("services").expect("served");
         let services = list_all(state, res).await?;
         let (ips, ports) = allocate::held_by(&services);
-        Ok(allocate::service(obj, &ips, &ports)
-            .err()
-            .into_iter()
-            .collect())
+        Ok(
+            allocate::service(&state.options.service_range, obj, &ips, &ports)
+                .err()
+                .into_iter()
+                .collect(),
+        )
     }
 
     fn prepare_for_update(&self, current: &Value, next: &mut Value) {
