@@ -19,6 +19,7 @@ pub mod proxy;
 pub mod runtime;
 pub mod service_env;
 pub mod spec;
+pub mod startup;
 pub mod status;
 pub mod streams;
 pub mod sync_loop;

@@ -79,9 +79,10 @@ struct Args {
     no_dns: bool,
     /// The cluster's service range, which the control plane allocates
     /// cluster IPs from: the service proxy rejects whatever is addressed
-    /// to it and no service answers.
-    #[arg(long, default_value = proxy::DEFAULT_SERVICE_CIDR)]
-    service_cluster_ip_range: String,
+    /// to it and no service answers (default: the range the control plane
+    /// publishes in kube-public's cluster-info, else 10.96.0.0/12).
+    #[arg(long)]
+    service_cluster_ip_range: Option<String>,
     /// Do not run the service proxy (its nftables table `ip bosun-<node>`):
     /// service IPs and node ports then do not answer on this node.
     #[arg(long)]
@@ -355,18 +356,21 @@ async fn main() -> anyhow::Result<()> {
         ttl: dns::DEFAULT_TTL,
         forward_timeout: dns::DEFAULT_FORWARD_TIMEOUT,
     });
+    let service_range = match (&args.service_cluster_ip_range, args.no_proxy) {
+        (Some(r), _) => r.clone(),
+        (None, true) => proxy::DEFAULT_SERVICE_CIDR.to_string(),
+        (None, false) => bosun_agent::startup::published_service_range(&client)
+            .await
+            .context("reading the cluster's service range from cluster-info")?
+            .unwrap_or_else(|| proxy::DEFAULT_SERVICE_CIDR.to_string()),
+    };
     let proxy_settings = (!args.no_proxy)
         .then(|| -> anyhow::Result<proxy::Settings> {
             Ok(proxy::Settings {
                 table: proxy::table_name(&node_name),
-                service_cidr: proxy::Cidr::parse(&args.service_cluster_ip_range).with_context(
-                    || {
-                        format!(
-                            "--service-cluster-ip-range {}: not an IPv4 CIDR",
-                            args.service_cluster_ip_range
-                        )
-                    },
-                )?,
+                service_cidr: proxy::Cidr::parse(&service_range).with_context(|| {
+                    format!("--service-cluster-ip-range {service_range}: not an IPv4 CIDR")
+                })?,
                 pod_cidr: proxy::Cidr::parse(&pod_cidr)
                     .with_context(|| format!("--pod-cidr {pod_cidr}: not an IPv4 CIDR"))?,
                 bridge_netfilter: proxy::render::host_bridge_netfilter(),

@@ -299,7 +299,8 @@ pub async fn await_pod_cidr(
     use std::time::Duration;
     let nodes: Api<Node> = Api::all(client.clone());
     let pod_cidr = |n: &Node| n.spec.as_ref().and_then(|s| s.pod_cidr.clone());
-    match nodes.get_opt(node_name).await? {
+    use crate::startup::until_answered;
+    match until_answered("reading the Node", || nodes.get_opt(node_name)).await? {
         Some(n) if pod_cidr(&n).is_some() => return Ok(pod_cidr(&n).unwrap_or_default()),
         Some(_) => {}
         None => {
@@ -311,7 +312,9 @@ pub async fn await_pod_cidr(
                 }},
             }))
             .expect("a valid Node");
-            match nodes.create(&PostParams::default(), &node).await {
+            let params = PostParams::default();
+            let create = || nodes.create(&params, &node);
+            match until_answered("registering the Node", create).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(e.into()),
@@ -325,7 +328,8 @@ pub async fn await_pod_cidr(
         "waiting for the control plane to assign this node a pod CIDR"
     );
     loop {
-        if let Some(cidr) = nodes.get_opt(node_name).await?.as_ref().and_then(pod_cidr) {
+        let node = until_answered("reading the Node", || nodes.get_opt(node_name)).await?;
+        if let Some(cidr) = node.as_ref().and_then(pod_cidr) {
             tracing::info!(node = node_name, pod_cidr = %cidr, "the control plane assigned this node's pod CIDR");
             return Ok(cidr);
         }

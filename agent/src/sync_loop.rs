@@ -78,7 +78,9 @@ impl Agent {
     /// Runs until `shutdown` flips to true. Pods keep running when the
     /// agent stops; a new agent adopts them.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-        let runtime_version = self.rt.version().await?;
+        let Some(runtime_version) = self.await_runtime(&mut shutdown).await else {
+            return Ok(());
+        };
         ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
         // The node-local DNS server listens on the pod network's gateway,
         // so it starts once that network is there.
@@ -179,6 +181,39 @@ impl Agent {
         volume_cleanup.abort();
         services_watch.abort();
         Ok(())
+    }
+
+    /// The runtime's version once it answers. Until then the Node is
+    /// registered NotReady with the kubelet's words ("container runtime
+    /// is down: ..."), so `kubectl get nodes` says what is wrong. None if
+    /// `shutdown` came first.
+    async fn await_runtime(&self, shutdown: &mut watch::Receiver<bool>) -> Option<String> {
+        let mut backoff = crate::startup::Backoff::default();
+        let mut reported: Option<String> = None;
+        loop {
+            let why = match self.rt.version().await {
+                Ok(v) => return Some(v),
+                Err(e) => format!("container runtime is down: {e}"),
+            };
+            let wait = backoff.step();
+            if backoff.worth_saying() {
+                tracing::warn!("{why}; retrying in {wait:?}");
+            }
+            if reported.as_ref() != Some(&why) {
+                let health = crate::node::Health {
+                    runtime_version: String::new(),
+                    not_ready: Some(why.clone()),
+                };
+                match crate::node::register(&self.client, &self.cfg, &health).await {
+                    Ok(()) => reported = Some(why),
+                    Err(e) => tracing::debug!(error = %e, "reporting the runtime as down"),
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return None,
+            }
+        }
     }
 
     /// Registers the node, retrying with back-off; false if `shutdown`

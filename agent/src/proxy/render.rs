@@ -205,15 +205,18 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
         &["fib daddr type local meta l4proto . th dport @no-endpoint-nodeports reject".into()],
     );
 
-    // Dispatch.
+    // Dispatch. Cluster IPs only for this node's pods and the host itself:
+    // another cluster on this host (with the same service range, say)
+    // keeps its own traffic.
     chain(
         s,
         "services",
         None,
         &[
-            "ip daddr . meta l4proto . th dport vmap @service-ips".into(),
             "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports"
                 .into(),
+            format!("ip saddr != {pod_cidr} fib saddr type != local return"),
+            "ip daddr . meta l4proto . th dport vmap @service-ips".into(),
         ],
     );
     chain(

@@ -163,11 +163,17 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> Ruleset {
             }
         }
     }
-    services.push(format!(
-        "! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j {}",
-        n.top("NODEPORTS")
-    ));
-    nat.insert(n.top("SERVICES"), services);
+    // Node ports first; cluster IPs only for this node's pods and the host
+    // itself (another cluster on this host keeps its own traffic).
+    let mut dispatch = vec![
+        format!(
+            "! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j {}",
+            n.top("NODEPORTS")
+        ),
+        format!("! -s {pod_cidr} -m addrtype ! --src-type LOCAL -j RETURN"),
+    ];
+    dispatch.extend(services);
+    nat.insert(n.top("SERVICES"), dispatch);
     nat.insert(n.top("NODEPORTS"), node_ports);
     nat.insert(
         mark_masq.clone(),

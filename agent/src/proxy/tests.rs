@@ -144,10 +144,15 @@ fn a_node_port_is_dispatched_on_local_addresses_and_masqueraded() {
         t.contains("elements = { tcp . 31234 : goto ext-default/web/http/tcp }"),
         "{t}"
     );
-    assert!(chain_of(&t, "services").contains(
-        &"fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports"
-            .to_string()
-    ));
+    // Node ports for anyone; cluster IPs for this node's pods and the host.
+    assert_eq!(
+        chain_of(&t, "services"),
+        [
+            "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports",
+            "ip saddr != 10.244.1.0/24 fib saddr type != local return",
+            "ip daddr . meta l4proto . th dport vmap @service-ips",
+        ]
+    );
     assert_eq!(
         chain_of(&t, "ext-default/web/http/tcp"),
         ["jump mark-for-masquerade", "goto svc-default/web/http/tcp"]
@@ -369,14 +374,19 @@ mod iptables {
             ])],
         );
         let services = &r.nat[&format!("{p}SERVICES")];
-        assert!(services[0].starts_with(
+        assert_eq!(
+            services[0],
+            format!("! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j {p}NODEPORTS")
+        );
+        // Cluster IPs are this node's pods' and the host's only.
+        assert_eq!(
+            services[1],
+            "! -s 10.244.1.0/24 -m addrtype ! --src-type LOCAL -j RETURN"
+        );
+        assert!(services[2].starts_with(
             "-d 10.96.0.20/32 -p tcp -m tcp --dport 80 -m comment --comment default/web/http/tcp -j "
         ), "{services:?}");
-        assert_eq!(
-            services.last().unwrap(),
-            &format!("! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j {p}NODEPORTS")
-        );
-        let svc = services[0].rsplit(' ').next().unwrap();
+        let svc = services[2].rsplit(' ').next().unwrap();
         assert!(svc.starts_with(&format!("{p}SVC-")), "{svc}");
         let rules = &r.nat[svc];
         assert_eq!(
@@ -445,8 +455,8 @@ mod iptables {
         );
         assert_eq!(
             r.nat[&format!("{p}SERVICES")].len(),
-            1,
-            "only the node-port dispatch"
+            2,
+            "only the node-port dispatch and the return of others' traffic"
         );
         assert_eq!(
             r.filter[&format!("{p}INPUT")],
@@ -466,7 +476,7 @@ mod iptables {
             "-p tcp -m tcp --dport 31234 -m comment --comment default/web/http/tcp -j "
         ));
         let ext = np[0].rsplit(' ').next().unwrap();
-        let svc = r.nat[&format!("{p}SERVICES")][0]
+        let svc = r.nat[&format!("{p}SERVICES")][2]
             .rsplit(' ')
             .next()
             .unwrap()
@@ -532,7 +542,7 @@ mod iptables {
         port.port_name = String::new();
         port.port = 53;
         let r = render(&settings(), &[port]);
-        assert!(r.nat[&format!("{}SERVICES", prefix())][0].starts_with(
+        assert!(r.nat[&format!("{}SERVICES", prefix())][2].starts_with(
             "-d 10.96.0.20/32 -p udp -m udp --dport 53 -m comment --comment default/web/53/udp -j "
         ));
         chain_with(&r.nat, "-p udp -m comment --comment default/web/53/udp -j DNAT --to-destination 10.244.2.7:8080");

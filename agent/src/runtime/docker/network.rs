@@ -53,6 +53,7 @@ impl DockerRuntime {
                 Err(e) if status(&e) == Some(404) => {}
                 Err(e) => return Err(docker_err(e)),
             }
+            refuse_overlap(subnet)?;
             let request = NetworkCreateRequest {
                 name: name.to_string(),
                 driver: Some("bridge".to_string()),
@@ -113,6 +114,31 @@ impl DockerRuntime {
 }
 
 /// The subnets of a network's IPAM configuration.
+/// Refuses a pod subnet that a route of this host already covers (a
+/// Docker network, another bosun cluster's pods, a VPN), naming both,
+/// before Docker would refuse it with "Pool overlaps with other one on
+/// this address space".
+fn refuse_overlap(subnet: &str) -> Result<()> {
+    let Ok(net) = subnet.parse::<ipnet::Ipv4Net>() else {
+        return Ok(());
+    };
+    let routes = match bosun::hostnet::ipv4_routes() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(error = %e, "reading the host's routes");
+            return Ok(());
+        }
+    };
+    match bosun::hostnet::routes_overlapping(&net, &routes).first() {
+        None => Ok(()),
+        Some(route) => Err(RuntimeError::Docker(format!(
+            "pod CIDR {subnet} overlaps the host route {route}: another network on this host \
+             uses those addresses (a Docker network, another bosun cluster); give this cluster \
+             a range of its own (bosun up --cluster-cidr, or the agent's --pod-cidr)"
+        ))),
+    }
+}
+
 pub(super) fn subnets_of(ipam: Option<Ipam>) -> Vec<String> {
     ipam.and_then(|i| i.config)
         .unwrap_or_default()
