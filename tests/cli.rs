@@ -332,14 +332,7 @@ fn up_and_down_with_a_private_home() {
     struct Reaper(PathBuf);
     impl Drop for Reaper {
         fn drop(&mut self) {
-            if let Ok(pid) = std::fs::read_to_string(self.0.join("control.pid")) {
-                if let Ok(pid) = pid.trim().parse::<i32>() {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-            }
+            common::kill_started_processes(&self.0);
         }
     }
     let _reaper = Reaper(data.clone());

@@ -25,28 +25,14 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use base64::Engine;
-use common::{agent_binary, control_binary, docker_ids, kubectl_binary, wait_for, HostReaper, Run};
+use common::{
+    agent_binary, control_binary, docker_ids, ensure_images, kubectl_binary, wait_for, HostReaper,
+    Run,
+};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// The test images (busybox, pause), built if this machine lacks them.
-fn ensure_images() {
-    let have = |image: &str| {
-        Command::new("docker")
-            .args(["image", "inspect", image])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("docker is installed")
-            .success()
-    };
-    if !have("bosun.local/busybox:1.35") || !have("bosun.local/pause:0.1.0") {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-images.sh");
-        let status = Command::new("bash").arg(script).status().unwrap();
-        assert!(status.success(), "scripts/build-images.sh failed");
-    }
-}
-
 struct Host {
     home: PathBuf,
 }

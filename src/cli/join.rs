@@ -26,8 +26,9 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::client::home_dir;
+use super::component::AGENT;
 use super::delete::parse_duration;
-use super::up::{self, AGENT};
+use super::up;
 
 #[derive(Debug, Args)]
 pub struct JoinArgs {
@@ -52,6 +53,8 @@ pub struct JoinArgs {
     /// How long to wait for each step.
     #[arg(long, default_value = "60s")]
     timeout: String,
+    #[command(flatten)]
+    log: up::LogArgs,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -71,7 +74,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
     let node = args.node.name()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.canonicalize().unwrap_or(dir);
-    if AGENT.running_pid(&dir).is_some() {
+    if AGENT.is_running(&dir) {
         println!(
             "this host's agent already runs (data dir {}).",
             dir.display()
@@ -251,10 +254,10 @@ async fn start_agent(
     ];
     agent_args.extend(args.node.agent_args());
     std::fs::write(dir.join(super::purge::NODE_FILE), node)?;
-    let child = AGENT.spawn(dir, &agent_args)?;
+    let supervisor = AGENT.start(dir, &agent_args, args.log.limits())?;
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
     )?;
-    up::wait_for_node(child, dir, client, node, timeout).await
+    up::wait_for_node(supervisor, dir, client, node, timeout).await
 }

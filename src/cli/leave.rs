@@ -29,13 +29,12 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 
 use super::client::home_dir;
+use super::component::AGENT;
 use super::delete::parse_duration;
 use super::purge::{self, Plan, NODE_FILE, NODE_KUBECONFIG};
-use super::up::{self, AGENT};
+use super::up;
 
 #[derive(Debug, Args)]
 pub struct LeaveArgs {
@@ -113,6 +112,7 @@ pub async fn leave(args: &LeaveArgs) -> Result<bool> {
         node: Some(node.clone()),
         dirs: host.plan_dirs.clone(),
         kubeconfig: None,
+        kubeconfig_names: super::clusters::KubeconfigNames::of(super::clusters::DEFAULT_NAME),
     };
     purge::confirm_action(
         "leave",
@@ -178,26 +178,12 @@ async fn client_of(kubeconfig: &Path) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Stops the agent started from `dir` with SIGTERM (its pods' containers
-/// are removed after, with the rest).
+/// Stops the agent started from `dir` (and its supervisor) with SIGTERM;
+/// its pods' containers are removed after, with the rest.
 fn stop_agent(dir: &Path, timeout: Duration) -> Result<()> {
-    let Some(pid) = AGENT.running_pid(dir) else {
-        return Ok(());
-    };
-    kill(Pid::from_raw(pid), Signal::SIGTERM)
-        .with_context(|| format!("signalling bosun-agent (pid {pid})"))?;
-    let deadline = std::time::Instant::now() + timeout;
-    while AGENT.running_pid(dir).is_some() {
-        if std::time::Instant::now() >= deadline {
-            bail!(
-                "bosun-agent (pid {pid}) did not exit within {timeout:?} of SIGTERM; see {}",
-                AGENT.log_file(dir).display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if let Some(pid) = AGENT.stop(dir, timeout)? {
+        println!("bosun agent stopped (pid {pid})");
     }
-    let _ = std::fs::remove_file(AGENT.pid_file(dir));
-    println!("bosun agent stopped (pid {pid})");
     Ok(())
 }
 

@@ -3,6 +3,8 @@
 mod apply;
 mod autoscale;
 mod client;
+mod clusters;
+mod component;
 mod create;
 mod create_data;
 mod delete;
@@ -27,6 +29,7 @@ mod rollout_statefulset;
 mod scale;
 mod set;
 mod streams;
+mod supervise;
 mod table;
 mod targets;
 mod token;
@@ -71,6 +74,12 @@ enum Command {
     Join(join::JoinArgs),
     /// Take this host's node out of the cluster and remove bosun from the host.
     Leave(leave::LeaveArgs),
+    /// List the bosun clusters on this host (`bosun up --name`).
+    List,
+    /// Keep one of bosun's processes running and its log rotated (`bosun
+    /// up` and `bosun join` start it).
+    #[command(hide = true)]
+    Supervise(supervise::SuperviseArgs),
     /// Create, list and delete the bootstrap tokens hosts join with.
     Token(token::TokenArgs),
     /// Apply a configuration to resources from a file, a directory or stdin.
@@ -142,6 +151,8 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Down(args) => up::down(&args),
         Command::Join(args) => join::join(&args).await,
         Command::Leave(args) => leave::leave(&args).await,
+        Command::List => clusters::list(),
+        Command::Supervise(args) => supervise::supervise(&args).await,
         command => {
             let ctx = Ctx::connect(&opts).await?;
             let explicit_ns = opts.namespace.is_some();
@@ -172,7 +183,12 @@ async fn dispatch(cli: Cli) -> Outcome {
                 Command::Token(args) => token::token(&ctx, &args).await,
                 Command::Version => info::version(&ctx).await,
                 Command::ApiResources => info::api_resources(&ctx).await,
-                Command::Up(_) | Command::Down(_) | Command::Join(_) | Command::Leave(_) => {
+                Command::Up(_)
+                | Command::Down(_)
+                | Command::Join(_)
+                | Command::Leave(_)
+                | Command::List
+                | Command::Supervise(_) => {
                     unreachable!("handled above")
                 }
             }

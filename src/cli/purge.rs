@@ -9,11 +9,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use super::clusters::{KubeconfigNames, DEFAULT_NAME};
+
 /// What a purge removes, as `bosun up` recorded it.
 pub struct Plan {
     pub node: Option<String>,
     pub dirs: Vec<PathBuf>,
     pub kubeconfig: Option<PathBuf>,
+    /// The cluster's entries in that kubeconfig.
+    pub kubeconfig_names: KubeconfigNames,
 }
 
 impl Plan {
@@ -45,6 +49,7 @@ impl Plan {
                 .map(Path::to_path_buf)
                 .collect(),
             kubeconfig: read(KUBECONFIG_FILE).map(PathBuf::from),
+            kubeconfig_names: KubeconfigNames::of(DEFAULT_NAME),
         }
     }
 
@@ -119,7 +124,7 @@ pub fn purge(plan: &Plan, agent: impl FnOnce() -> Result<PathBuf>) -> Result<()>
         print!("{}", String::from_utf8_lossy(&out.stdout));
     }
     if let Some(path) = &plan.kubeconfig {
-        remove_kubeconfig_entries(path)?;
+        remove_kubeconfig_entries(path, &plan.kubeconfig_names)?;
     }
     for dir in &plan.dirs {
         unmount_under(dir)?;
@@ -155,9 +160,10 @@ fn unmount_under(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Removes the `bosun` cluster and context and the `bosun-admin` user
-/// that `bosun up` wrote; the file goes if nothing else is left in it.
-pub fn remove_kubeconfig_entries(path: &Path) -> Result<()> {
+/// Removes the cluster, context and user that `bosun up` wrote (`bosun`
+/// and `bosun-admin` for the default cluster); the file goes if nothing
+/// else is left in it.
+pub fn remove_kubeconfig_entries(path: &Path, names: &KubeconfigNames) -> Result<()> {
     use serde_yaml::Value;
     let Ok(text) = std::fs::read_to_string(path) else {
         return Ok(());
@@ -169,16 +175,16 @@ pub fn remove_kubeconfig_entries(path: &Path) -> Result<()> {
     };
     let mut left = 0;
     for (list, name) in [
-        ("clusters", "bosun"),
-        ("users", "bosun-admin"),
-        ("contexts", "bosun"),
+        ("clusters", &names.cluster),
+        ("users", &names.user),
+        ("contexts", &names.context),
     ] {
         if let Some(seq) = map.get_mut(list).and_then(Value::as_sequence_mut) {
-            seq.retain(|e| e.get("name").and_then(Value::as_str) != Some(name));
+            seq.retain(|e| e.get("name").and_then(Value::as_str) != Some(name.as_str()));
             left += seq.len();
         }
     }
-    if map.get("current-context").and_then(Value::as_str) == Some("bosun") {
+    if map.get("current-context").and_then(Value::as_str) == Some(names.context.as_str()) {
         map.remove("current-context");
     }
     if left == 0 {
@@ -205,7 +211,8 @@ mod tests {
             "apiVersion: v1\nkind: Config\ncurrent-context: bosun\nclusters:\n- name: bosun\n  cluster: {server: 'https://127.0.0.1:6443'}\n- name: prod\n  cluster: {server: 'https://prod'}\nusers:\n- name: bosun-admin\n  user: {token: t}\ncontexts:\n- name: bosun\n  context: {cluster: bosun, user: bosun-admin}\n",
         )
         .unwrap();
-        remove_kubeconfig_entries(&path).unwrap();
+        let names = KubeconfigNames::of(DEFAULT_NAME);
+        remove_kubeconfig_entries(&path, &names).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("prod"), "{text}");
         assert!(!text.contains("bosun"), "{text}");
@@ -214,11 +221,12 @@ mod tests {
         let only = dir.path().join("only");
         crate::cli::up::write_kubeconfig(
             &only,
+            &names,
             &serde_yaml::from_str("server: https://127.0.0.1:1").unwrap(),
             "t",
         )
         .unwrap();
-        remove_kubeconfig_entries(&only).unwrap();
+        remove_kubeconfig_entries(&only, &names).unwrap();
         assert!(!only.exists());
     }
 }

@@ -1,35 +1,44 @@
-//! `bosun up` / `bosun down`: run the local control plane in the background
-//! and point a kubeconfig at it.
+//! `bosun up` / `bosun down` / `bosun list`: run a local cluster (control
+//! plane and this host's agent) in the background, each process under
+//! its supervisor, and point a kubeconfig at it.
 //!
-//! Every background process is a [`Component`] with its pid file and log in
-//! the data directory; `up` starts them in order, `down` stops them in
-//! reverse. The agent (`bosun-agent`) joins the list once it exists.
+//! Several clusters may run on one host, as kind's do: `--name NAME`
+//! gives one its own data dir, kubeconfig context, node name and ports,
+//! and `bosun up` picks cluster and service ranges no other cluster and
+//! no route of the host overlaps (`super::clusters`). `up` returns once
+//! the node is Ready, or fails with the end of the failing process's log.
 
-use std::fs::OpenOptions;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use clap::Args;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use ipnet::Ipv4Net;
 
 use super::client::{bosun_kubeconfig, home_dir};
+use super::clusters::{self, ClusterRecord, KubeconfigNames, Registry};
+use super::component::{self, tail, LogLimits, AGENT, CONTROL};
 use super::delete::parse_duration;
 use super::purge;
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
+    /// The cluster's name, for several clusters on one host: its data dir
+    /// (~/.bosun/clusters/NAME), kubeconfig context (bosun-NAME), node
+    /// name (NAME) and a free port come from it.
+    #[arg(long)]
+    name: Option<String>,
     /// Where the control plane keeps its data, token, address and log.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Port to listen on (0 picks a free one).
-    #[arg(long, default_value_t = 6443)]
-    port: u16,
-    /// How long to wait for the control plane to become ready.
-    #[arg(long, default_value = "30s")]
+    /// Port to listen on; 0 picks a free one. Default: the port the
+    /// cluster had, else 6443 for the default cluster and a free one for
+    /// a named one.
+    #[arg(long)]
+    port: Option<u16>,
+    /// How long to wait for the control plane to become ready and the
+    /// node to become Ready.
+    #[arg(long, default_value = "60s")]
     timeout: String,
     /// Start only the control plane, no local agent.
     #[arg(long)]
@@ -41,6 +50,38 @@ pub struct UpArgs {
     /// the printed `bosun join` command names it.
     #[arg(long, value_name = "ADDR")]
     advertise_address: Option<String>,
+    /// The pod range of the whole cluster (default: the first of
+    /// 10.244.0.0/16, 10.245.0.0/16, ... that no route of this host and no
+    /// other bosun cluster here overlaps). Fixed once the cluster exists.
+    #[arg(long, value_name = "CIDR")]
+    cluster_cidr: Option<Ipv4Net>,
+    /// The range Services' cluster IPs come from (default: the first of
+    /// 10.96.0.0/12, 10.112.0.0/12, ... that nothing here overlaps). Fixed
+    /// once the cluster exists.
+    #[arg(long, value_name = "CIDR")]
+    service_cidr: Option<Ipv4Net>,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// How big each process's log may grow (rotated by its supervisor).
+#[derive(Debug, Args)]
+pub(super) struct LogArgs {
+    /// Size at which a log file is rotated (e.g. 10Mi, 512Ki).
+    #[arg(long, default_value = "10Mi", value_parser = component::parse_size)]
+    log_max_size: u64,
+    /// How many files of each log are kept, the live one included.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    log_max_files: u16,
+}
+
+impl LogArgs {
+    pub fn limits(&self) -> LogLimits {
+        LogLimits {
+            max_bytes: self.log_max_size,
+            files: self.log_max_files.into(),
+        }
+    }
 }
 
 /// What `bosun up` and `bosun join` both tell the agent they start about
@@ -90,6 +131,9 @@ impl NodeArgs {
 
 #[derive(Debug, Args)]
 pub struct DownArgs {
+    /// The cluster to stop, by the name given to `bosun up --name`.
+    #[arg(long, conflicts_with = "data_dir")]
+    name: Option<String>,
     /// The data directory given to `bosun up`.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -104,133 +148,6 @@ pub struct DownArgs {
     /// With --purge: do not ask first.
     #[arg(long, short = 'y')]
     yes: bool,
-}
-
-/// A process `bosun up` runs in the background.
-pub(super) struct Component {
-    /// Shown to the user.
-    title: &'static str,
-    /// The executable, looked up next to `bosun` and then on PATH.
-    binary: &'static str,
-    /// `DIR/<name>.pid` and `DIR/<name>.log`.
-    name: &'static str,
-}
-
-const CONTROL: Component = Component {
-    title: "control plane",
-    binary: "bosun-control",
-    name: "control",
-};
-
-/// The local node's agent: started once CONTROL is ready, stopped before it.
-pub(super) const AGENT: Component = Component {
-    title: "agent",
-    binary: "bosun-agent",
-    name: "agent",
-};
-
-fn default_data_dir() -> PathBuf {
-    home_dir().join(".bosun").join("control")
-}
-
-impl Component {
-    pub(super) fn pid_file(&self, dir: &Path) -> PathBuf {
-        dir.join(format!("{}.pid", self.name))
-    }
-    pub(super) fn log_file(&self, dir: &Path) -> PathBuf {
-        dir.join(format!("{}.log", self.name))
-    }
-
-    /// The recorded pid, if that process is still running this component's binary.
-    pub(super) fn running_pid(&self, dir: &Path) -> Option<i32> {
-        let pid: i32 = std::fs::read_to_string(self.pid_file(dir))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
-        (is_alive(pid) && runs_binary(pid, self.binary)).then_some(pid)
-    }
-
-    pub(super) fn find_binary(&self) -> Result<PathBuf> {
-        if let Some(dir) = std::env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(Path::to_path_buf))
-        {
-            let candidate = dir.join(self.binary);
-            if candidate.is_file() {
-                return Ok(candidate);
-            }
-        }
-        if let Some(path) = std::env::var_os("PATH") {
-            for dir in std::env::split_paths(&path) {
-                let candidate = dir.join(self.binary);
-                if candidate.is_file() {
-                    return Ok(candidate);
-                }
-            }
-        }
-        bail!(
-            "cannot find {} next to {} or on PATH (build it with `cargo build --workspace`)",
-            self.binary,
-            std::env::current_exe()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| "bosun".into())
-        )
-    }
-
-    /// Starts the process detached from this one: its own process group,
-    /// stdin from /dev/null, stdout and stderr appended to its log.
-    pub(super) fn spawn(&self, dir: &Path, args: &[String]) -> Result<std::process::Child> {
-        let binary = self.find_binary()?;
-        let log_path = self.log_file(dir);
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .with_context(|| format!("opening {}", log_path.display()))?;
-        let child = Command::new(&binary)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        std::fs::write(self.pid_file(dir), format!("{}\n", child.id()))?;
-        Ok(child)
-    }
-}
-
-/// Whether the process exists and is not a zombie.
-fn is_alive(pid: i32) -> bool {
-    if kill(Pid::from_raw(pid), None).is_err() {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            .unwrap_or(true),
-        Err(_) => true,
-    }
-}
-
-/// Guards against signalling a recycled pid.
-fn runs_binary(pid: i32, binary: &str) -> bool {
-    match std::fs::read(format!("/proc/{pid}/cmdline")) {
-        Ok(cmd) => cmd
-            .split(|b| *b == 0)
-            .next()
-            .is_some_and(|argv0| String::from_utf8_lossy(argv0).ends_with(binary)),
-        Err(_) => true,
-    }
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The server's own admin kubeconfig: `https://ADDR`, its CA and the admin token.
@@ -287,9 +204,15 @@ fn read_trimmed(path: &Path) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// Writes (or updates, keeping other entries) a kubeconfig whose `bosun`
-/// context points at `cluster` (server and CA) with `token`.
-pub fn write_kubeconfig(path: &Path, cluster: &serde_yaml::Value, token: &str) -> Result<()> {
+/// Writes (or updates, keeping other entries) a kubeconfig whose context
+/// `names.context` points at `cluster` (server and CA) with `token`, and
+/// makes it the current one.
+pub fn write_kubeconfig(
+    path: &Path,
+    names: &KubeconfigNames,
+    cluster: &serde_yaml::Value,
+    token: &str,
+) -> Result<()> {
     use serde_yaml::{Mapping, Value};
     let mut doc: Value = std::fs::read_to_string(path)
         .ok()
@@ -305,15 +228,18 @@ pub fn write_kubeconfig(path: &Path, cluster: &serde_yaml::Value, token: &str) -
     let mut user = Mapping::new();
     user.insert("token".into(), token.into());
     let mut context = Mapping::new();
-    context.insert("cluster".into(), "bosun".into());
-    context.insert("user".into(), "bosun-admin".into());
+    context.insert("cluster".into(), names.cluster.as_str().into());
+    context.insert("user".into(), names.user.as_str().into());
     context.insert("namespace".into(), "default".into());
     let upserts = [
-        ("clusters", entry("bosun", "cluster", cluster.clone())),
-        ("users", entry("bosun-admin", "user", Value::Mapping(user))),
+        (
+            "clusters",
+            entry(&names.cluster, "cluster", cluster.clone()),
+        ),
+        ("users", entry(&names.user, "user", Value::Mapping(user))),
         (
             "contexts",
-            entry("bosun", "context", Value::Mapping(context)),
+            entry(&names.context, "context", Value::Mapping(context)),
         ),
     ];
     let map = doc.as_mapping_mut().expect("checked to be a mapping");
@@ -330,7 +256,7 @@ pub fn write_kubeconfig(path: &Path, cluster: &serde_yaml::Value, token: &str) -
         seq.retain(|e| e.get("name") != item.get("name"));
         seq.push(item);
     }
-    map.insert("current-context".into(), "bosun".into());
+    map.insert("current-context".into(), names.context.as_str().into());
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -384,9 +310,114 @@ async fn print_join_command(admin_kubeconfig: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A free TCP port on every interface, for a cluster that keeps it.
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind(("0.0.0.0", 0)).context("finding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The cluster in `dir`: as recorded by an earlier `up` (the flags may not
+/// change its ranges), else made now, with ranges and a port no other
+/// cluster on this host holds, and registered.
+fn plan_cluster(args: &UpArgs, name: &str, dir: &Path) -> Result<ClusterRecord> {
+    let registry = Registry::lock()?;
+    let node = match (&args.node.node_name, name == clusters::DEFAULT_NAME) {
+        (Some(n), _) => Some(n.clone()),
+        (None, true) => Some(args.node.name()?),
+        (None, false) => Some(name.to_string()),
+    }
+    .filter(|_| !args.no_agent);
+    let others: Vec<ClusterRecord> = registry
+        .clusters()
+        .into_iter()
+        .filter(|c| c.data_dir != dir)
+        .collect();
+    let record = match ClusterRecord::read(dir)? {
+        Some(mut had) => {
+            for (flag, given, fixed) in [
+                ("--cluster-cidr", args.cluster_cidr, had.cluster_cidr),
+                ("--service-cidr", args.service_cidr, had.service_cidr),
+            ] {
+                if given.is_some_and(|g| g != fixed) {
+                    bail!(
+                        "{flag}: cluster {:?} in {} was made with {fixed}, which cannot change \
+                         (`bosun down --purge` removes the cluster)",
+                        had.name,
+                        dir.display()
+                    );
+                }
+            }
+            if let Some(port) = args.port {
+                had.port = if port == 0 { free_port()? } else { port };
+            }
+            had.node = node.or(had.node);
+            had
+        }
+        None => {
+            // A store made before clusters were recorded used the fixed
+            // ranges of that time; its objects hold addresses from them.
+            let (cluster_cidr, service_cidr) = if dir.join("store.redb").exists() {
+                (
+                    args.cluster_cidr.unwrap_or("10.244.0.0/16".parse()?),
+                    args.service_cidr.unwrap_or("10.96.0.0/12".parse()?),
+                )
+            } else {
+                let routes = bosun::hostnet::ipv4_routes().context("reading this host's routes")?;
+                clusters::choose_ranges(
+                    &clusters::Wanted {
+                        cluster_cidr: args.cluster_cidr,
+                        service_cidr: args.service_cidr,
+                    },
+                    &others,
+                    &routes,
+                )?
+            };
+            let port = match args.port {
+                Some(0) => free_port()?,
+                Some(p) => p,
+                None if name == clusters::DEFAULT_NAME => 6443,
+                None => free_port()?,
+            };
+            ClusterRecord {
+                name: name.to_string(),
+                data_dir: dir.to_path_buf(),
+                port,
+                cluster_cidr,
+                service_cidr,
+                node,
+            }
+        }
+    };
+    if let Some(node) = &record.node {
+        if let Some(o) = others.iter().find(|o| o.node.as_ref() == Some(node)) {
+            bail!(
+                "node name {node:?} is taken by bosun cluster {:?} ({}) on this host: \
+                 two nodes of one name would share their Docker network; give --node-name",
+                o.name,
+                o.data_dir.display()
+            );
+        }
+    }
+    registry.register(&record)?;
+    Ok(record)
+}
+
 pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
-    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    if let Some(n) = &args.name {
+        clusters::validate_name(n)?;
+    }
+    let name = args.name.as_deref().unwrap_or(clusters::DEFAULT_NAME);
+    let dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| clusters::default_data_dir(Some(name)));
     let timeout = parse_duration(&args.timeout)?;
+    // What this call creates goes again if the cluster cannot be made.
+    let made = dir
+        .ancestors()
+        .filter(|d| !d.exists())
+        .last()
+        .map(Path::to_path_buf);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.canonicalize().unwrap_or(dir);
     let kubeconfig = kubeconfig
@@ -397,19 +428,32 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     let address_file = dir.join("address");
     let admin_kubeconfig = dir.join("admin.kubeconfig");
 
-    if let Some(pid) = CONTROL.running_pid(&dir) {
+    if CONTROL.is_running(&dir) {
+        let names = ClusterRecord::read(&dir)?
+            .map(|r| r.kubeconfig_names())
+            .unwrap_or_else(|| KubeconfigNames::of(name));
         if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
             let admin = read_admin_config(&admin_kubeconfig)?;
-            write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
+            write_kubeconfig(&kubeconfig, &names, &admin.cluster, &admin.token)?;
             println!("bosun is already running.");
+            let pid = CONTROL.running_pid(&dir).unwrap_or_default();
             print_next_steps(&admin.server, pid, &dir, &kubeconfig);
             return Ok(true);
         }
         bail!(
-            "bosun-control (pid {pid}) is running but not ready; see {} or run `bosun down`",
+            "bosun-control is running but not ready; see {} or run `bosun down`",
             CONTROL.log_file(&dir).display()
         );
     }
+    let cluster = match plan_cluster(args, name, &dir) {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(made) = made {
+                let _ = std::fs::remove_dir_all(made);
+            }
+            return Err(e);
+        }
+    };
 
     // A stale address from an earlier run must not be mistaken for this one's.
     let _ = std::fs::remove_file(&address_file);
@@ -417,7 +461,11 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         "--data-dir".to_string(),
         dir.display().to_string(),
         "--port".to_string(),
-        args.port.to_string(),
+        cluster.port.to_string(),
+        "--cluster-cidr".into(),
+        cluster.cluster_cidr.to_string(),
+        "--service-cluster-ip-range".into(),
+        cluster.service_cidr.to_string(),
     ];
     // Every interface, so pods reach the API through the kubernetes
     // Service at the advertised address (the kubeconfig keeps 127.0.0.1).
@@ -433,14 +481,13 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     if let Some(addr) = &args.advertise_address {
         control_args.extend(["--tls-san".into(), addr.clone()]);
     }
-    let mut child = CONTROL.spawn(&dir, &control_args)?;
-    let pid = child.id() as i32;
+    let mut supervisor = CONTROL.start(&dir, &control_args, args.log.limits())?;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if let Some(status) = child.try_wait()? {
-            let _ = std::fs::remove_file(CONTROL.pid_file(&dir));
+        if let Some(failure) = failed(&CONTROL, &dir, &mut supervisor)? {
+            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
             bail!(
-                "bosun-control exited ({status}) before becoming ready; last lines of {}:\n{}",
+                "{failure} before becoming ready; last lines of {}:\n{}",
                 CONTROL.log_file(&dir).display(),
                 tail(&CONTROL.log_file(&dir), 20)
             );
@@ -449,70 +496,104 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             break;
         }
         if tokio::time::Instant::now() >= deadline {
+            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
             bail!(
-                "bosun-control (pid {pid}) did not become ready within {}; see {}",
+                "bosun-control did not become ready within {}; last lines of {}:\n{}",
                 args.timeout,
-                CONTROL.log_file(&dir).display()
+                CONTROL.log_file(&dir).display(),
+                tail(&CONTROL.log_file(&dir), 20)
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let admin = read_admin_config(&admin_kubeconfig)?;
-    write_kubeconfig(&kubeconfig, &admin.cluster, &admin.token)?;
+    write_kubeconfig(
+        &kubeconfig,
+        &cluster.kubeconfig_names(),
+        &admin.cluster,
+        &admin.token,
+    )?;
     // What `bosun down --purge` removes.
     std::fs::write(
         dir.join(purge::KUBECONFIG_FILE),
         kubeconfig.display().to_string(),
     )?;
-    if !args.no_agent {
-        start_agent(args, &dir, &admin_kubeconfig, timeout).await?;
+    if let Some(node) = &cluster.node {
+        start_agent(args, &cluster, node, &dir, &admin_kubeconfig, timeout).await?;
     }
     println!("bosun is up.");
+    println!(
+        "  cluster:    {} (pods in {}, services in {})",
+        cluster.name, cluster.cluster_cidr, cluster.service_cidr
+    );
+    let pid = CONTROL.running_pid(&dir).unwrap_or_default();
     print_next_steps(&admin.server, pid, &dir, &kubeconfig);
     print_join_command(&admin_kubeconfig).await?;
     Ok(true)
 }
 
+/// Why a component that was just started is not coming up, if it is not:
+/// its supervisor is gone, or the process exited and is being restarted.
+fn failed(
+    component: &component::Component,
+    dir: &Path,
+    supervisor: &mut std::process::Child,
+) -> Result<Option<String>> {
+    if let Some(status) = supervisor.try_wait()? {
+        return Ok(Some(format!(
+            "the supervisor of {} exited ({status})",
+            component.binary
+        )));
+    }
+    let (restarts, why) = component.restarts(dir);
+    Ok((restarts > 0).then_some(why))
+}
+
 /// Starts the local agent (unless it runs already) and waits until its
-/// Node is registered.
+/// Node is Ready.
 async fn start_agent(
     args: &UpArgs,
+    cluster: &ClusterRecord,
+    node: &str,
     dir: &Path,
     admin_kubeconfig: &Path,
     timeout: Duration,
 ) -> Result<()> {
-    let node = args.node.name()?;
-    if AGENT.running_pid(dir).is_some() {
+    if AGENT.is_running(dir) {
         return Ok(());
     }
-    std::fs::write(dir.join(purge::NODE_FILE), &node)?;
+    std::fs::write(dir.join(purge::NODE_FILE), node)?;
     let agent_data = agent_data_dir(dir);
     let mut agent_args = vec![
         "--kubeconfig".to_string(),
         admin_kubeconfig.display().to_string(),
         "--node-name".into(),
-        node.clone(),
+        node.to_string(),
         "--data-dir".into(),
         agent_data.display().to_string(),
+        "--service-cluster-ip-range".into(),
+        cluster.service_cidr.to_string(),
     ];
     agent_args.extend(args.node.agent_args());
-    if args.port == 0 {
-        // A throwaway cluster on a free port: the agent's stream API
-        // takes a free port too (it is published on the Node).
+    if cluster.name != clusters::DEFAULT_NAME || args.port == Some(0) {
+        // One of several clusters here, or a throwaway one: the agent's
+        // stream API takes a free port (it is published on the Node).
         agent_args.extend(["--port".to_string(), "0".into()]);
     }
-    let child = AGENT.spawn(dir, &agent_args)?;
+    let supervisor = AGENT.start(dir, &agent_args, args.log.limits())?;
     let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig)?;
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
     )?;
-    wait_for_node(child, dir, client, &node, timeout).await
+    wait_for_node(supervisor, dir, client, node, timeout).await
 }
 
-/// Waits until the agent `child` (started in `dir`) has registered Node
-/// `node`; fails with the end of its log if it exits first.
+/// Waits until the agent (whose supervisor is `supervisor`, started from
+/// `dir`) has made Node `node` Ready. If the agent exits first it is
+/// stopped and its log's end is the error; if it is only slow (waiting
+/// for Docker or the control plane), it keeps trying in the background.
 pub(super) async fn wait_for_node(
-    mut child: std::process::Child,
+    mut supervisor: std::process::Child,
     dir: &Path,
     client: kube::Client,
     node: &str,
@@ -520,55 +601,45 @@ pub(super) async fn wait_for_node(
 ) -> Result<()> {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut last = String::from("not registered");
     loop {
-        if let Some(status) = child.try_wait()? {
-            let _ = std::fs::remove_file(AGENT.pid_file(dir));
+        if let Some(failure) = failed(&AGENT, dir, &mut supervisor)? {
+            let _ = AGENT.stop(dir, Duration::from_secs(30));
             bail!(
-                "bosun-agent exited ({status}) before registering node {node}; last lines of {}:\n{}",
+                "{failure} before node {node} was Ready; last lines of {}:\n{}",
                 AGENT.log_file(dir).display(),
                 tail(&AGENT.log_file(dir), 20)
             );
         }
-        if nodes.get_opt(node).await.ok().flatten().is_some() {
-            return Ok(());
+        if let Ok(Some(n)) = nodes.get_opt(node).await {
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+            match ready {
+                Some(c) if c.status == "True" => return Ok(()),
+                Some(c) => {
+                    last = format!(
+                        "Ready={} ({}: {})",
+                        c.status,
+                        c.reason.as_deref().unwrap_or(""),
+                        c.message.as_deref().unwrap_or("")
+                    )
+                }
+                None => last = "registered, no Ready condition yet".into(),
+            }
         }
         if tokio::time::Instant::now() >= deadline {
             bail!(
-                "bosun-agent did not register node {node} in time; see {}",
-                AGENT.log_file(dir).display()
+                "node {node} was not Ready in {timeout:?} (last seen: {last}); the agent keeps \
+                 trying in the background (`bosun down` stops it); last lines of {}:\n{}",
+                AGENT.log_file(dir).display(),
+                tail(&AGENT.log_file(dir), 20)
             );
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Stops a component with SIGTERM and waits for it; false if it was not running.
-fn stop(
-    component: &Component,
-    dir: &Path,
-    args: &DownArgs,
-    timeout: Duration,
-) -> Result<Option<i32>> {
-    let Some(pid) = component.running_pid(dir) else {
-        let _ = std::fs::remove_file(component.pid_file(dir));
-        return Ok(None);
-    };
-    kill(Pid::from_raw(pid), Signal::SIGTERM)
-        .with_context(|| format!("signalling {} (pid {pid})", component.binary))?;
-    let deadline = std::time::Instant::now() + timeout;
-    while is_alive(pid) {
-        if std::time::Instant::now() >= deadline {
-            bail!(
-                "{} (pid {pid}) did not exit within {} of SIGTERM; see {}",
-                component.binary,
-                args.timeout,
-                component.log_file(dir).display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = std::fs::remove_file(component.pid_file(dir));
-    Ok(Some(pid))
 }
 
 /// The agent's data dir: beside the control plane's, or inside the data
@@ -580,35 +651,56 @@ pub(super) fn agent_data_dir(dir: &Path) -> PathBuf {
     dir.parent().unwrap_or(dir).join("agent")
 }
 
+/// The data dir `bosun down` acts on: `--data-dir`, the cluster named by
+/// `--name`, or the default cluster's.
+fn down_dir(args: &DownArgs) -> Result<PathBuf> {
+    Ok(match (&args.data_dir, &args.name) {
+        (Some(d), _) => d.clone(),
+        (None, Some(name)) => clusters::data_dir_of(name)?,
+        (None, None) => clusters::default_data_dir(None),
+    })
+}
+
 pub fn down(args: &DownArgs) -> Result<bool> {
-    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let dir = down_dir(args)?;
     let timeout = parse_duration(&args.timeout)?;
     if args.purge {
-        let plan = purge::Plan::read(&dir, &agent_data_dir(&dir));
+        let record = ClusterRecord::read(&dir).ok().flatten();
+        let mut plan = purge::Plan::read(&dir, &agent_data_dir(&dir));
+        if let Some(r) = &record {
+            plan.kubeconfig_names = r.kubeconfig_names();
+        }
         purge::confirm(&plan, args.yes)?;
-        stop_all(args, &dir, timeout)?;
+        stop_all(&dir, timeout)?;
         purge::purge(&plan, || AGENT.find_binary())?;
+        if let Ok(registry) = Registry::lock() {
+            registry.unregister(&dir.canonicalize().unwrap_or(dir.clone()));
+        }
+        // A named cluster's folder (~/.bosun/clusters/NAME), now empty.
+        if let (Some(name), None) = (&args.name, &args.data_dir) {
+            if let Some(folder) = clusters::default_data_dir(Some(name)).parent() {
+                let _ = std::fs::remove_dir(folder);
+            }
+        }
         println!("bosun is purged from this host.");
         return Ok(true);
     }
-    stop_all(args, &dir, timeout)
+    stop_all(&dir, timeout)
 }
 
 /// Stops the agent, then the control plane (reverse start order).
-fn stop_all(args: &DownArgs, dir: &Path, timeout: Duration) -> Result<bool> {
-    let dir = dir.to_path_buf();
-    // Stop in reverse start order: the agent before the control plane.
-    if let Some(pid) = stop(&AGENT, &dir, args, timeout)? {
+fn stop_all(dir: &Path, timeout: Duration) -> Result<bool> {
+    if let Some(pid) = AGENT.stop(dir, timeout)? {
         println!(
             "bosun {} stopped (pid {pid}); pods' containers keep running and are adopted by the next `bosun up`.",
             AGENT.title
         );
     }
-    let Some(pid) = stop(&CONTROL, &dir, args, timeout)? else {
+    let Some(pid) = CONTROL.stop(dir, timeout)? else {
         println!(
             "bosun is not running (no live {} in {}).",
             CONTROL.binary,
-            pretty(&dir)
+            pretty(dir)
         );
         return Ok(true);
     };
@@ -616,7 +708,7 @@ fn stop_all(args: &DownArgs, dir: &Path, timeout: Duration) -> Result<bool> {
     println!(
         "bosun {} stopped (pid {pid}); data kept in {}.",
         CONTROL.title,
-        pretty(&dir)
+        pretty(dir)
     );
     Ok(true)
 }
@@ -677,11 +769,19 @@ mod tests {
             ))
             .unwrap()
         };
-        write_kubeconfig(&path, &cluster("https://127.0.0.1:1"), "t1").unwrap();
-        write_kubeconfig(&path, &cluster("https://127.0.0.1:2"), "t2").unwrap();
+        let names = KubeconfigNames::of(clusters::DEFAULT_NAME);
+        write_kubeconfig(&path, &names, &cluster("https://127.0.0.1:1"), "t1").unwrap();
+        write_kubeconfig(&path, &names, &cluster("https://127.0.0.1:2"), "t2").unwrap();
+        // A named cluster is another context beside it, and the current one.
+        let b = KubeconfigNames::of("b");
+        write_kubeconfig(&path, &b, &cluster("https://127.0.0.1:3"), "t3").unwrap();
+        let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
+        assert_eq!(kc.current_context.as_deref(), Some("bosun-b"));
+        assert_eq!(kc.clusters.len(), 3);
+        write_kubeconfig(&path, &names, &cluster("https://127.0.0.1:2"), "t2").unwrap();
         let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
         assert_eq!(kc.current_context.as_deref(), Some("bosun"));
-        assert_eq!(kc.clusters.len(), 2);
+        assert_eq!(kc.clusters.len(), 3);
         let bosun = kc.clusters.iter().find(|c| c.name == "bosun").unwrap();
         assert_eq!(
             bosun.cluster.as_ref().unwrap().server.as_deref(),
@@ -696,7 +796,7 @@ mod tests {
                 .as_deref(),
             Some("Q0E=")
         );
-        assert_eq!(kc.auth_infos.len(), 1);
+        assert_eq!(kc.auth_infos.len(), 2);
         let ctx = kc.contexts[0].context.as_ref().unwrap();
         assert_eq!(ctx.namespace.as_deref(), Some("default"));
     }

@@ -268,6 +268,45 @@ pub fn parse_table(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
     (names, rows)
 }
 
+/// Builds the project's images (scripts/build-images.sh) unless this
+/// engine has them.
+pub fn ensure_images() {
+    let have = |image: &str| {
+        Command::new("docker")
+            .args(["image", "inspect", image])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("docker is installed")
+            .success()
+    };
+    if !have("bosun.local/busybox:1.35") || !have("bosun.local/pause:0.1.0") {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-images.sh");
+        let status = Command::new("bash").arg(script).status().unwrap();
+        assert!(status.success(), "scripts/build-images.sh failed");
+    }
+}
+
+/// SIGKILLs what `bosun up`/`join` started from `dir`: the supervisors
+/// first (or they would start their process again), then the processes.
+pub fn kill_started_processes(dir: &Path) {
+    for pid_file in [
+        "agent.supervisor.pid",
+        "control.supervisor.pid",
+        "agent.pid",
+        "control.pid",
+    ] {
+        if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
+            if let Ok(pid) = pid.trim().parse::<i32>() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
 /// Stops what a test of `bosun up`/`join` started on this host, also when
 /// it fails half-way: the processes, the node's containers and network,
 /// its iptables rule, its service proxy table and leftover pod mounts.
@@ -283,16 +322,7 @@ pub struct HostReaper {
 impl Drop for HostReaper {
     fn drop(&mut self) {
         for dir in &self.dirs {
-            for pid_file in ["agent.pid", "control.pid"] {
-                if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
-                    if let Ok(pid) = pid.trim().parse::<i32>() {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                }
-            }
+            kill_started_processes(dir);
         }
         let ids = docker_ids(&self.node);
         if !ids.is_empty() {

@@ -1,0 +1,314 @@
+//! The processes `bosun up` and `bosun join` run in the background, each
+//! under its own supervisor (`bosun supervise`, see [`super::supervise`])
+//! that restarts it when it dies and keeps its log within a size.
+//!
+//! Files in the data dir, per component:
+//! - `<name>.pid`: the process itself (rewritten on every restart);
+//! - `<name>.supervisor.pid`: its supervisor, which `bosun down` signals;
+//! - `<name>.restarts`: how often the supervisor restarted it, and why
+//!   the last time;
+//! - `<name>.log` and `<name>.log.1`...: its output, rotated by size.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// A process `bosun up` or `bosun join` runs in the background.
+pub struct Component {
+    /// Shown to the user.
+    pub title: &'static str,
+    /// The executable, looked up next to `bosun` and then on PATH.
+    pub binary: &'static str,
+    /// `DIR/<name>.pid`, `DIR/<name>.log`, ...
+    pub name: &'static str,
+}
+
+pub const CONTROL: Component = Component {
+    title: "control plane",
+    binary: "bosun-control",
+    name: "control",
+};
+
+/// The local node's agent: started once CONTROL is ready, stopped before it.
+pub const AGENT: Component = Component {
+    title: "agent",
+    binary: "bosun-agent",
+    name: "agent",
+};
+
+/// How big a component's log may grow: the live file plus `files - 1`
+/// rotated ones of at most `max_bytes` each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    pub max_bytes: u64,
+    pub files: usize,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            max_bytes: 10 * 1024 * 1024,
+            files: 5,
+        }
+    }
+}
+
+/// `10Mi`, `512Ki`, `1G`, `65536`: a size in bytes, as the log flags take it.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 10Mi, 512Ki or 65536"))?;
+    let factor: u64 = match unit {
+        "" => 1,
+        "K" | "k" => 1000,
+        "Ki" => 1 << 10,
+        "M" => 1_000_000,
+        "Mi" => 1 << 20,
+        "G" => 1_000_000_000,
+        "Gi" => 1 << 30,
+        _ => return Err(format!("{s:?} is not a size like 10Mi, 512Ki or 65536")),
+    };
+    match n.checked_mul(factor) {
+        Some(0) | None => Err(format!("{s:?}: a size above zero is needed")),
+        Some(b) => Ok(b),
+    }
+}
+
+impl Component {
+    pub fn named(name: &str) -> Option<&'static Component> {
+        [&CONTROL, &AGENT].into_iter().find(|c| c.name == name)
+    }
+
+    pub fn pid_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.pid", self.name))
+    }
+    pub fn supervisor_pid_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.supervisor.pid", self.name))
+    }
+    pub fn restarts_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.restarts", self.name))
+    }
+    pub fn log_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.log", self.name))
+    }
+
+    /// The recorded pid, if that process is still running this component's binary.
+    pub fn running_pid(&self, dir: &Path) -> Option<i32> {
+        let pid = read_pid(&self.pid_file(dir))?;
+        (is_alive(pid) && runs_binary(pid, self.binary)).then_some(pid)
+    }
+
+    /// The supervisor's pid, if it still runs (`bosun supervise` of this
+    /// component).
+    pub fn supervisor_pid(&self, dir: &Path) -> Option<i32> {
+        let pid = read_pid(&self.supervisor_pid_file(dir))?;
+        (is_alive(pid) && supervises(pid, self.name)).then_some(pid)
+    }
+
+    /// Whether the component runs (or its supervisor is about to run it
+    /// again).
+    pub fn is_running(&self, dir: &Path) -> bool {
+        self.supervisor_pid(dir).is_some() || self.running_pid(dir).is_some()
+    }
+
+    /// How often the supervisor restarted the process, and why the last time.
+    pub fn restarts(&self, dir: &Path) -> (u32, String) {
+        let text = std::fs::read_to_string(self.restarts_file(dir)).unwrap_or_default();
+        let mut lines = text.lines();
+        let n = lines
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or(0);
+        (n, lines.next().unwrap_or_default().to_string())
+    }
+
+    pub fn find_binary(&self) -> Result<PathBuf> {
+        find_executable(self.binary)
+    }
+
+    /// Starts the component under its supervisor, detached from this
+    /// process (its own process group, stdin from /dev/null); the
+    /// supervisor writes the log. Returns the supervisor.
+    pub fn start(
+        &self,
+        dir: &Path,
+        args: &[String],
+        log: LogLimits,
+    ) -> Result<std::process::Child> {
+        let binary = self.find_binary()?;
+        let bosun = std::env::current_exe().context("finding the bosun executable")?;
+        let _ = std::fs::remove_file(self.restarts_file(dir));
+        let _ = std::fs::remove_file(self.pid_file(dir));
+        // The supervisor's own complaints (before it has the log open)
+        // land in the log too.
+        let log_path = self.log_file(dir);
+        let errors = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
+        let child = Command::new(&bosun)
+            .arg("supervise")
+            .args(["--component", self.name])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--log-max-bytes", &log.max_bytes.to_string()])
+            .args(["--log-max-files", &log.files.to_string()])
+            .arg("--")
+            .arg(&binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(errors)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting the supervisor of {}", binary.display()))?;
+        bosun::files::write_atomically(
+            &self.supervisor_pid_file(dir),
+            &format!("{}\n", child.id()),
+            0o644,
+        )?;
+        Ok(child)
+    }
+
+    /// Stops the component with SIGTERM (through its supervisor, which
+    /// then does not restart it) and waits for it; the stopped pid, or
+    /// None if nothing ran.
+    pub fn stop(&self, dir: &Path, timeout: Duration) -> Result<Option<i32>> {
+        let process = self.running_pid(dir);
+        let target = match (self.supervisor_pid(dir), process) {
+            (Some(s), _) => s,
+            (None, Some(p)) => p,
+            (None, None) => {
+                self.remove_pid_files(dir);
+                return Ok(None);
+            }
+        };
+        kill(Pid::from_raw(target), Signal::SIGTERM)
+            .with_context(|| format!("signalling {} (pid {target})", self.binary))?;
+        let deadline = std::time::Instant::now() + timeout;
+        while is_alive(target) || process.is_some_and(is_alive) {
+            if std::time::Instant::now() >= deadline {
+                bail!(
+                    "{} (pid {}) did not exit within {timeout:?} of SIGTERM; see {}",
+                    self.binary,
+                    process.unwrap_or(target),
+                    self.log_file(dir).display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.remove_pid_files(dir);
+        Ok(Some(process.unwrap_or(target)))
+    }
+
+    fn remove_pid_files(&self, dir: &Path) {
+        let _ = std::fs::remove_file(self.pid_file(dir));
+        let _ = std::fs::remove_file(self.supervisor_pid_file(dir));
+    }
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// `name` next to the running `bosun`, else on PATH.
+pub fn find_executable(name: &str) -> Result<PathBuf> {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    bail!(
+        "cannot find {name} next to {} or on PATH (build it with `cargo build --workspace`)",
+        std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "bosun".into())
+    )
+}
+
+/// Whether the process exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    if kill(Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
+        Err(_) => true,
+    }
+}
+
+fn cmdline(pid: i32) -> Option<Vec<String>> {
+    std::fs::read(format!("/proc/{pid}/cmdline")).ok().map(|c| {
+        c.split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    })
+}
+
+/// Guards against signalling a recycled pid.
+fn runs_binary(pid: i32, binary: &str) -> bool {
+    match cmdline(pid) {
+        Some(args) => args.first().is_some_and(|argv0| argv0.ends_with(binary)),
+        None => true,
+    }
+}
+
+/// Whether `pid` is `bosun supervise --component <name>`.
+fn supervises(pid: i32, name: &str) -> bool {
+    match cmdline(pid) {
+        Some(args) => {
+            args.get(1).map(String::as_str) == Some("supervise")
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == "--component" && w[1] == name)
+        }
+        None => true,
+    }
+}
+
+/// The last `lines` lines of a file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_decimal_and_binary_units() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("10Mi"), Ok(10 << 20));
+        assert_eq!(parse_size("512Ki"), Ok(512 << 10));
+        assert_eq!(parse_size("1G"), Ok(1_000_000_000));
+        for bad in ["", "0", "10MB", "Mi", "-1"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+}
