@@ -52,11 +52,12 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs pods on a Docker Engine.
 pub struct DockerRuntime {
-    docker: Docker,
+    /// Made at the first request that finds the engine there (after a
+    /// reboot the agent may start before Docker has made its socket), the
+    /// API version agreed on with it then (Debian's 20.10 speaks 1.41;
+    /// bollard would ask for a newer one).
+    docker: OnceCell<Docker>,
     host: String,
-    /// The API version is agreed on with the engine at the first request
-    /// (Debian's 20.10 speaks 1.41; bollard would ask for a newer one).
-    negotiated: OnceCell<()>,
     /// Pod CIDRs whose iptables rule this runtime has already checked.
     iptables_done: Mutex<HashSet<String>>,
 }
@@ -81,24 +82,31 @@ impl DockerRuntime {
                 .filter(|h| !h.is_empty())
                 .unwrap_or_else(|| DEFAULT_HOST.to_string()),
         };
-        let timeout = REQUEST_TIMEOUT.as_secs();
-        let version = bollard::API_DEFAULT_VERSION;
-        let docker = if host.starts_with("unix://") || host.starts_with('/') {
-            Docker::connect_with_unix(&host, timeout, version)
-        } else if host.starts_with("tcp://") || host.starts_with("http://") {
-            Docker::connect_with_http(&host, timeout, version)
-        } else {
+        if !(host.starts_with("unix://")
+            || host.starts_with('/')
+            || host.starts_with("tcp://")
+            || host.starts_with("http://"))
+        {
             return Err(RuntimeError::Docker(format!(
                 "unsupported Docker host {host:?}: use unix:///path/to/docker.sock or tcp://host:port"
             )));
         }
-        .map_err(|e| RuntimeError::Docker(format!("connecting to Docker at {host}: {e}")))?;
         Ok(DockerRuntime {
-            docker,
+            docker: OnceCell::new(),
             host,
-            negotiated: OnceCell::new(),
             iptables_done: Mutex::new(HashSet::new()),
         })
+    }
+
+    fn open(host: &str) -> Result<Docker> {
+        let timeout = REQUEST_TIMEOUT.as_secs();
+        let version = bollard::API_DEFAULT_VERSION;
+        if host.starts_with("unix://") || host.starts_with('/') {
+            Docker::connect_with_unix(host, timeout, version)
+        } else {
+            Docker::connect_with_http(host, timeout, version)
+        }
+        .map_err(|e| RuntimeError::Docker(format!("talking to Docker at {host}: {e}")))
     }
 
     /// The engine address this runtime talks to.
@@ -108,19 +116,15 @@ impl DockerRuntime {
 
     /// The bollard client, after the API version was agreed on.
     pub async fn client(&self) -> Result<&Docker> {
-        self.negotiated
+        self.docker
             .get_or_try_init(|| async {
-                self.docker
-                    .clone()
-                    .negotiate_version()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| {
-                        RuntimeError::Docker(format!("talking to Docker at {}: {e}", self.host))
-                    })
+                let docker = Self::open(&self.host)?;
+                docker.clone().negotiate_version().await.map_err(|e| {
+                    RuntimeError::Docker(format!("talking to Docker at {}: {e}", self.host))
+                })?;
+                Ok(docker)
             })
-            .await?;
-        Ok(&self.docker)
+            .await
     }
 }
 
