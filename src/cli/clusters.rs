@@ -235,9 +235,6 @@ pub fn choose_ranges(
     routes: &[HostRoute],
 ) -> Result<(Ipv4Net, Ipv4Net)> {
     let clash = |net: &Ipv4Net, also: &[(Ipv4Net, String)]| -> Option<String> {
-        if let Some(r) = hostnet::routes_overlapping(net, routes).first() {
-            return Some(format!("the host route {r}"));
-        }
         for o in others {
             for (theirs, what) in [(&o.cluster_cidr, "cluster"), (&o.service_cidr, "service")] {
                 if hostnet::overlaps(net, theirs) {
@@ -248,6 +245,9 @@ pub fn choose_ranges(
                     ));
                 }
             }
+        }
+        if let Some(r) = hostnet::routes_overlapping(net, routes).first() {
+            return Some(format!("the host route {r}"));
         }
         also.iter()
             .find(|(n, _)| hostnet::overlaps(net, n))

@@ -493,6 +493,14 @@ impl Cluster {
         let _ = child.wait();
     }
 
+    /// Whether node `i`'s agent process has exited (or was never started).
+    pub fn agent_exited(&mut self, i: usize) -> bool {
+        match self.agents[i].child.as_mut() {
+            Some(c) => c.try_wait().ok().flatten().is_some(),
+            None => true,
+        }
+    }
+
     /// Stops the first node's agent with SIGTERM (its pods keep running).
     pub fn stop_agent(&mut self) {
         self.stop_agent_at(0);
