@@ -638,7 +638,7 @@ pub(super) async fn wait_for_node(
                 tail(&AGENT.log_file(dir), 20)
             );
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
