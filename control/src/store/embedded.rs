@@ -850,12 +850,17 @@ mod tests {
             store.compacted_revision().unwrap() > 1200,
             "history not trimmed"
         );
-        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let waited = Instant::now();
+        let deadline = waited + std::time::Duration::from_secs(10);
         while size() > peak / 4 && Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         let after = size();
-        eprintln!("store file: {peak} bytes at its peak, {after} after compaction");
+        eprintln!(
+            "store file: {peak} bytes at its peak, {after} after compaction \
+             ({:?} after the last write)",
+            waited.elapsed()
+        );
         assert!(
             after <= peak / 4,
             "the file is {after} bytes, its peak was {peak}: it was not compacted"
