@@ -265,7 +265,10 @@ impl<R: Read> Read for Hashing<R> {
 mod tests {
     use super::*;
 
-    fn sample() -> (Header, Vec<(String, Vec<u8>)>) {
+    /// Each file's name and bytes.
+    type Files = Vec<(String, Vec<u8>)>;
+
+    fn sample() -> (Header, Files) {
         let files = vec![
             (STORE_FILE.to_string(), vec![7u8; 5000]),
             ("ca.key".to_string(), b"-----BEGIN KEY-----".to_vec()),
@@ -287,7 +290,7 @@ mod tests {
         (header, files)
     }
 
-    fn encode() -> (Header, Vec<(String, Vec<u8>)>, Vec<u8>) {
+    fn encode() -> (Header, Files, Vec<u8>) {
         let (header, files) = sample();
         let bytes = write(Vec::new(), &header, |e| {
             let data = files.iter().find(|(n, _)| *n == e.name).unwrap().1.clone();
