@@ -18,6 +18,7 @@ pub mod quantity;
 pub mod resources;
 pub mod selector;
 pub mod serving;
+pub mod snapshot;
 pub mod validation;
 pub mod version;
 pub mod well_known;

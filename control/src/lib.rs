@@ -10,7 +10,8 @@
 //!   claims, pod templates, revisions, node and volume matching);
 //! - [`manager`]: which of them run, started as equals;
 //! - [`observe`]: the Prometheus metrics at `/metrics`;
-//! - [`server`]: starts it all; [`tls`]: the CA and serving certificate.
+//! - [`server`]: starts it all; [`tls`]: the CA and serving certificate;
+//! - [`snapshot`]: copies of the store and the keys, served and periodic.
 
 pub mod api;
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod manager;
 pub mod observe;
 pub mod scheduler;
 pub mod server;
+pub mod snapshot;
 pub mod store;
 pub mod tls;
 pub mod tokens;

@@ -9,6 +9,7 @@ use bosun_control::controllers::podautoscaler::PodAutoscalerOptions;
 use bosun_control::controllers::podgc::PodGcOptions;
 use bosun_control::manager::ControllerOptions;
 use bosun_control::server::{self, Config};
+use bosun_control::snapshot::PeriodicOptions;
 use bosun_control::store::StoreOptions;
 use clap::Parser;
 
@@ -103,6 +104,16 @@ struct Args {
     /// starting rather than broken.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     horizontal_pod_autoscaler_initial_readiness_delay: Duration,
+    /// How often to write a snapshot of the store and keys (e.g. 1h; 0:
+    /// never), as `bosun snapshot save` does, into --snapshot-dir.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    snapshot_interval: Duration,
+    /// Where periodic snapshots go (default: DATA_DIR/snapshots).
+    #[arg(long)]
+    snapshot_dir: Option<PathBuf>,
+    /// How many periodic snapshots are kept; the oldest beyond are removed.
+    #[arg(long, default_value_t = 5)]
+    snapshot_retention: usize,
 }
 
 /// `90s`, `30m`, `1h` or plain seconds.
@@ -159,6 +170,18 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("error: {e}");
         std::process::exit(2);
     }
+    if args.snapshot_retention == 0 {
+        eprintln!("error: --snapshot-retention must be at least 1 (--snapshot-interval 0 turns snapshots off)");
+        std::process::exit(2);
+    }
+    let snapshots = (!args.snapshot_interval.is_zero()).then(|| PeriodicOptions {
+        interval: args.snapshot_interval,
+        dir: args
+            .snapshot_dir
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("snapshots")),
+        retention: args.snapshot_retention,
+    });
     server::run(Config {
         data_dir: args.data_dir,
         bind: SocketAddr::new(args.bind, args.port),
@@ -176,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
             service_range: args.service_cluster_ip_range,
         },
         controllers,
+        snapshots,
     })
     .await
 }

@@ -37,6 +37,8 @@ pub struct Config {
     pub api: ApiOptions,
     /// Which controllers (and the scheduler) run in this process.
     pub controllers: ControllerOptions,
+    /// Periodic snapshots of the store (`--snapshot-interval`), if any.
+    pub snapshots: Option<crate::snapshot::PeriodicOptions>,
 }
 
 /// Writes `contents` to `path` so that readers see all of it or nothing.
@@ -131,7 +133,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let token = admin_token(&config.data_dir)?;
     let store = EmbeddedStore::open(&config.data_dir.join("store.redb"), config.store.clone())
         .context("opening the store")?;
-    let store: Arc<dyn Store> = Arc::new(observe::ObservedStore::new(Arc::new(store)));
+    let store = Arc::new(store);
+    let snapshots = Arc::new(crate::snapshot::Snapshotter::new(
+        config.data_dir.clone(),
+        store.clone(),
+    ));
+    let store: Arc<dyn Store> = Arc::new(observe::ObservedStore::new(store));
     bootstrap(store.as_ref()).await?;
 
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -148,6 +155,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         node_signer: Some(Arc::new(auth::credential::NodeSigner::load(
             &config.data_dir,
         )?)),
+        snapshots: Some(snapshots.clone()),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -211,6 +219,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         store.clone(),
         std::time::Duration::from_secs(60),
     )));
+    if let Some(periodic) = config.snapshots.clone() {
+        loops.push(tokio::spawn(crate::snapshot::run_periodic(
+            snapshots, periodic,
+        )));
+    }
 
     serve_tls(listener, pki.server_config, router, shutdown_tx).await;
     for l in loops {

@@ -28,6 +28,7 @@ mod rollout_daemonset;
 mod rollout_statefulset;
 mod scale;
 mod set;
+mod snapshot;
 mod streams;
 mod supervise;
 mod table;
@@ -82,6 +83,8 @@ enum Command {
     Supervise(supervise::SuperviseArgs),
     /// Create, list and delete the bootstrap tokens hosts join with.
     Token(token::TokenArgs),
+    /// Save a snapshot of the running control plane's store and keys, or restore one.
+    Snapshot(snapshot::SnapshotArgs),
     /// Apply a configuration to resources from a file, a directory or stdin.
     Apply(apply::ApplyArgs),
     /// Create resources from a file, a directory or stdin.
@@ -153,6 +156,7 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Leave(args) => leave::leave(&args).await,
         Command::List => clusters::list(),
         Command::Supervise(args) => supervise::supervise(&args).await,
+        Command::Snapshot(args) => snapshot::snapshot(&args, &opts).await,
         command => {
             let ctx = Ctx::connect(&opts).await?;
             let explicit_ns = opts.namespace.is_some();
@@ -188,7 +192,8 @@ async fn dispatch(cli: Cli) -> Outcome {
                 | Command::Join(_)
                 | Command::Leave(_)
                 | Command::List
-                | Command::Supervise(_) => {
+                | Command::Supervise(_)
+                | Command::Snapshot(_) => {
                     unreachable!("handled above")
                 }
             }

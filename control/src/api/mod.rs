@@ -22,6 +22,7 @@ pub mod protobuf;
 pub mod proxy;
 mod request;
 mod scale;
+mod snapshot;
 mod spdy;
 mod strategy;
 mod table;
@@ -85,6 +86,8 @@ pub struct ApiState {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Signs the certificates of joining nodes (none in unit tests).
     pub node_signer: Option<Arc<crate::auth::credential::NodeSigner>>,
+    /// Takes snapshots of the store and data dir (none in memory).
+    pub snapshots: Option<Arc<crate::snapshot::Snapshotter>>,
 }
 
 /// The API as an axum router.
@@ -248,6 +251,9 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     if path == bosun::bootstrap::NODE_CREDENTIAL_PATH {
         let body = read_body(body, state.options.body_limit).await?;
         return authn::node_credential(&state, &who, &method, &body).await;
+    }
+    if path == bosun::snapshot::PATH {
+        return snapshot::serve(&state, &who, &method).await;
     }
     if who == crate::auth::Identity::Anonymous && !authn::anonymous_allowed(&method, path) {
         return Err(ApiError::unauthorized());

@@ -6,11 +6,18 @@
 //! of queueing behind one each. The change history lives in the same file
 //! (table `events`, bounded), so a watch can resume from a revision across
 //! a restart of the process.
+//!
+//! Trimming the history frees pages inside the file but never shrinks it;
+//! once the history has turned over and more than half of the file is
+//! free, the writer compacts it at a moment when no write is waiting
+//! ([`maybe_compact`]). A consistent copy of the whole store at one
+//! revision, for snapshots, is [`EmbeddedStore::copy_to`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, RwLock, RwLockReadGuard};
 use std::thread;
+use std::time::Instant;
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use tokio::sync::{broadcast, oneshot};
@@ -62,9 +69,25 @@ struct WriteRequest {
 }
 
 struct Shared {
-    db: Database,
+    /// Read-locked to begin a transaction (transactions do not borrow
+    /// it); write-locked only by the writer, to compact the file.
+    db: RwLock<Database>,
+    /// The file, for its size (None in memory).
+    path: Option<PathBuf>,
     revision: AtomicU64,
     events: broadcast::Sender<Arc<Event>>,
+}
+
+impl Shared {
+    fn db(&self) -> RwLockReadGuard<'_, Database> {
+        self.db
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn begin_read(&self) -> Result<redb::ReadTransaction> {
+        self.db().begin_read().map_err(backend)
+    }
 }
 
 pub struct EmbeddedStore {
@@ -90,7 +113,8 @@ fn backend<E: std::fmt::Display>(e: E) -> StoreError {
 impl EmbeddedStore {
     /// Opens (or creates) the store file at `path`.
     pub fn open(path: &Path, options: StoreOptions) -> Result<Self> {
-        Self::with_database(Database::create(path).map_err(backend)?, options)
+        let db = Database::create(path).map_err(backend)?;
+        Self::with_database(db, Some(path.to_path_buf()), options)
     }
 
     /// A store that lives in memory only, for unit tests of the API and of
@@ -100,7 +124,7 @@ impl EmbeddedStore {
         let db = Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(backend)?;
-        Self::with_database(db, options)
+        Self::with_database(db, None, options)
     }
 
     /// A store on a storage backend of the caller's: the power-loss tests'
@@ -113,10 +137,10 @@ impl EmbeddedStore {
         let db = Database::builder()
             .create_with_backend(storage)
             .map_err(backend)?;
-        Self::with_database(db, options)
+        Self::with_database(db, None, options)
     }
 
-    fn with_database(db: Database, options: StoreOptions) -> Result<Self> {
+    fn with_database(db: Database, path: Option<PathBuf>, options: StoreOptions) -> Result<Self> {
         let txn = db.begin_write().map_err(backend)?;
         let revision = {
             let mut meta = txn.open_table(META).map_err(backend)?;
@@ -136,7 +160,8 @@ impl EmbeddedStore {
 
         let (events, _) = broadcast::channel(4096);
         let shared = Arc::new(Shared {
-            db,
+            db: RwLock::new(db),
+            path,
             revision: AtomicU64::new(revision),
             events,
         });
@@ -165,7 +190,7 @@ impl EmbeddedStore {
 
     /// The oldest revision a watch can start after.
     pub fn compacted_revision(&self) -> Result<Revision> {
-        let txn = self.shared.db.begin_read().map_err(backend)?;
+        let txn = self.shared.begin_read()?;
         let meta = txn.open_table(META).map_err(backend)?;
         Ok(meta
             .get("compacted")
@@ -315,15 +340,18 @@ fn apply(
     }
 }
 
-/// The events a batch made, and each write's own outcome, in order.
-type Committed = (Vec<Arc<Event>>, Vec<Result<Revision>>);
+/// The events a batch made, each write's own outcome, in order, and how
+/// many events it trimmed from the history.
+type Committed = (Vec<Arc<Event>>, Vec<Result<Revision>>, u64);
 
 /// Applies a batch of writes in one durable transaction; returns the
-/// events it made and each write's own outcome, in order.
+/// events it made, each write's own outcome, in order, and how many old
+/// events it trimmed.
 fn commit_batch(shared: &Shared, ops: Vec<Op>, options: &StoreOptions) -> Result<Committed> {
-    let txn = shared.db.begin_write().map_err(backend)?;
+    let txn = shared.db().begin_write().map_err(backend)?;
     let mut events = Vec::with_capacity(ops.len());
     let mut outcomes = Vec::with_capacity(ops.len());
+    let mut trimmed = 0;
     {
         let mut objects = txn.open_table(OBJECTS).map_err(backend)?;
         let mut history = txn.open_table(EVENTS).map_err(backend)?;
@@ -358,14 +386,81 @@ fn commit_batch(shared: &Shared, ops: Vec<Op>, options: &StoreOptions) -> Result
                 .retain_in(..=keep_after, |_, _| false)
                 .map_err(backend)?;
             meta.insert("compacted", keep_after).map_err(backend)?;
+            trimmed = keep_after - compacted;
         }
     }
     txn.commit().map_err(backend)?;
-    Ok((events, outcomes))
+    Ok((events, outcomes, trimmed))
+}
+
+/// The least free space in the file worth compacting for.
+const MIN_FREE_TO_COMPACT: u64 = 1 << 20;
+
+/// What [`maybe_compact`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Compaction {
+    Done {
+        before: u64,
+        after: u64,
+    },
+    /// Less than half the file (or under [`MIN_FREE_TO_COMPACT`]) is free,
+    /// or the store is in memory.
+    NotWorthIt,
+    /// A read transaction (a list, a snapshot's copy) is open: later.
+    Busy,
+}
+
+/// Compacts the file if more than half of it is free. Called by the
+/// writer between batches, so no write transaction is open; readers
+/// wait for the lock while it runs.
+fn maybe_compact(shared: &Shared) -> Result<Compaction> {
+    let Some(path) = &shared.path else {
+        return Ok(Compaction::NotWorthIt);
+    };
+    let file_len = || std::fs::metadata(path).map(|m| m.len()).map_err(backend);
+    let before = file_len()?;
+    let used = {
+        let txn = shared.db().begin_write().map_err(backend)?;
+        let stats = txn.stats().map_err(backend)?;
+        txn.abort().map_err(backend)?;
+        stats.allocated_pages() * stats.page_size() as u64
+    };
+    let free = before.saturating_sub(used);
+    if free < MIN_FREE_TO_COMPACT || free < before / 2 {
+        return Ok(Compaction::NotWorthIt);
+    }
+    let started = Instant::now();
+    {
+        let mut db = shared.db.write().unwrap_or_else(|p| p.into_inner());
+        match db.compact() {
+            Ok(_) => {}
+            Err(redb::CompactionError::TransactionInProgress) => return Ok(Compaction::Busy),
+            Err(e) => return Err(backend(e)),
+        }
+    }
+    let after = file_len()?;
+    tracing::info!(
+        before,
+        after,
+        millis = started.elapsed().as_millis() as u64,
+        "compacted the store file"
+    );
+    Ok(Compaction::Done { before, after })
 }
 
 fn write_loop(shared: Arc<Shared>, queue: mpsc::Receiver<WriteRequest>, options: StoreOptions) {
-    while let Ok(first) = queue.recv() {
+    // Events trimmed since the file was last looked at for compaction.
+    let mut trimmed_since = 0u64;
+    // A write taken from the queue to see whether it was empty.
+    let mut carried = None;
+    loop {
+        let first = match carried.take() {
+            Some(req) => req,
+            None => match queue.recv() {
+                Ok(req) => req,
+                Err(_) => return,
+            },
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match queue.try_recv() {
@@ -375,7 +470,8 @@ fn write_loop(shared: Arc<Shared>, queue: mpsc::Receiver<WriteRequest>, options:
         }
         let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.reply)).unzip();
         match commit_batch(&shared, ops, &options) {
-            Ok((events, outcomes)) => {
+            Ok((events, outcomes, trimmed)) => {
+                trimmed_since += trimmed;
                 if let Some(last) = events.last() {
                     shared.revision.store(last.revision, Ordering::SeqCst);
                 }
@@ -395,12 +491,29 @@ fn write_loop(shared: Arc<Shared>, queue: mpsc::Receiver<WriteRequest>, options:
                 }
             }
         }
+        // Once the whole history has turned over, at a moment when no
+        // write is waiting.
+        if trimmed_since >= options.history.max(1) {
+            match queue.try_recv() {
+                Ok(req) => carried = Some(req),
+                Err(mpsc::TryRecvError::Disconnected) => {}
+                Err(mpsc::TryRecvError::Empty) => match maybe_compact(&shared) {
+                    // Again after some more trimming.
+                    Ok(Compaction::Busy) => trimmed_since = options.history / 2,
+                    Ok(_) => trimmed_since = 0,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "compacting the store file");
+                        trimmed_since = 0;
+                    }
+                },
+            }
+        }
     }
 }
 
 impl Shared {
     fn read_history(&self, after: Revision) -> Result<Vec<Event>> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.begin_read()?;
         let meta = txn.open_table(META).map_err(backend)?;
         let compacted = meta
             .get("compacted")
@@ -425,10 +538,58 @@ impl Shared {
     }
 }
 
+/// Copies every entry of table `def` from one transaction to the other;
+/// returns how many there were.
+fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    from: &redb::ReadTransaction,
+    to: &redb::WriteTransaction,
+    def: TableDefinition<K, V>,
+) -> Result<u64> {
+    let source = from.open_table(def).map_err(backend)?;
+    let mut target = to.open_table(def).map_err(backend)?;
+    let mut n = 0;
+    for entry in source.iter().map_err(backend)? {
+        let (k, v) = entry.map_err(backend)?;
+        target.insert(k.value(), v.value()).map_err(backend)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
 impl EmbeddedStore {
+    /// Writes the whole store (objects, the kept history, the revisions)
+    /// as it is at one revision into a new store file at `path`, which
+    /// must not exist, while writes go on; returns that revision and how
+    /// many objects the copy holds. The copy opens as a store of its own.
+    pub fn copy_to(&self, path: &Path) -> Result<(Revision, u64)> {
+        let txn = self.shared.begin_read()?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| backend(format!("creating {}: {e}", path.display())))?;
+        let copy = Database::builder()
+            .create_with_backend(redb::backends::FileBackend::new(file).map_err(backend)?)
+            .map_err(backend)?;
+        let out = copy.begin_write().map_err(backend)?;
+        let objects = copy_table(&txn, &out, OBJECTS)?;
+        copy_table(&txn, &out, EVENTS)?;
+        copy_table(&txn, &out, META)?;
+        out.commit().map_err(backend)?;
+        let revision = txn
+            .open_table(META)
+            .map_err(backend)?
+            .get("revision")
+            .map_err(backend)?
+            .map(|v| v.value())
+            .unwrap_or(0);
+        Ok((revision, objects))
+    }
+
     /// How many events the history holds now.
     pub fn history_len(&self) -> Result<u64> {
-        let txn = self.shared.db.begin_read().map_err(backend)?;
+        let txn = self.shared.begin_read()?;
         let history = txn.open_table(EVENTS).map_err(backend)?;
         history.len().map_err(backend)
     }
@@ -437,14 +598,14 @@ impl EmbeddedStore {
 #[async_trait::async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        let txn = self.shared.db.begin_read().map_err(backend)?;
+        let txn = self.shared.begin_read()?;
         let objects = txn.open_table(OBJECTS).map_err(backend)?;
         let raw = objects.get(key).map_err(backend)?;
         Ok(raw.map(|raw| decode_object(key, raw.value())))
     }
 
     async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
-        let txn = self.shared.db.begin_read().map_err(backend)?;
+        let txn = self.shared.begin_read()?;
         let meta = txn.open_table(META).map_err(backend)?;
         let revision = meta
             .get("revision")
@@ -652,6 +813,89 @@ mod tests {
         ));
         let mut watch = store.watch("/k/", 15).await.unwrap();
         assert_eq!(watch.next().await.unwrap().unwrap().revision, 16);
+    }
+
+    #[tokio::test]
+    async fn the_file_shrinks_once_trimmed_history_frees_most_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.redb");
+        let store = open(dir.path(), 200);
+        let size = || std::fs::metadata(&path).unwrap().len();
+        let big = vec![b'x'; 16 * 1024];
+        let revs = futures::future::join_all((0..600).map(|i| {
+            let (store, big) = (&store, big.clone());
+            async move { store.create(&format!("/big/{i}"), big).await }
+        }))
+        .await;
+        let peak = size();
+        futures::future::join_all(revs.into_iter().enumerate().map(|(i, rev)| {
+            let store = &store;
+            async move { store.delete(&format!("/big/{i}"), rev.unwrap()).await }
+        }))
+        .await;
+        // Small writes turn the history over: the deletes' events, which
+        // carry the old values, are trimmed.
+        for round in 0..4 {
+            futures::future::join_all((0..100).map(|i| {
+                let store = &store;
+                async move {
+                    store
+                        .create(&format!("/small/{round}/{i}"), b"v".to_vec())
+                        .await
+                }
+            }))
+            .await;
+        }
+        assert!(
+            store.compacted_revision().unwrap() > 1200,
+            "history not trimmed"
+        );
+        let waited = Instant::now();
+        let deadline = waited + std::time::Duration::from_secs(10);
+        while size() > peak / 4 && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let after = size();
+        eprintln!(
+            "store file: {peak} bytes at its peak, {after} after compaction \
+             ({:?} after the last write)",
+            waited.elapsed()
+        );
+        assert!(
+            after <= peak / 4,
+            "the file is {after} bytes, its peak was {peak}: it was not compacted"
+        );
+        // Still the same store, and writes go on.
+        assert_eq!(store.list("/small/").await.unwrap().0.len(), 400);
+        assert!(store.list("/big/").await.unwrap().0.is_empty());
+        store.create("/after", b"v".to_vec()).await.unwrap();
+        drop(store);
+        let reopened = open(dir.path(), 200);
+        assert_eq!(reopened.list("/small/").await.unwrap().0.len(), 400);
+    }
+
+    #[tokio::test]
+    async fn copies_are_whole_stores_at_one_revision() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 100);
+        for i in 0..30 {
+            store
+                .create(&format!("/k/{i}"), format!("{i}").into_bytes())
+                .await
+                .unwrap();
+        }
+        let copy_path = dir.path().join("copy.redb");
+        assert_eq!(store.copy_to(&copy_path).unwrap(), (30, 30));
+        // Never over an existing file.
+        assert!(store.copy_to(&copy_path).is_err());
+        store.create("/k/later", b"x".to_vec()).await.unwrap();
+        let copy = EmbeddedStore::open(&copy_path, StoreOptions { history: 100 }).unwrap();
+        assert_eq!(copy.current_revision(), 30);
+        let (items, rev) = copy.list("/k/").await.unwrap();
+        assert_eq!((items.len(), rev), (30, 30));
+        // Its history too: a watch resumes from a revision of the original.
+        let mut watch = copy.watch("/k/", 27).await.unwrap();
+        assert_eq!(watch.next().await.unwrap().unwrap().key, "/k/27");
     }
 
     #[tokio::test]

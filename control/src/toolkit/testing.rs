@@ -43,6 +43,7 @@ impl TestApi {
             },
             shutdown: rx,
             node_signer: None,
+            snapshots: None,
         });
         let client = crate::manager::in_process_client(crate::api::router(state), TOKEN);
         TestApi {

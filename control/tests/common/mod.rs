@@ -68,7 +68,11 @@ impl ControlPlane {
 
     /// Starts `bosun-control` with extra flags and waits until it serves.
     pub fn start_with(extra: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(tempfile::tempdir().expect("temp dir"), extra)
+    }
+
+    /// The same on a data dir the test made (a restored snapshot's).
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Self {
         let mut cp = ControlPlane {
             dir,
             child: None,
