@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bosun::serving::LogFormat;
 use bosun_agent::certificate;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
@@ -21,6 +22,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 #[derive(Parser, Debug)]
 #[command(name = "bosun-agent", version)]
 struct Args {
+    /// Log line format on stderr: `text` (coloured only on a terminal) or
+    /// `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Kubeconfig to reach the control plane with.
     #[arg(long, env = "KUBECONFIG", required_unless_present = "purge")]
     kubeconfig: Option<PathBuf>,
@@ -268,8 +273,8 @@ async fn main() -> anyhow::Result<()> {
     if !filter.contains("hickory") {
         std::env::set_var("BOSUN_LOG", format!("{filter},hickory_server=warn"));
     }
-    bosun::serving::init_logging();
     let args = Args::parse();
+    bosun::serving::init_logging(args.log_format);
     let node_name = match args.node_name {
         Some(n) => n,
         None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),

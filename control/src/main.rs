@@ -2,6 +2,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bosun::serving::LogFormat;
 use bosun_control::api::ApiOptions;
 use bosun_control::controllers::nodeipam::NodeIpamOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
@@ -19,6 +20,10 @@ struct Args {
     /// Where the store, the admin token and the address file live.
     #[arg(long, env = "BOSUN_DATA_DIR", default_value = "/var/lib/bosun/control")]
     data_dir: PathBuf,
+    /// Log line format on stderr: `text` (coloured only on a terminal) or
+    /// `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -117,8 +122,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    bosun::serving::init_logging();
     let args = Args::parse();
+    bosun::serving::init_logging(args.log_format);
     let node_ipam = match NodeIpamOptions::parse(&args.cluster_cidr, args.node_cidr_mask_size) {
         Ok(o) => o,
         Err(e) => {
