@@ -84,6 +84,11 @@ struct Args {
     /// The same for `node.kubernetes.io/unreachable:NoExecute`.
     #[arg(long, default_value_t = 300)]
     default_unreachable_toleration_seconds: i64,
+    /// How long a SIGTERM may take: the controllers stop, open watches end
+    /// and in-flight requests get this long to finish; one second later
+    /// the process exits whatever still runs.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    shutdown_grace_period: Duration,
     /// How often each HorizontalPodAutoscaler is synced.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     horizontal_pod_autoscaler_sync_period: Duration,
@@ -175,6 +180,7 @@ async fn main() -> anyhow::Result<()> {
             default_unreachable_toleration_seconds: args.default_unreachable_toleration_seconds,
         },
         controllers,
+        shutdown_grace_period: args.shutdown_grace_period,
     })
     .await
 }

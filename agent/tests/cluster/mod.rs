@@ -480,35 +480,40 @@ impl Cluster {
         self.agents[i].child = Some(child);
     }
 
-    fn signal(child: &mut Child, sig: nix::sys::signal::Signal) {
+    /// Sends `sig` and waits for the process to exit: how long that took,
+    /// or None if it was still running after 20 s (then it is killed).
+    fn signal(child: &mut Child, sig: nix::sys::signal::Signal) -> Option<Duration> {
+        let sent = Instant::now();
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = sent + Duration::from_secs(20);
         while Instant::now() < deadline {
             if child.try_wait().ok().flatten().is_some() {
-                return;
+                return Some(sent.elapsed());
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(10));
         }
         let _ = child.kill();
         let _ = child.wait();
+        None
     }
 
-    /// Stops the first node's agent with SIGTERM (its pods keep running).
-    pub fn stop_agent(&mut self) {
-        self.stop_agent_at(0);
+    /// Stops the first node's agent with SIGTERM (its pods keep running);
+    /// how long it took to exit, None if it had to be killed after 20 s.
+    pub fn stop_agent(&mut self) -> Option<Duration> {
+        self.stop_agent_at(0)
     }
 
     /// Stops node `i`'s agent with SIGTERM (its pods keep running).
-    pub fn stop_agent_at(&mut self, i: usize) {
-        if let Some(mut a) = self.agents[i].child.take() {
-            Self::signal(&mut a, nix::sys::signal::Signal::SIGTERM);
-        }
+    pub fn stop_agent_at(&mut self, i: usize) -> Option<Duration> {
+        let mut a = self.agents[i].child.take()?;
+        Self::signal(&mut a, nix::sys::signal::Signal::SIGTERM)
     }
 
-    pub fn stop_control(&mut self) {
-        if let Some(mut c) = self.control.take() {
-            Self::signal(&mut c, nix::sys::signal::Signal::SIGTERM);
-        }
+    /// Stops the control plane with SIGTERM; how long it took to exit,
+    /// None if it had to be killed after 20 s.
+    pub fn stop_control(&mut self) -> Option<Duration> {
+        let mut c = self.control.take()?;
+        Self::signal(&mut c, nix::sys::signal::Signal::SIGTERM)
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
