@@ -39,6 +39,23 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
+/// The hard bound on a shutdown: the process exits `after` from now, with
+/// a warning, unless it ended before (a task that never yields, a runtime
+/// that cannot stop). A thread of its own, so a busy runtime cannot hold it
+/// up.
+pub fn exit_after(after: std::time::Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            tracing::warn!(after = ?after, "still not stopped after SIGTERM; exiting anyway");
+            std::process::exit(1);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to bound the shutdown");
+    }
+}
+
 /// The subject (common name and organizations) of a client certificate
 /// that the TLS handshake already checked against a trusted CA; the
 /// control plane and the agents' stream API both authorize by it.

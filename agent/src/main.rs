@@ -265,6 +265,11 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long a SIGTERM may take before the agent exits whatever still runs
+/// (its pods keep running either way; a proxy table left behind is
+/// replaced by the next agent or removed by `--purge`).
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // hickory-server logs every query at info; keep it to warnings unless
@@ -412,6 +417,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         tracing::info!("shutting down; pods keep running");
         let _ = stop_tx.send(true);
+        bosun::serving::exit_after(SHUTDOWN_DEADLINE);
     });
     tracing::info!(node = %cfg.node_name, ip = %cfg.node_ip, pod_cidr = %cfg.pod_cidr, port = daemon_port, "bosun-agent starting");
     let metrics = (args.metrics_interval > 0.0).then(|| {

@@ -219,7 +219,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let connections = serve_tls(listener, pki.server_config, router, stop).await;
     let grace = config.shutdown_grace_period;
     tracing::info!(grace_period = ?grace, "shutting down");
-    exit_after(grace + std::time::Duration::from_secs(1));
+    bosun::serving::exit_after(grace + std::time::Duration::from_secs(1));
     let deadline = tokio::time::Instant::now() + grace;
     // First the controllers, the scheduler, their informers and the
     // other in-process clients, while the API still answers them: ended
@@ -257,22 +257,6 @@ fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
-}
-
-/// The hard bound on shutdown: whatever still runs `after` from now (a
-/// task that never yields, a runtime that cannot stop), the process exits,
-/// with a warning. A thread of its own, so a busy runtime cannot hold it up.
-fn exit_after(after: std::time::Duration) {
-    let spawned = std::thread::Builder::new()
-        .name("shutdown-deadline".into())
-        .spawn(move || {
-            std::thread::sleep(after);
-            tracing::warn!(after = ?after, "still not stopped after SIGTERM; exiting anyway");
-            std::process::exit(1);
-        });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "no thread to bound the shutdown");
-    }
 }
 
 /// The server URL other hosts reach: the first `--tls-san` if any (the
