@@ -62,7 +62,9 @@ pub struct Informers {
     caches: Mutex<HashMap<String, Entry>>,
     /// The watches [`Informers::start`] started, so that shutdown can end
     /// them rather than leave them re-watching an API that has stopped.
-    watches: Mutex<tokio::task::JoinSet<()>>,
+    /// (Handles, not a `JoinSet`: dropping the informers does not end the
+    /// watches, which the caches handed out may still be fed by.)
+    watches: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 fn type_key<K: Cached>() -> String {
@@ -136,7 +138,7 @@ impl Informers {
         Informers {
             client,
             caches: Mutex::new(HashMap::new()),
-            watches: Mutex::new(tokio::task::JoinSet::new()),
+            watches: Mutex::new(Vec::new()),
         }
     }
 
@@ -193,7 +195,7 @@ impl Informers {
         let mut watches = self.watches.lock().unwrap();
         for entry in caches.values_mut() {
             if let Some(start) = entry.start.take() {
-                watches.spawn(start(self.client.clone()));
+                watches.push(tokio::spawn(start(self.client.clone())));
             }
         }
     }
@@ -201,8 +203,11 @@ impl Informers {
     /// Ends every watch [`Informers::start`] started and waits until they
     /// are gone (the caches keep what they hold).
     pub async fn stop(&self) {
-        let mut watches = std::mem::take(&mut *self.watches.lock().unwrap());
-        watches.shutdown().await;
+        let watches = std::mem::take(&mut *self.watches.lock().unwrap());
+        for w in &watches {
+            w.abort();
+        }
+        futures::future::join_all(watches).await;
     }
 
     /// Waits until every cache has its first full list.
