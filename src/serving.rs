@@ -12,15 +12,48 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::{json, Value};
 
-/// Logs to stderr, filtered by `BOSUN_LOG` (default `info`).
-pub fn init_logging() {
+/// How the servers write their log lines (`--log-format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event; coloured only on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`,
+    /// `fields.message` and the event's other fields), for log shippers.
+    Json,
+}
+
+/// Logs to stderr in `format`, filtered by `BOSUN_LOG` (default `info`).
+/// Text is coloured only when stderr is a terminal, so a log file (`bosun
+/// up`'s `control.log`, a supervisor's capture) holds plain text.
+pub fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = EnvFilter::try_from_env("BOSUN_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
+}
+
+/// The hard bound on a shutdown: the process exits `after` from now, with
+/// a warning, unless it ended before (a task that never yields, a runtime
+/// that cannot stop). A thread of its own, so a busy runtime cannot hold it
+/// up.
+pub fn exit_after(after: std::time::Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            tracing::warn!(after = ?after, "still not stopped after SIGTERM; exiting anyway");
+            std::process::exit(1);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to bound the shutdown");
+    }
 }
 
 /// The subject (common name and organizations) of a client certificate

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bosun::serving::LogFormat;
 use bosun_agent::certificate;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
@@ -21,6 +22,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 #[derive(Parser, Debug)]
 #[command(name = "bosun-agent", version)]
 struct Args {
+    /// Log line format on stderr: `text` (coloured only on a terminal) or
+    /// `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Kubeconfig to reach the control plane with.
     #[arg(long, env = "KUBECONFIG", required_unless_present = "purge")]
     kubeconfig: Option<PathBuf>,
@@ -261,6 +266,11 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long a SIGTERM may take before the agent exits whatever still runs
+/// (its pods keep running either way; a proxy table left behind is
+/// replaced by the next agent or removed by `--purge`).
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // hickory-server logs every query at info; keep it to warnings unless
@@ -269,8 +279,8 @@ async fn main() -> anyhow::Result<()> {
     if !filter.contains("hickory") {
         std::env::set_var("BOSUN_LOG", format!("{filter},hickory_server=warn"));
     }
-    bosun::serving::init_logging();
     let args = Args::parse();
+    bosun::serving::init_logging(args.log_format);
     let node_name = match args.node_name {
         Some(n) => n,
         None => nix::unistd::gethostname()?.to_string_lossy().into_owned(),
@@ -411,6 +421,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         tracing::info!("shutting down; pods keep running");
         let _ = stop_tx.send(true);
+        bosun::serving::exit_after(SHUTDOWN_DEADLINE);
     });
     tracing::info!(node = %cfg.node_name, ip = %cfg.node_ip, pod_cidr = %cfg.pod_cidr, port = daemon_port, "bosun-agent starting");
     let metrics = (args.metrics_interval > 0.0).then(|| {

@@ -2,6 +2,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bosun::serving::LogFormat;
 use bosun_control::api::ApiOptions;
 use bosun_control::controllers::nodeipam::NodeIpamOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
@@ -20,6 +21,10 @@ struct Args {
     /// Where the store, the admin token and the address file live.
     #[arg(long, env = "BOSUN_DATA_DIR", default_value = "/var/lib/bosun/control")]
     data_dir: PathBuf,
+    /// Log line format on stderr: `text` (coloured only on a terminal) or
+    /// `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -85,6 +90,11 @@ struct Args {
     /// The same for `node.kubernetes.io/unreachable:NoExecute`.
     #[arg(long, default_value_t = 300)]
     default_unreachable_toleration_seconds: i64,
+    /// How long a SIGTERM may take: the controllers stop, open watches end
+    /// and in-flight requests get this long to finish; one second later
+    /// the process exits whatever still runs.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    shutdown_grace_period: Duration,
     /// How often each HorizontalPodAutoscaler is synced.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     horizontal_pod_autoscaler_sync_period: Duration,
@@ -133,8 +143,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    bosun::serving::init_logging();
     let args = Args::parse();
+    bosun::serving::init_logging(args.log_format);
     let node_ipam = match NodeIpamOptions::parse(&args.cluster_cidr, args.node_cidr_mask_size) {
         Ok(o) => o,
         Err(e) => {
@@ -200,6 +210,7 @@ async fn main() -> anyhow::Result<()> {
         },
         controllers,
         snapshots,
+        shutdown_grace_period: args.shutdown_grace_period,
     })
     .await
 }

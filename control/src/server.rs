@@ -39,6 +39,9 @@ pub struct Config {
     pub controllers: ControllerOptions,
     /// Periodic snapshots of the store (`--snapshot-interval`), if any.
     pub snapshots: Option<crate::snapshot::PeriodicOptions>,
+    /// How long a SIGTERM may take: in-flight requests get this long to
+    /// finish, and the process exits one second after it at the latest.
+    pub shutdown_grace_period: std::time::Duration,
 }
 
 /// Writes `contents` to `path` so that readers see all of it or nothing.
@@ -128,6 +131,9 @@ fn local_path_class() -> serde_json::Value {
 
 /// Runs the control plane until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    // From the very start: a SIGTERM while starting up stops the server
+    // as soon as it serves, through the same orderly path.
+    let stop = stop_signal()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let token = admin_token(&config.data_dir)?;
@@ -199,10 +205,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         root_ca: pki.ca_pem.clone(),
         ..config.controllers.clone()
     };
-    let mut loops: Vec<_> = manager::start(&shared, &controllers)
-        .into_iter()
-        .map(tokio::spawn)
-        .collect();
+    // Every task that talks to the API in process, so that shutdown can
+    // cancel them all.
+    let mut tasks = tokio::task::JoinSet::new();
+    for controller in manager::start(&shared, &controllers) {
+        tasks.spawn(controller);
+    }
     if config.bind.ip().is_loopback() && advertise.is_some_and(|a| !a.is_loopback()) {
         tracing::warn!(
             bind = %config.bind.ip(),
@@ -211,27 +219,56 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
              Service; listen on the advertise address (--bind) for in-cluster clients"
         );
     }
-    loops.push(tokio::spawn(kubernetesservice::start(
-        apiserver_client,
-        api_service,
-    )));
-    loops.push(tokio::spawn(auth::bootstrap::run_cleaner(
+    tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
+    tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),
-    )));
+    ));
     if let Some(periodic) = config.snapshots.clone() {
-        loops.push(tokio::spawn(crate::snapshot::run_periodic(
-            snapshots, periodic,
-        )));
+        tasks.spawn(crate::snapshot::run_periodic(snapshots, periodic));
     }
 
-    serve_tls(listener, pki.server_config, router, shutdown_tx).await;
-    for l in loops {
-        l.abort();
+    let connections = serve_tls(listener, pki.server_config, router, stop).await;
+    let grace = config.shutdown_grace_period;
+    tracing::info!(grace_period = ?grace, "shutting down");
+    bosun::serving::exit_after(grace + std::time::Duration::from_secs(1));
+    let deadline = tokio::time::Instant::now() + grace;
+    // First the controllers, the scheduler, their informers and the
+    // other in-process clients, while the API still answers them: ended
+    // watches would only bring them back for more.
+    let stopped = tokio::time::timeout_at(deadline, async {
+        tasks.shutdown().await;
+        shared.informers.stop().await;
+    })
+    .await;
+    if stopped.is_err() {
+        tracing::warn!(grace_period = ?grace, "controllers still stopping after the grace period");
+    }
+    // Then the watches of agents and other clients end, and in-flight
+    // requests get what is left of the grace period.
+    let _ = shutdown_tx.send(true);
+    if tokio::time::timeout_at(deadline, connections.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(grace_period = ?grace, "connections still open after the grace period; closing them");
     }
     let _ = std::fs::remove_file(&address_file);
     drop(store);
     Ok(())
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 /// The server URL other hosts reach: the first `--tls-san` if any (the
@@ -298,22 +335,20 @@ fn admin_kubeconfig(addr: SocketAddr, ca_pem: &str, token: &str) -> anyhow::Resu
     Ok(serde_yaml::to_string(&config)?)
 }
 
-/// Serves `app` over TLS until SIGTERM or SIGINT, then stops accepting,
-/// ends open watches and lets in-flight requests finish.
+/// Serves `app` over TLS until SIGTERM or SIGINT, then stops accepting and
+/// returns the open connections, for a graceful close.
 async fn serve_tls(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
-    shutdown: tokio::sync::watch::Sender<bool>,
-) {
+    stop: impl std::future::Future<Output = ()>,
+) -> hyper_util::server::graceful::GracefulShutdown {
     use hyper_util::rt::{TokioExecutor, TokioIo};
-    use tokio::signal::unix::{signal, SignalKind};
 
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::pin!(stop);
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -323,8 +358,7 @@ async fn serve_tls(
                     continue;
                 }
             },
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+            _ = &mut stop => break,
         };
         let acceptor = acceptor.clone();
         let app = app.clone();
@@ -364,13 +398,6 @@ async fn serve_tls(
             }
         });
     }
-    tracing::info!("shutting down");
     drop(listener);
-    let _ = shutdown.send(true);
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {
-            tracing::warn!("connections still open after 10s; closing them");
-        }
-    }
+    graceful
 }

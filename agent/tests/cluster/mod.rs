@@ -384,28 +384,59 @@ impl Cluster {
 
     /// Waits until every node of the cluster is Ready (as `bosun get
     /// nodes` would show), so the scheduler can choose among all of them.
+    /// On a timeout it names the nodes that are not, with their Ready
+    /// condition, whether their agent still runs, and their log tails.
     pub async fn wait_nodes_ready(&self, client: &Client) {
         let nodes: Api<Node> = Api::all(client.clone());
         let want = self.nodes();
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(30);
         loop {
-            let mut ready = 0;
-            for name in &want {
-                if let Ok(Some(n)) = nodes.get_opt(name).await {
-                    let ok = n.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                        cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                    });
-                    ready += usize::from(ok);
+            let mut not_ready = Vec::new();
+            for (i, name) in want.iter().enumerate() {
+                let ready = match nodes.get_opt(name).await {
+                    Ok(Some(n)) => n
+                        .status
+                        .and_then(|s| s.conditions)
+                        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+                        .map(|c| format!("{} {:?} {:?}", c.status, c.reason, c.message)),
+                    Ok(None) => Some("not registered".into()),
+                    Err(e) => Some(format!("get failed: {e}")),
+                };
+                if ready.as_deref().is_none_or(|r| !r.starts_with("True")) {
+                    not_ready.push((i, name, ready));
                 }
             }
-            if ready == want.len() {
+            if not_ready.is_empty() {
+                eprintln!("nodes {want:?} Ready after {:?}", started.elapsed());
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "nodes {want:?} not all Ready\ncontrol log:\n{}",
-                tail(&self.control_log(), 30)
-            );
+            if Instant::now() >= deadline {
+                let mut report = String::new();
+                for (i, name, ready) in not_ready {
+                    let running = self.agents[i].child.as_ref().is_some_and(|c| {
+                        // A zombie (state Z) has exited but not been reaped.
+                        std::fs::read_to_string(format!("/proc/{}/stat", c.id())).is_ok_and(
+                            |stat| {
+                                stat.rsplit(')')
+                                    .next()
+                                    .and_then(|r| r.split_whitespace().next())
+                                    != Some("Z")
+                            },
+                        )
+                    });
+                    report.push_str(&format!(
+                        "\n== node {name}: Ready {ready:?}; agent {}\n{}",
+                        if running { "running" } else { "exited" },
+                        tail(&self.node_log(i), 25)
+                    ));
+                }
+                panic!(
+                    "nodes {want:?} not all Ready after {:?}{report}\ncontrol log:\n{}",
+                    started.elapsed(),
+                    tail(&self.control_log(), 30)
+                );
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -480,17 +511,21 @@ impl Cluster {
         self.agents[i].child = Some(child);
     }
 
-    fn signal(child: &mut Child, sig: nix::sys::signal::Signal) {
+    /// Sends `sig` and waits for the process to exit: how long that took,
+    /// or None if it was still running after 20 s (then it is killed).
+    fn signal(child: &mut Child, sig: nix::sys::signal::Signal) -> Option<Duration> {
+        let sent = Instant::now();
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = sent + Duration::from_secs(20);
         while Instant::now() < deadline {
             if child.try_wait().ok().flatten().is_some() {
-                return;
+                return Some(sent.elapsed());
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(10));
         }
         let _ = child.kill();
         let _ = child.wait();
+        None
     }
 
     /// Whether node `i`'s agent process has exited (or was never started).
@@ -501,22 +536,23 @@ impl Cluster {
         }
     }
 
-    /// Stops the first node's agent with SIGTERM (its pods keep running).
-    pub fn stop_agent(&mut self) {
-        self.stop_agent_at(0);
+    /// Stops the first node's agent with SIGTERM (its pods keep running);
+    /// how long it took to exit, None if it had to be killed after 20 s.
+    pub fn stop_agent(&mut self) -> Option<Duration> {
+        self.stop_agent_at(0)
     }
 
     /// Stops node `i`'s agent with SIGTERM (its pods keep running).
-    pub fn stop_agent_at(&mut self, i: usize) {
-        if let Some(mut a) = self.agents[i].child.take() {
-            Self::signal(&mut a, nix::sys::signal::Signal::SIGTERM);
-        }
+    pub fn stop_agent_at(&mut self, i: usize) -> Option<Duration> {
+        let mut a = self.agents[i].child.take()?;
+        Self::signal(&mut a, nix::sys::signal::Signal::SIGTERM)
     }
 
-    pub fn stop_control(&mut self) {
-        if let Some(mut c) = self.control.take() {
-            Self::signal(&mut c, nix::sys::signal::Signal::SIGTERM);
-        }
+    /// Stops the control plane with SIGTERM; how long it took to exit,
+    /// None if it had to be killed after 20 s.
+    pub fn stop_control(&mut self) -> Option<Duration> {
+        let mut c = self.control.take()?;
+        Self::signal(&mut c, nix::sys::signal::Signal::SIGTERM)
     }
 
     pub fn kubeconfig(&self) -> PathBuf {

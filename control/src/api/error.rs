@@ -167,6 +167,11 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// 503: the server is stopping and takes no new long-running requests.
+    pub fn shutting_down() -> Self {
+        Self::new(503, "ServiceUnavailable", "the server is shutting down")
+    }
+
     /// Maps a store failure on one object to what the client should see.
     pub fn from_store(err: StoreError, res: &ResourceInfo, name: &str) -> Self {
         match err {
@@ -176,9 +181,7 @@ impl ApiError {
             StoreError::Compacted { requested, oldest } => {
                 Self::gone(format!("too old resource version: {requested} ({oldest})"))
             }
-            StoreError::Closed => {
-                Self::new(503, "ServiceUnavailable", "the server is shutting down")
-            }
+            StoreError::Closed => Self::shutting_down(),
             StoreError::Backend(e) => Self::internal(e),
         }
     }

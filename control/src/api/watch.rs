@@ -128,6 +128,12 @@ fn classify(res: &ResourceInfo, filter: &Filter, event: &Event) -> Option<(&'sta
 }
 
 pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Response> {
+    // Once the server is stopping, a new watch would end at once and its
+    // client would come straight back for another: an error instead makes
+    // the client back off (kube-runtime's watcher, client-go's reflector).
+    if *state.shutdown.borrow() {
+        return Err(ApiError::shutting_down());
+    }
     let res = req.target.res;
     let filter = Filter::parse(res, req.param("labelSelector"), req.param("fieldSelector"))?;
     let render = Render {

@@ -55,10 +55,16 @@ type Deletions<K> = Arc<Mutex<Vec<futures::channel::mpsc::UnboundedSender<K>>>>;
 /// One watch-fed cache per resource type, shared by every controller.
 ///
 /// Controllers ask for the caches and subscriptions they need while they
-/// are being set up; [`Informers::start`] then starts one watch per type.
+/// are being set up; [`Informers::start`] then starts one watch per type,
+/// and [`Informers::stop`] ends them.
 pub struct Informers {
     client: Client,
     caches: Mutex<HashMap<String, Entry>>,
+    /// The watches [`Informers::start`] started, so that shutdown can end
+    /// them rather than leave them re-watching an API that has stopped.
+    /// (Handles, not a `JoinSet`: dropping the informers does not end the
+    /// watches, which the caches handed out may still be fed by.)
+    watches: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 fn type_key<K: Cached>() -> String {
@@ -132,6 +138,7 @@ impl Informers {
         Informers {
             client,
             caches: Mutex::new(HashMap::new()),
+            watches: Mutex::new(Vec::new()),
         }
     }
 
@@ -185,11 +192,22 @@ impl Informers {
     /// Starts one watch per cache asked for so far (and not yet started).
     pub fn start(&self) {
         let mut caches = self.caches.lock().unwrap();
+        let mut watches = self.watches.lock().unwrap();
         for entry in caches.values_mut() {
             if let Some(start) = entry.start.take() {
-                tokio::spawn(start(self.client.clone()));
+                watches.push(tokio::spawn(start(self.client.clone())));
             }
         }
+    }
+
+    /// Ends every watch [`Informers::start`] started and waits until they
+    /// are gone (the caches keep what they hold).
+    pub async fn stop(&self) {
+        let watches = std::mem::take(&mut *self.watches.lock().unwrap());
+        for w in &watches {
+            w.abort();
+        }
+        futures::future::join_all(watches).await;
     }
 
     /// Waits until every cache has its first full list.
@@ -289,6 +307,34 @@ mod tests {
                 .expect("a waiter was never released")
                 .unwrap();
         }
+    }
+
+    /// After SIGTERM the API refuses new watches; the informers must back
+    /// off rather than re-watch in a loop (which kept a core busy and the
+    /// process from exiting), and stop when told.
+    #[tokio::test]
+    async fn watches_back_off_once_the_api_shuts_down_and_stop_when_told() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let _pods = shared.informers.store::<Pod>();
+        let _sets = shared.informers.store::<ReplicaSet>();
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+        let before = api.watch_requests();
+        api.shut_down();
+        // A rate, measured over a second: kube-runtime's back-off waits
+        // 800 ms (with jitter) before the first retry, so two watches make
+        // a handful of requests at most; a load can only make fewer. The
+        // loop this replaces made thousands.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let during = api.watch_requests() - before;
+        assert!(
+            during <= 2 * 3,
+            "{during} watch requests in the second after shutdown"
+        );
+        tokio::time::timeout(Duration::from_secs(5), shared.informers.stop())
+            .await
+            .expect("the informers' watches did not stop");
     }
 
     #[tokio::test]

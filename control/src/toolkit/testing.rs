@@ -22,7 +22,9 @@ pub struct TestApi {
     pub client: Client,
     pub store: Arc<dyn Store>,
     pub clock: Arc<FakeClock>,
-    _shutdown: tokio::sync::watch::Sender<bool>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    /// How many watch requests the API has been sent.
+    watches: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl TestApi {
@@ -45,15 +47,36 @@ impl TestApi {
             node_signer: None,
             snapshots: None,
         });
-        let client = crate::manager::in_process_client(crate::api::router(state), TOKEN);
+        let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = watches.clone();
+        let router = crate::api::router(state).layer(tower::util::MapRequestLayer::new(
+            move |req: axum::extract::Request| {
+                if req.uri().query().is_some_and(|q| q.contains("watch=true")) {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                req
+            },
+        ));
+        let client = crate::manager::in_process_client(router, TOKEN);
         TestApi {
             client,
             store,
             clock: Arc::new(FakeClock::new(
                 Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
             )),
-            _shutdown: shutdown,
+            shutdown,
+            watches,
         }
+    }
+
+    /// What SIGTERM does to the API: open watches end, new ones are refused.
+    pub fn shut_down(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// How many watch requests the API has been sent so far.
+    pub fn watch_requests(&self) -> usize {
+        self.watches.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Controllers' shared state on this API with the fake clock.

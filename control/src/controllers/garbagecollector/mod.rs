@@ -175,10 +175,13 @@ impl GarbageCollector {
     pub async fn run(mut self) {
         let (changes_tx, mut changes) = mpsc::channel::<Change>(1024);
         let kinds = watched();
+        // The watches end with the collector (dropping the set aborts
+        // them): on shutdown nothing keeps re-watching a stopped API.
+        let mut watches = tokio::task::JoinSet::new();
         for res in kinds.iter().copied() {
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(res));
             let tx = changes_tx.clone();
-            tokio::spawn(async move {
+            watches.spawn(async move {
                 let stream = watcher(api, watcher::Config::default()).default_backoff();
                 let mut stream = std::pin::pin!(stream);
                 while let Some(event) = stream.next().await {

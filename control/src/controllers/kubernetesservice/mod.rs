@@ -32,7 +32,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -289,10 +289,13 @@ where
     K::DynamicType: Default,
 {
     let api: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
+    // Backing off on errors: a watch the API refuses (it is shutting down)
+    // is not retried in a tight loop.
     watcher::watcher(
         api,
         watcher::Config::default().fields(&format!("metadata.name={NAME}")),
     )
+    .default_backoff()
     .filter_map(|e| async move {
         match e {
             Ok(watcher::Event::Apply(_)) | Ok(watcher::Event::Delete(_)) => Some(()),
