@@ -318,8 +318,8 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
             .ok()
             .to_string();
         assert!(got.contains(body), "{ctx}: {got}");
-        let own = host
-            .kubectl(
+        let api_ip = |ctx: &str| {
+            host.kubectl(
                 ctx,
                 &[
                     "get",
@@ -330,20 +330,9 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
                 ],
             )
             .ok()
-            .to_string();
-        let theirs = host
-            .kubectl(
-                other,
-                &[
-                    "get",
-                    "svc",
-                    "kubernetes",
-                    "-o",
-                    "jsonpath={.spec.clusterIP}",
-                ],
-            )
-            .ok()
-            .to_string();
+            .to_string()
+        };
+        let (own, theirs) = (api_ip(ctx), api_ip(other));
         assert_ne!(own, theirs);
         let answer = host
             .kubectl(

@@ -302,18 +302,20 @@ pub fn list() -> Result<bool> {
         println!("No bosun clusters on this host.");
         return Ok(true);
     }
-    let mut rows = vec![[
-        "NAME".to_string(),
-        "STATUS".into(),
-        "SERVER".into(),
-        "CLUSTER-CIDR".into(),
-        "SERVICE-CIDR".into(),
-        "NODE".into(),
-        "DATA".into(),
-    ]];
+    let mut rows: Vec<Vec<String>> = vec![[
+        "NAME",
+        "STATUS",
+        "SERVER",
+        "CLUSTER-CIDR",
+        "SERVICE-CIDR",
+        "NODE",
+        "DATA",
+    ]
+    .map(String::from)
+    .to_vec()];
     for c in clusters {
-        let running = super::component::CONTROL.running_pid(&c.data_dir).is_some();
-        rows.push([
+        let running = super::component::CONTROL.is_running(&c.data_dir);
+        rows.push(vec![
             c.name.clone(),
             if running { "Running" } else { "Stopped" }.into(),
             format!("https://127.0.0.1:{}", c.port),
@@ -323,17 +325,7 @@ pub fn list() -> Result<bool> {
             c.data_dir.display().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", line.join("   ").trim_end());
-    }
+    print!("{}", super::table::align(&rows));
     Ok(true)
 }
 
