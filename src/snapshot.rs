@@ -37,6 +37,14 @@ pub const MAX_HEADER: u32 = 1024 * 1024;
 pub const STORE_FILE: &str = "store.redb";
 /// The extension of the files `bosun-control`'s periodic snapshots write.
 pub const EXTENSION: &str = "bosun";
+/// Left in a data dir by `bosun snapshot restore`: the control plane that
+/// opens it first moves the store's revision on by
+/// [`RESTORE_REVISION_BUMP`] and marks everything before compacted (etcd's
+/// `--bump-revision --mark-compacted`), then removes it.
+pub const RESTORED_MARKER: &str = "restored-from-snapshot";
+/// How far a restored store's revision moves on: more than any server
+/// writes between a snapshot and its restore, as etcd's docs advise.
+pub const RESTORE_REVISION_BUMP: u64 = 1_000_000_000;
 const CHECKSUM_LEN: usize = 32;
 
 /// What a snapshot holds.

@@ -137,8 +137,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let token = admin_token(&config.data_dir)?;
-    let store = EmbeddedStore::open(&config.data_dir.join("store.redb"), config.store.clone())
-        .context("opening the store")?;
+    let store_path = config.data_dir.join("store.redb");
+    let restored = config.data_dir.join(bosun::snapshot::RESTORED_MARKER);
+    if restored.exists() {
+        let revision =
+            EmbeddedStore::bump_revision(&store_path, bosun::snapshot::RESTORE_REVISION_BUMP)
+                .context("moving the restored store's revision on")?;
+        tracing::info!(
+            revision,
+            "restored from a snapshot: revisions moved on, watches from older ones get 410"
+        );
+        std::fs::remove_file(&restored)
+            .with_context(|| format!("removing {}", restored.display()))?;
+    }
+    let store =
+        EmbeddedStore::open(&store_path, config.store.clone()).context("opening the store")?;
     let store = Arc::new(store);
     let snapshots = Arc::new(crate::snapshot::Snapshotter::new(
         config.data_dir.clone(),

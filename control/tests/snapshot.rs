@@ -253,6 +253,25 @@ async fn a_snapshot_taken_during_writes_restores_exactly_its_revision() {
             >= revision,
         "the restored store starts at the snapshot's revision"
     );
+    // Revisions moved on past every one the old server handed out (also
+    // those after the snapshot), and a watch from one of them gets 410 Gone
+    // so that its client lists again, as after etcd's --bump-revision
+    // --mark-compacted.
+    let newest_old = acked.values().map(|(rv, _)| *rv).max().unwrap();
+    let watch = old
+        .request_text(
+            http::Request::get(format!(
+                "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={newest_old}&timeoutSeconds=5"
+            ))
+            .body(Vec::new())
+            .unwrap(),
+        )
+        .await;
+    let answer = format!("{watch:?}");
+    assert!(
+        answer.contains("410") || answer.contains("Expired") || answer.contains("Gone"),
+        "a watch from the old server's revision {newest_old}: {answer}"
+    );
     // New writes continue the revisions after it.
     let made = cms
         .create(
@@ -269,7 +288,7 @@ async fn a_snapshot_taken_during_writes_restores_exactly_its_revision() {
             .unwrap()
             .parse::<u64>()
             .unwrap()
-            > revision
+            > newest_old
     );
 }
 

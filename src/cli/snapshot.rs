@@ -245,10 +245,17 @@ pub fn restore(file: &Path, data_dir: &Path) -> Result<Header> {
         f.sync_all()
     })
     .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    // The first control plane on it moves the revisions on (see the marker).
+    std::fs::write(
+        staging.join(bosun::snapshot::RESTORED_MARKER),
+        format!("{}\n", header.revision),
+    )
+    .context("marking the store as restored")?;
     if exists {
         // Into the existing (empty or unrelated) dir: the store last, so
         // that the dir is never a store without its keys.
         let mut names: Vec<&str> = header.files.iter().map(|f| f.name.as_str()).collect();
+        names.push(bosun::snapshot::RESTORED_MARKER);
         names.sort_by_key(|n| *n == STORE_FILE);
         for name in names {
             std::fs::rename(staging.join(name), data_dir.join(name))
@@ -320,7 +327,10 @@ mod tests {
         let target = tmp.path().join("a/b/data");
         let header = restore(&file, &target).unwrap();
         assert_eq!(header.revision, 7);
-        assert_eq!(entries(&target), ["ca.crt", STORE_FILE]);
+        assert_eq!(
+            entries(&target),
+            ["ca.crt", bosun::snapshot::RESTORED_MARKER, STORE_FILE]
+        );
         let mode = |n: &str| {
             std::fs::metadata(target.join(n))
                 .unwrap()
@@ -338,7 +348,15 @@ mod tests {
         std::fs::create_dir(&empty).unwrap();
         std::fs::write(empty.join("control.log"), b"").unwrap();
         restore(&file, &empty).unwrap();
-        assert_eq!(entries(&empty), ["ca.crt", "control.log", STORE_FILE]);
+        assert_eq!(
+            entries(&empty),
+            [
+                "ca.crt",
+                "control.log",
+                bosun::snapshot::RESTORED_MARKER,
+                STORE_FILE
+            ]
+        );
     }
 
     #[test]
