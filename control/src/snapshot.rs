@@ -20,7 +20,7 @@ use crate::store::EmbeddedStore;
 /// modes they are restored with: the CA (its key signs node certificates,
 /// so joined nodes and kubeconfigs keep working), the service account key
 /// (tokens already handed out stay valid), the admin token and the serving
-/// certificate. One that is missing is left out (the serving certificate
+/// certificate, and `bosun up`'s record. One that is missing is left out (the serving certificate
 /// is made again at start if it is absent); `admin.kubeconfig` and
 /// `address` are written by every start.
 pub const DATA_FILES: &[(&str, u32)] = &[
@@ -31,6 +31,9 @@ pub const DATA_FILES: &[(&str, u32)] = &[
     ("server.crt", 0o644),
     ("server.key", 0o600),
     ("server.sans", 0o644),
+    // What `bosun up` chose for the cluster (its ranges and port), so that
+    // a restored cluster comes up with the ranges its objects hold.
+    ("cluster.json", 0o644),
 ];
 
 /// Takes snapshots of one control plane's store and data dir.

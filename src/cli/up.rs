@@ -334,6 +334,8 @@ fn plan_cluster(args: &UpArgs, name: &str, dir: &Path) -> Result<ClusterRecord> 
         .collect();
     let record = match ClusterRecord::read(dir)? {
         Some(mut had) => {
+            // Restored from a snapshot of another dir, or moved.
+            had.data_dir = dir.to_path_buf();
             for (flag, given, fixed) in [
                 ("--cluster-cidr", args.cluster_cidr, had.cluster_cidr),
                 ("--service-cidr", args.service_cidr, had.service_cidr),
