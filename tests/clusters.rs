@@ -303,18 +303,10 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
         .ok();
     }
     for (ctx, body, other) in [(&ctx_a, "web v1", &ctx_b), (&ctx_b, "web v2", &ctx_a)] {
-        let got = host
-            .kubectl(
-                ctx,
-                &[
-                    "exec",
-                    "client",
-                    "--",
-                    "sh",
-                    "-c",
-                    "timeout 10 wget -qO- http://web",
-                ],
-            )
+        let in_client = |ctx: &str, script: &str| {
+            host.kubectl(ctx, &["exec", "client", "--", "sh", "-c", script])
+        };
+        let got = in_client(ctx, "timeout 10 wget -qO- http://web")
             .ok()
             .to_string();
         assert!(got.contains(body), "{ctx}: {got}");
@@ -334,36 +326,18 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
         };
         let (own, theirs) = (api_ip(ctx), api_ip(other));
         assert_ne!(own, theirs);
-        let answer = host
-            .kubectl(
-                ctx,
-                &[
-                    "exec",
-                    "client",
-                    "--",
-                    "nslookup",
-                    "kubernetes.default.svc.cluster.local",
-                ],
-            )
+        let answer = in_client(ctx, "nslookup kubernetes.default.svc.cluster.local")
             .ok()
             .to_string();
         assert!(answer.contains(&own), "{ctx}: {answer}");
         assert!(!answer.contains(&theirs), "{ctx}: {answer}");
         // Its own API answers at its own kubernetes Service: the TCP
         // connection is made (not refused, not left unanswered).
-        let tcp = host
-            .kubectl(
-                ctx,
-                &[
-                    "exec",
-                    "client",
-                    "--",
-                    "sh",
-                    "-c",
-                    &format!("timeout 3 nc -w 2 {own} 443 </dev/null; echo rc=$?"),
-                ],
-            )
-            .stdout;
+        let tcp = in_client(
+            ctx,
+            &format!("timeout 3 nc -w 2 {own} 443 </dev/null; echo rc=$?"),
+        )
+        .stdout;
         assert!(
             tcp.contains("rc=0") && !tcp.contains("can't connect"),
             "{ctx}: {tcp}"
