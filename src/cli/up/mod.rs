@@ -21,6 +21,9 @@ use super::component::{self, tail, LogLimits, AGENT, CONTROL};
 use super::delete::parse_duration;
 use super::purge;
 
+mod plan;
+use plan::plan_cluster;
+
 #[derive(Debug, Args)]
 pub struct UpArgs {
     /// The cluster's name, for several clusters on one host: its data dir
@@ -308,100 +311,6 @@ async fn print_join_command(admin_kubeconfig: &Path) -> Result<()> {
     println!("Other hosts join with (the token is good for 24h; `bosun token create` makes more):");
     println!("  {}", super::token::join_command(&ctx, &token).await?);
     Ok(())
-}
-
-/// A free TCP port on every interface, for a cluster that keeps it.
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind(("0.0.0.0", 0)).context("finding a free port")?;
-    Ok(l.local_addr()?.port())
-}
-
-/// The cluster in `dir`: as recorded by an earlier `up` (the flags may not
-/// change its ranges), else made now, with ranges and a port no other
-/// cluster on this host holds, and registered.
-fn plan_cluster(args: &UpArgs, name: &str, dir: &Path) -> Result<ClusterRecord> {
-    let registry = Registry::lock()?;
-    let node = match (&args.node.node_name, name == clusters::DEFAULT_NAME) {
-        (Some(n), _) => Some(n.clone()),
-        (None, true) => Some(args.node.name()?),
-        (None, false) => Some(name.to_string()),
-    }
-    .filter(|_| !args.no_agent);
-    let others: Vec<ClusterRecord> = registry
-        .clusters()
-        .into_iter()
-        .filter(|c| c.data_dir != dir)
-        .collect();
-    let record = match ClusterRecord::read(dir)? {
-        Some(mut had) => {
-            // Restored from a snapshot of another dir, or moved.
-            had.data_dir = dir.to_path_buf();
-            for (flag, given, fixed) in [
-                ("--cluster-cidr", args.cluster_cidr, had.cluster_cidr),
-                ("--service-cidr", args.service_cidr, had.service_cidr),
-            ] {
-                if given.is_some_and(|g| g != fixed) {
-                    bail!(
-                        "{flag}: cluster {:?} in {} was made with {fixed}, which cannot change \
-                         (`bosun down --purge` removes the cluster)",
-                        had.name,
-                        dir.display()
-                    );
-                }
-            }
-            if let Some(port) = args.port {
-                had.port = if port == 0 { free_port()? } else { port };
-            }
-            had.node = node.or(had.node);
-            had
-        }
-        None => {
-            // A store made before clusters were recorded used the fixed
-            // ranges of that time; its objects hold addresses from them.
-            let (cluster_cidr, service_cidr) = if dir.join("store.redb").exists() {
-                (
-                    args.cluster_cidr.unwrap_or("10.244.0.0/16".parse()?),
-                    args.service_cidr.unwrap_or("10.96.0.0/12".parse()?),
-                )
-            } else {
-                let routes = bosun::hostnet::ipv4_routes().context("reading this host's routes")?;
-                clusters::choose_ranges(
-                    &clusters::Wanted {
-                        cluster_cidr: args.cluster_cidr,
-                        service_cidr: args.service_cidr,
-                    },
-                    &others,
-                    &routes,
-                )?
-            };
-            let port = match args.port {
-                Some(0) => free_port()?,
-                Some(p) => p,
-                None if name == clusters::DEFAULT_NAME => 6443,
-                None => free_port()?,
-            };
-            ClusterRecord {
-                name: name.to_string(),
-                data_dir: dir.to_path_buf(),
-                port,
-                cluster_cidr,
-                service_cidr,
-                node,
-            }
-        }
-    };
-    if let Some(node) = &record.node {
-        if let Some(o) = others.iter().find(|o| o.node.as_ref() == Some(node)) {
-            bail!(
-                "node name {node:?} is taken by bosun cluster {:?} ({}) on this host: \
-                 two nodes of one name would share their Docker network; give --node-name",
-                o.name,
-                o.data_dir.display()
-            );
-        }
-    }
-    registry.register(&record)?;
-    Ok(record)
 }
 
 pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
@@ -716,90 +625,4 @@ fn stop_all(dir: &Path, timeout: Duration) -> Result<bool> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Flags {
-        #[command(flatten)]
-        node: NodeArgs,
-    }
-
-    #[test]
-    fn node_flags_become_the_agents_flags() {
-        let f = Flags::try_parse_from([
-            "bosun",
-            "--node-interface",
-            "eth1",
-            "--pod-cidr",
-            "10.244.5.0/24",
-        ])
-        .unwrap();
-        assert_eq!(
-            f.node.agent_args(),
-            ["--node-interface", "eth1", "--pod-cidr", "10.244.5.0/24"]
-        );
-        let f = Flags::try_parse_from(["bosun", "--node-ip", "192.168.56.11"]).unwrap();
-        assert_eq!(f.node.agent_args(), ["--node-ip", "192.168.56.11"]);
-        assert!(Flags::try_parse_from(["bosun"])
-            .unwrap()
-            .node
-            .agent_args()
-            .is_empty());
-        // An address and an interface at once, or an address that is none,
-        // is refused naming the flag.
-        let both =
-            Flags::try_parse_from(["bosun", "--node-ip", "10.0.0.1", "--node-interface", "eth1"]);
-        assert!(both.is_err_and(|e| e.to_string().contains("--node-interface")));
-        let bad = Flags::try_parse_from(["bosun", "--node-ip", "eth1"]);
-        assert!(bad.is_err_and(|e| e.to_string().contains("--node-ip")));
-    }
-
-    #[test]
-    fn kubeconfig_is_written_and_updated_in_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kc");
-        std::fs::write(
-            &path,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: https://x\n",
-        )
-        .unwrap();
-        let cluster = |server: &str| {
-            serde_yaml::from_str::<serde_yaml::Value>(&format!(
-                "server: {server}\ncertificate-authority-data: Q0E=\n"
-            ))
-            .unwrap()
-        };
-        let names = KubeconfigNames::of(clusters::DEFAULT_NAME);
-        write_kubeconfig(&path, &names, &cluster("https://127.0.0.1:1"), "t1").unwrap();
-        write_kubeconfig(&path, &names, &cluster("https://127.0.0.1:2"), "t2").unwrap();
-        // A named cluster is another context beside it, and the current one.
-        let b = KubeconfigNames::of("b");
-        write_kubeconfig(&path, &b, &cluster("https://127.0.0.1:3"), "t3").unwrap();
-        let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
-        assert_eq!(kc.current_context.as_deref(), Some("bosun-b"));
-        assert_eq!(kc.clusters.len(), 3);
-        write_kubeconfig(&path, &names, &cluster("https://127.0.0.1:2"), "t2").unwrap();
-        let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
-        assert_eq!(kc.current_context.as_deref(), Some("bosun"));
-        assert_eq!(kc.clusters.len(), 3);
-        let bosun = kc.clusters.iter().find(|c| c.name == "bosun").unwrap();
-        assert_eq!(
-            bosun.cluster.as_ref().unwrap().server.as_deref(),
-            Some("https://127.0.0.1:2")
-        );
-        assert_eq!(
-            bosun
-                .cluster
-                .as_ref()
-                .unwrap()
-                .certificate_authority_data
-                .as_deref(),
-            Some("Q0E=")
-        );
-        assert_eq!(kc.auth_infos.len(), 2);
-        let ctx = kc.contexts[0].context.as_ref().unwrap();
-        assert_eq!(ctx.namespace.as_deref(), Some("default"));
-    }
-}
+mod tests;
