@@ -268,6 +268,10 @@ pub fn choose_ranges(
                 taken: &[Ipv4Net]|
      -> Result<Ipv4Net> {
         match given {
+            Some(net) if net.trunc() != net => bail!(
+                "{flag} {net}: has host bits set; did you mean {}?",
+                net.trunc()
+            ),
             Some(net) => match clash(&net, also) {
                 Some(what) => bail!("{flag} {net} overlaps {what}; choose another range"),
                 None => Ok(net),
@@ -460,6 +464,22 @@ mod tests {
         .to_string();
         assert!(
             err.contains("overlaps this cluster's --cluster-cidr 10.60.0.0/16"),
+            "{err}"
+        );
+        let err = choose_ranges(
+            &Wanted {
+                cluster_cidr: Some(net("10.61.3.0/16")),
+                service_cidr: None,
+            },
+            &[],
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(
+                "--cluster-cidr 10.61.3.0/16: has host bits set; did you mean 10.61.0.0/16?"
+            ),
             "{err}"
         );
     }
