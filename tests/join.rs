@@ -694,11 +694,18 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
         std::time::SystemTime::now() < first_expiry,
         "renewed only after the first certificate expired"
     );
-    let log = std::fs::read_to_string(joined.join("agent.log")).unwrap();
-    assert!(
-        log.contains("renewed the node's client certificate"),
-        "{log}"
-    );
+    // The agent logs the renewal after writing the kubeconfig, and its
+    // supervisor copies the line into agent.log a moment later.
+    let log = || std::fs::read_to_string(joined.join("agent.log")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !log().contains("renewed the node's client certificate") {
+        assert!(
+            Instant::now() < deadline,
+            "the renewal was not logged:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // Every connection of the agent is cut (the control plane stops) and
     // is made anew once the first certificate has expired (TLS checks a
