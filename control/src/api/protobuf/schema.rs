@@ -59,6 +59,9 @@ const FILES: &[&str] = &[
     include_str!("../../../proto/api_discovery_v1.proto"),
     include_str!("../../../proto/api_coordination_v1.proto"),
     include_str!("../../../proto/api_events_v1.proto"),
+    include_str!("../../../proto/api_authentication_v1.proto"),
+    include_str!("../../../proto/api_authorization_v1.proto"),
+    include_str!("../../../proto/api_rbac_v1.proto"),
 ];
 
 /// Every message of the vendored files by full name
@@ -105,6 +108,16 @@ fn parse_type(package: &str, t: &str) -> FieldType {
     }
 }
 
+/// The JSON name of a proto field: the proto name, except where Go's
+/// struct tags say otherwise (`BoundObjectReference.UID` is `uID` in
+/// protobuf and `uid` in JSON).
+fn json_name(proto: &str) -> &str {
+    match proto {
+        "uID" => "uid",
+        other => other,
+    }
+}
+
 fn parse_file(text: &str, out: &mut HashMap<String, Message>) {
     let text = strip_comments(text);
     let mut package = String::new();
@@ -144,7 +157,7 @@ fn parse_file(text: &str, out: &mut HashMap<String, Message>) {
                 }
             };
             msg.fields.push(Field {
-                name: name.to_string(),
+                name: json_name(name).to_string(),
                 number,
                 repeated,
                 map,
