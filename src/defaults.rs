@@ -208,6 +208,17 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         }
         // SetDefaults_Secret.
         ("", "Secret") => set_str(root, "type", "Opaque"),
+        // SetDefaults_Subject: users and groups are RBAC's.
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            for s in array_at(root, "subjects") {
+                if matches!(
+                    s.get("kind").and_then(Value::as_str),
+                    Some("User" | "Group")
+                ) {
+                    set_str(s, "apiGroup", "rbac.authorization.k8s.io");
+                }
+            }
+        }
         _ => {}
     }
 }

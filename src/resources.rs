@@ -211,6 +211,15 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: [], cat: [], sub: []),
     res!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", true,
          short: [], cat: [], sub: []),
+    res!("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", false,
+         short: [], cat: [], sub: []),
+    res!("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings",
+         "clusterrolebinding", false,
+         short: [], cat: [], sub: []),
+    res!("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true,
+         short: [], cat: [], sub: []),
+    res!("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", true,
+         short: [], cat: [], sub: []),
     res!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"]),
@@ -234,12 +243,41 @@ pub static READ_ONLY_RESOURCES: &[ResourceInfo] = &[
          short: [], cat: [], sub: []),
 ];
 
-/// Every resource served: the stored ones, then the read-only ones.
+/// Resources that are only created, answered and never stored: the
+/// authentication and authorization reviews (`kubectl auth can-i`,
+/// `kubectl auth whoami`, webhook token and access checks).
+pub static CREATE_ONLY_RESOURCES: &[ResourceInfo] = &[
+    res!("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", "", false,
+         short: [], cat: [], sub: []),
+    res!("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", "", false,
+         short: [], cat: [], sub: []),
+    res!("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", "", false,
+         short: [], cat: [], sub: []),
+    res!("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", "",
+         false, short: [], cat: [], sub: []),
+    res!("authorization.k8s.io", "v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", "",
+         true, short: [], cat: [], sub: []),
+    res!("authorization.k8s.io", "v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", "",
+         false, short: [], cat: [], sub: []),
+];
+
+/// Every resource served: the stored ones, then the read-only ones, then
+/// the create-only ones.
 pub fn served() -> impl Iterator<Item = &'static ResourceInfo> {
-    RESOURCES.iter().chain(READ_ONLY_RESOURCES.iter())
+    RESOURCES
+        .iter()
+        .chain(READ_ONLY_RESOURCES.iter())
+        .chain(CREATE_ONLY_RESOURCES.iter())
 }
 
 impl ResourceInfo {
+    /// Whether the resource is only created and answered, never stored.
+    pub fn is_create_only(&self) -> bool {
+        CREATE_ONLY_RESOURCES
+            .iter()
+            .any(|r| r.group == self.group && r.plural == self.plural)
+    }
+
     /// Whether the resource is served but not stored (only `get` and `list`).
     pub fn is_read_only(&self) -> bool {
         READ_ONLY_RESOURCES

@@ -12,9 +12,9 @@ use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::controllers::{
-    cronjob, daemonset, deployment, endpoints, endpointslice, eventttl, garbagecollector, job,
-    namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset, rootcacertpublisher,
-    serviceaccount, statefulset, tainteviction, volumebinding,
+    clusterroleaggregation, cronjob, daemonset, deployment, endpoints, endpointslice, eventttl,
+    garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset,
+    rootcacertpublisher, serviceaccount, statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -40,6 +40,7 @@ pub const ALL: &[&str] = &[
     "root-ca-cert-publisher",
     "garbagecollector",
     "eventttl",
+    "clusterrole-aggregation",
 ];
 
 /// Tunables of the controllers.
@@ -128,6 +129,60 @@ pub fn in_process_client_as(router: axum::Router, token: &str, component: &str) 
     Client::new(service, "default")
 }
 
+/// A kube client that calls `router` in process as `user`, a request
+/// extension no request from the network can carry (see
+/// [`crate::api::authn::InProcessUser`]); its User-Agent names `component`.
+pub fn in_process_client_for(
+    router: axum::Router,
+    user: crate::auth::UserInfo,
+    component: &str,
+) -> Client {
+    use tower::ServiceExt;
+    let agent = http::HeaderValue::from_str(&bosun::fieldmanager::user_agent(component))
+        .expect("user agent is ASCII");
+    let who = crate::api::authn::InProcessUser(user);
+    let service = router.map_request(move |mut req: http::Request<kube::client::Body>| {
+        req.extensions_mut().insert(who.clone());
+        req.headers_mut()
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| agent.clone());
+        req.map(axum::body::Body::new)
+    });
+    Client::new(service, "default")
+}
+
+/// What the controllers and the scheduler share when they run in
+/// process with `router`'s API, each as its upstream user: the shared
+/// informers as system:kube-controller-manager, the scheduler as
+/// system:kube-scheduler, each controller as its service account in
+/// kube-system (kube-controller-manager's `--use-service-account-credentials`),
+/// held to the bootstrap policy's roles.
+pub fn shared_in_process(
+    router: axum::Router,
+    clock: Arc<dyn crate::toolkit::Clock>,
+) -> Arc<Shared> {
+    use crate::auth::user::{self, UserInfo};
+    let kcm = bosun::fieldmanager::KUBE_CONTROLLER_MANAGER;
+    let informers = in_process_client_for(
+        router.clone(),
+        UserInfo::authenticated(user::KUBE_CONTROLLER_MANAGER, &[]),
+        kcm,
+    );
+    let scheduler = in_process_client_for(
+        router.clone(),
+        UserInfo::authenticated(user::KUBE_SCHEDULER, &[]),
+        bosun::fieldmanager::KUBE_SCHEDULER,
+    );
+    let controllers = move |account: &str| {
+        in_process_client_for(
+            router.clone(),
+            UserInfo::service_account("kube-system", account, ""),
+            kcm,
+        )
+    };
+    Shared::with_clients(informers, scheduler, Arc::new(controllers), clock)
+}
+
 /// Sets up every enabled controller, starts the shared caches and returns
 /// the controllers' loops (spawn them; abort them to stop).
 pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture<'static, ()>> {
@@ -159,6 +214,7 @@ pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture
             "podgc" => podgc::start(shared, options.pod_gc.clone()),
             "serviceaccount" => serviceaccount::start(shared),
             "root-ca-cert-publisher" => rootcacertpublisher::start(shared, options.root_ca.clone()),
+            "clusterrole-aggregation" => clusterroleaggregation::start(shared),
             _ => unreachable!("every name in ALL is started"),
         };
         tracing::info!(controller = name, "starting");

@@ -18,7 +18,7 @@ use crate::observe;
 use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
 use crate::tls;
 use crate::tokens::TokenIssuer;
-use crate::toolkit::{Shared, SystemClock};
+use crate::toolkit::SystemClock;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -165,6 +165,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .advertise_address
         .or_else(|| kubernetesservice::default_advertise_address(config.bind.ip()));
     let pki = tls::load_or_create(&config.data_dir, &certificate_names(&config, advertise))?;
+    let rbac = auth::rbac::Rbac::new(store.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -175,6 +178,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             &config.data_dir,
         )?)),
         snapshots: Some(snapshots.clone()),
+        rbac: rbac.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -195,6 +199,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         port: addr.port(),
     };
     let apiserver_client = manager::in_process_client_as(router.clone(), &token, "kube-apiserver");
+    auth::rbac::reconcile::bootstrap(&apiserver_client)
+        .await
+        .map_err(|e| anyhow::anyhow!("reconciling the bootstrap RBAC policy: {e:?}"))?;
     if let Err(e) = kubernetesservice::reconcile(&apiserver_client, &api_service).await {
         tracing::warn!(error = %e, "making the kubernetes Service");
     }
@@ -209,11 +216,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
-    let shared = Shared::with_scheduler_client(
-        manager::in_process_client(router.clone(), &token),
-        manager::in_process_client_as(router.clone(), &token, bosun::fieldmanager::KUBE_SCHEDULER),
-        Arc::new(SystemClock),
-    );
+    let shared = manager::shared_in_process(router.clone(), Arc::new(SystemClock));
     let controllers = ControllerOptions {
         root_ca: pki.ca_pem.clone(),
         ..config.controllers.clone()
@@ -233,6 +236,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         );
     }
     tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
+    tasks.spawn(rbac.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

@@ -23,6 +23,7 @@ mod core_group;
 mod discovery;
 mod fields;
 mod pod;
+mod rbac;
 mod storage;
 
 use chrono::{DateTime, Utc};
@@ -62,6 +63,10 @@ const PRINTERS: &[&KindPrinter] = &[
     &batch::CRON_JOB,
     &autoscaling::HORIZONTAL_POD_AUTOSCALER,
     &storage::STORAGE_CLASS,
+    &rbac::ROLE,
+    &rbac::CLUSTER_ROLE,
+    &rbac::ROLE_BINDING,
+    &rbac::CLUSTER_ROLE_BINDING,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -22,7 +22,10 @@ fn name_errors(res: &ResourceInfo, name: &str, prefix: bool) -> Vec<String> {
     match (res.group, res.kind) {
         ("", "Namespace") => is_dns1123_label(&name),
         ("", "Service") => is_dns1035_label(&name),
-        ("", "PersistentVolume") => is_valid_path_segment_name(&name),
+        // ValidateRBACName: `system:discovery` is a valid role name.
+        ("", "PersistentVolume") | ("rbac.authorization.k8s.io", _) => {
+            is_valid_path_segment_name(&name)
+        }
         _ => is_dns1123_subdomain(&name),
     }
 }

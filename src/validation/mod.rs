@@ -17,6 +17,7 @@ mod core;
 mod discovery;
 mod meta;
 mod pod;
+mod rbac;
 mod storage;
 
 use serde::de::DeserializeOwned;
@@ -414,7 +415,7 @@ fn prune_added(out: &mut Value, input: Option<&Value>) {
 /// Kinds without a built-in type come back unchanged.
 pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
     use k8s_openapi::api::{
-        apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1,
+        apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1, rbac::v1 as rbacv1,
     };
     let cannot = |detail: String| {
         format!(
@@ -494,6 +495,12 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v1::HorizontalPodAutoscaler>(v)
         }
+        ("rbac.authorization.k8s.io", "v1", "Role") => roundtrip::<rbacv1::Role>(v),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => roundtrip::<rbacv1::ClusterRole>(v),
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => roundtrip::<rbacv1::RoleBinding>(v),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
+            roundtrip::<rbacv1::ClusterRoleBinding>(v)
+        }
         _ => return Ok(input),
     };
     let mut out = out.map_err(cannot)?;
@@ -543,6 +550,14 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_hpa(res.version, spec, &mut errs)
+        }
+        ("rbac.authorization.k8s.io", "Role") => rbac::validate_rules(obj, true, &mut errs),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::validate_rules(obj, false, &mut errs),
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            rbac::validate_binding(obj, old, true, &mut errs)
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::validate_binding(obj, old, false, &mut errs)
         }
         _ => {}
     }

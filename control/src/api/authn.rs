@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::{token, ApiState, Target};
-use crate::auth::{self, Attributes, Identity, PeerCert};
+use crate::auth::{self, Attributes, Identity, PeerCert, UserInfo};
 
 /// Who sent the request: a node by its client certificate, else by its
 /// bearer token (the admin's, a bootstrap token, a service account's);
@@ -20,7 +20,11 @@ pub async fn authenticate(
     state: &ApiState,
     headers: &HeaderMap,
     peer: Option<&PeerCert>,
+    in_process: Option<&InProcessUser>,
 ) -> ApiResult<Identity> {
+    if let Some(u) = in_process {
+        return Ok(Identity::User(u.0.clone()));
+    }
     if let Some(p) = peer {
         return Ok(Identity::of_certificate(p));
     }
@@ -41,10 +45,140 @@ pub async fn authenticate(
             }
         };
     }
-    if token::service_account_authenticated(state, headers).await {
-        return Ok(Identity::ServiceAccount);
+    if let Some(user) = token::service_account_authenticated(state, headers).await {
+        return Ok(Identity::ServiceAccount(user));
     }
     Err(ApiError::unauthorized())
+}
+
+/// The user of a request made in process (the scheduler's, a
+/// controller's): a request extension, which no request from the network
+/// can carry.
+#[derive(Debug, Clone)]
+pub struct InProcessUser(pub UserInfo);
+
+/// The identity a request acts as: its sender's, or the one its
+/// `Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid` and
+/// `Impersonate-Extra-<key>` headers name, each of which the sender must
+/// be allowed to `impersonate` (as kube-apiserver's impersonation filter).
+pub async fn impersonate(
+    state: &ApiState,
+    who: Identity,
+    headers: &HeaderMap,
+) -> ApiResult<Identity> {
+    let all = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(String::from))
+            .collect()
+    };
+    let user = all("impersonate-user").into_iter().next();
+    let groups = all("impersonate-group");
+    let uid = all("impersonate-uid").into_iter().next();
+    let mut extra: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (k, v) in headers {
+        if let Some(key) = k.as_str().strip_prefix("impersonate-extra-") {
+            let key = percent_decode(key);
+            extra
+                .entry(key)
+                .or_default()
+                .push(v.to_str().unwrap_or("").to_string());
+        }
+    }
+    let Some(user) = user else {
+        if groups.is_empty() && uid.is_none() && extra.is_empty() {
+            return Ok(who);
+        }
+        return Err(ApiError::bad_request(
+            "requested impersonation of groups, uid or extra without impersonating a user",
+        ));
+    };
+    let sender = who.user_info();
+    // What the sender must be allowed to impersonate: (group, resource,
+    // namespace, name, subresource), each with the verb `impersonate`.
+    type Ask = (
+        &'static str,
+        &'static str,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let mut asks: Vec<Ask> = Vec::new();
+    match crate::auth::user::split_service_account(&user) {
+        Some((ns, name)) => asks.push((
+            "",
+            "serviceaccounts",
+            Some(ns.to_string()),
+            Some(name.to_string()),
+            None,
+        )),
+        None => asks.push(("", "users", None, Some(user.clone()), None)),
+    }
+    for g in &groups {
+        asks.push(("", "groups", None, Some(g.clone()), None));
+    }
+    if let Some(u) = &uid {
+        asks.push(("authentication.k8s.io", "uids", None, Some(u.clone()), None));
+    }
+    for (key, values) in &extra {
+        for v in values {
+            let (v, key) = (Some(v.clone()), Some(key.clone()));
+            asks.push(("authentication.k8s.io", "userextras", None, v, key));
+        }
+    }
+    for (group, resource, namespace, name, sub) in &asks {
+        let attrs = Attributes {
+            user: sender.name.clone(),
+            verb: "impersonate",
+            group,
+            resource,
+            subresource: sub.as_deref(),
+            namespace: namespace.as_deref(),
+            name: name.as_deref(),
+            created_name: None,
+        };
+        auth::authorize(state.store.as_ref(), &state.rbac, &who, &attrs)
+            .await
+            .map_err(|_| ApiError::forbidden(attrs.forbidden("")))?;
+    }
+    let mut info = UserInfo {
+        name: user.clone(),
+        uid: uid.unwrap_or_default(),
+        groups,
+        extra,
+    };
+    if let Some((ns, _)) = crate::auth::user::split_service_account(&user) {
+        if info.groups.is_empty() {
+            info.groups = vec![
+                crate::auth::user::SERVICE_ACCOUNTS.into(),
+                format!("{}:{ns}", crate::auth::user::SERVICE_ACCOUNTS),
+            ];
+        }
+    }
+    if user == crate::auth::user::ANONYMOUS {
+        if !info.in_group(crate::auth::user::ALL_UNAUTHENTICATED) {
+            info.groups
+                .push(crate::auth::user::ALL_UNAUTHENTICATED.into());
+        }
+    } else if !info.in_group(crate::auth::user::ALL_AUTHENTICATED) {
+        info.groups
+            .push(crate::auth::user::ALL_AUTHENTICATED.into());
+    }
+    let node = user
+        .strip_prefix(bt::NODE_USER_PREFIX)
+        .filter(|_| info.in_group(bt::NODES_GROUP));
+    Ok(match node {
+        Some(n) => Identity::Node(n.to_string()),
+        None => Identity::User(info),
+    })
+}
+
+/// `Impersonate-Extra-` keys are percent-encoded.
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Whether an anonymous request may go on: only to read cluster-info.
@@ -68,9 +202,6 @@ pub async fn authorize(
     watch: bool,
     body: Option<&Bytes>,
 ) -> ApiResult<()> {
-    if matches!(who, Identity::Admin | Identity::ServiceAccount) {
-        return Ok(());
-    }
     if *who == Identity::Anonymous {
         // Only cluster-info gets this far (see anonymous_allowed).
         return Ok(());
@@ -102,10 +233,16 @@ pub async fn authorize(
         name: target.name.as_deref(),
         created_name: created.as_deref(),
     };
-    auth::authorize(state.store.as_ref(), who, &attrs)
+    auth::authorize(state.store.as_ref(), &state.rbac, who, &attrs)
         .await
         .map_err(|message| {
-            tracing::debug!(user = %attrs.user, %message, "forbidden");
+            // The in-process components are held to their roles: a
+            // refusal of theirs is a missing rule, worth seeing.
+            if matches!(who, Identity::User(_)) {
+                tracing::warn!(user = %attrs.user, %message, "forbidden");
+            } else {
+                tracing::debug!(user = %attrs.user, %message, "forbidden");
+            }
             ApiError::forbidden(message)
         })
 }
@@ -159,4 +296,19 @@ pub async fn node_credential(
             .unwrap_or_default(),
     )
         .into_response())
+}
+
+/// A 403 if the request would grant, through the role or binding `obj`,
+/// more than its sender holds (RBAC's escalation prevention).
+pub async fn no_escalation(
+    state: &ApiState,
+    req: &super::ApiRequest,
+    obj: &Value,
+) -> ApiResult<()> {
+    if req.target.res.group != auth::rbac::GROUP {
+        return Ok(());
+    }
+    auth::rbac::escalation::check(&state.rbac, &req.who.user_info(), req.target.res.kind, obj)
+        .await
+        .map_err(ApiError::forbidden)
 }

@@ -128,6 +128,7 @@ pub(super) async fn create_object(
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, &name, &errors));
     }
+    super::authn::no_escalation(state, req, &obj).await?;
     if !managed::is_apply(req) {
         managed::record_update(req, &json!({}), &mut obj)?;
     }

@@ -218,6 +218,7 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
         };
         let current = object::from_store(&kv)?;
         let item_req = ApiRequest {
+            who: req.who.clone(),
             method: Method::DELETE,
             target: super::Target {
                 res,

@@ -58,7 +58,13 @@ fn resource_entry(r: &ResourceInfo) -> Value {
         "singularName": r.singular,
         "namespaced": r.namespaced,
         "kind": r.kind,
-        "verbs": if r.is_read_only() { &["get", "list"][..] } else { VERBS },
+        "verbs": if r.is_read_only() {
+            &["get", "list"][..]
+        } else if r.is_create_only() {
+            &["create"][..]
+        } else {
+            VERBS
+        },
     });
     if !r.short_names.is_empty() {
         e["shortNames"] = json!(r.short_names);

@@ -86,6 +86,7 @@ async fn summaries(state: &ApiState, nodes: &[Value]) -> HashMap<String, Summary
 fn core_request(req: &ApiRequest, plural: &str) -> ApiRequest {
     let res = resources::by_path("", "v1", plural).expect("core resource");
     ApiRequest {
+        who: req.who.clone(),
         method: Method::GET,
         target: Target {
             res,

@@ -2,7 +2,7 @@
 //! the verbs on every served resource.
 
 pub mod allocate;
-mod authn;
+pub mod authn;
 mod binding;
 mod create;
 mod decode;
@@ -21,6 +21,7 @@ mod patch;
 pub mod protobuf;
 pub mod proxy;
 mod request;
+mod reviews;
 mod scale;
 mod snapshot;
 mod spdy;
@@ -88,6 +89,8 @@ pub struct ApiState {
     pub node_signer: Option<Arc<crate::auth::credential::NodeSigner>>,
     /// Takes snapshots of the store and data dir (none in memory).
     pub snapshots: Option<Arc<crate::snapshot::Snapshotter>>,
+    /// The RBAC authorizer's view of roles and bindings.
+    pub rbac: Arc<crate::auth::rbac::Rbac>,
 }
 
 /// The API as an axum router.
@@ -207,6 +210,8 @@ pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> R
 
 /// Everything a verb handler needs of the request.
 pub struct ApiRequest {
+    /// Who sent it (after impersonation).
+    pub who: crate::auth::Identity,
     pub method: Method,
     pub target: Target,
     pub query: HashMap<String, String>,
@@ -247,7 +252,9 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         _ => {}
     }
     let peer = parts.extensions.get::<crate::auth::PeerCert>().cloned();
-    let who = authn::authenticate(&state, &headers, peer.as_ref()).await?;
+    let in_process = parts.extensions.get::<authn::InProcessUser>();
+    let who = authn::authenticate(&state, &headers, peer.as_ref(), in_process).await?;
+    let who = authn::impersonate(&state, who, &headers).await?;
     if path == bosun::bootstrap::NODE_CREDENTIAL_PATH {
         let body = read_body(body, state.options.body_limit).await?;
         return authn::node_credential(&state, &who, &method, &body).await;
@@ -298,6 +305,7 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let body = read_body(body, state.options.body_limit).await?;
     authn::authorize(&state, &who, &method, &target, watch, Some(&body)).await?;
     let req = ApiRequest {
+        who,
         method,
         query: bosun::serving::query_pairs(&uri).into_iter().collect(),
         target,
@@ -352,6 +360,9 @@ async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
                 t.res.plural, sub
             )));
         }
+    }
+    if t.res.is_create_only() {
+        return reviews::create(state, &req).await;
     }
     let sub = t.subresource.as_deref();
     match (&req.method, t.name.is_some(), sub) {

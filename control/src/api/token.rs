@@ -25,10 +25,17 @@ const DEFAULT_SECONDS: i64 = 3600;
 const MAX_SECONDS: i64 = 1 << 32;
 
 /// Whether the request's bearer token is a valid service account token.
-pub async fn service_account_authenticated(state: &ApiState, headers: &HeaderMap) -> bool {
-    let Some(token) = bosun::serving::bearer_token(headers) else {
-        return false;
-    };
+pub async fn service_account_authenticated(
+    state: &ApiState,
+    headers: &HeaderMap,
+) -> Option<crate::auth::UserInfo> {
+    let token = bosun::serving::bearer_token(headers)?;
+    service_account_user(state, token).await
+}
+
+/// The service account user a token is for, if it is valid and its
+/// service account (and pod, for a bound token) still exist.
+pub async fn service_account_user(state: &ApiState, token: &str) -> Option<crate::auth::UserInfo> {
     let claims = match state
         .tokens
         .verify(token, ISSUER, chrono::Utc::now().timestamp())
@@ -36,7 +43,7 @@ pub async fn service_account_authenticated(state: &ApiState, headers: &HeaderMap
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(error = %e, "bearer token refused");
-            return false;
+            return None;
         }
     };
     let k = &claims.kubernetes;
@@ -52,16 +59,30 @@ pub async fn service_account_authenticated(state: &ApiState, headers: &HeaderMap
     .await;
     if !same(sa.ok().flatten(), &k.serviceaccount) {
         tracing::debug!(sub = %claims.sub, "token's service account is gone");
-        return false;
+        return None;
     }
+    let mut user = crate::auth::UserInfo::service_account(
+        &k.namespace,
+        &k.serviceaccount.name,
+        &k.serviceaccount.uid,
+    );
     if let Some(pod) = &k.pod {
         let p = stored_core(state, "Pod", &k.namespace, &pod.name).await;
         if !same(p.ok().flatten(), pod) {
             tracing::debug!(sub = %claims.sub, pod = %pod.name, "token's pod is gone");
-            return false;
+            return None;
         }
+        // As upstream's service account authenticator records them.
+        user.extra.insert(
+            "authentication.kubernetes.io/pod-name".into(),
+            vec![pod.name.clone()],
+        );
+        user.extra.insert(
+            "authentication.kubernetes.io/pod-uid".into(),
+            vec![pod.uid.clone()],
+        );
     }
-    true
+    Some(user)
 }
 
 fn invalid(name: &str, errors: Vec<FieldError>) -> ApiError {

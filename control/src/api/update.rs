@@ -149,6 +149,9 @@ pub(super) async fn commit_write(
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, name, &errors));
     }
+    if part == Part::Main && next != *current {
+        super::authn::no_escalation(state, req, &next).await?;
+    }
     if !managed::is_apply(req) {
         managed::record_update(req, current, &mut next)?;
     }

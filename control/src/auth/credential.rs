@@ -204,8 +204,8 @@ pub(crate) mod tests {
         assert!(may_request(&Identity::Node("w1".into()), "w1").is_ok());
         let err = may_request(&Identity::Node("w2".into()), "w1").unwrap_err();
         assert!(err.contains("may only renew its own"), "{err}");
-        assert!(may_request(&Identity::ServiceAccount, "w1").is_err());
-        assert!(may_request(&Identity::CertificateUser("x".into()), "w1").is_err());
+        assert!(may_request(&Identity::ServiceAccount(Default::default()), "w1").is_err());
+        assert!(may_request(&Identity::CertificateUser(Default::default()), "w1").is_err());
         let req = csr("system:node:w1", &[NODES_GROUP], vec![]);
         assert_eq!(requested_node(&req).unwrap(), "w1");
     }

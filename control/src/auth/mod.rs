@@ -2,14 +2,16 @@
 //! authenticators and authorizers see it.
 //!
 //! - [`Identity`]: the admin (bosun's admin token), a service account (its
-//!   JWT), a node (a client certificate the cluster CA signed with CN
+//!   JWT), an in-process component or an impersonated user, a node (a client certificate the cluster CA signed with CN
 //!   `system:node:<name>`, O `system:nodes`), a bootstrap token's user
 //!   (`system:bootstrap:<id>`, which may only trade the token for a node
 //!   certificate), or anonymous (which may only read kube-public's
 //!   cluster-info).
-//! - [`authorize`]: the admin and service accounts may do anything (as
-//!   before this module); nodes go through the Node authorizer
-//!   ([`node`]); everything else is forbidden in Kubernetes' words.
+//! - [`user`]: the user and groups of an identity, as `user.Info`.
+//! - [`authorize`]: system:masters (the admin) may do anything; nodes go
+//!   through the Node authorizer ([`node`]), then RBAC; everyone else
+//!   through RBAC ([`rbac`]); what is denied is forbidden in Kubernetes'
+//!   words.
 //! - [`bootstrap`]: bootstrap tokens checked against their Secrets, the
 //!   cluster-info ConfigMap, the cleaner of expired tokens.
 //! - [`credential`]: signing a node's certificate request with the CA.
@@ -20,35 +22,58 @@ pub mod bootstrap;
 pub mod credential;
 pub mod kubelet_client;
 pub mod node;
+pub mod rbac;
+pub mod user;
 
 use serde_json::Value;
 
 use crate::store::Store;
+pub use user::UserInfo;
 
 /// The authenticated user of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
+    /// bosun's admin token: a member of system:masters.
     Admin,
-    ServiceAccount,
+    /// A service account's token.
+    ServiceAccount(UserInfo),
     /// A node's client certificate: the node's name.
     Node(String),
-    /// A client certificate of the CA that is not a node's: its CN.
-    CertificateUser(String),
+    /// A client certificate of the CA that is not a node's: its CN as the
+    /// user, its O's as groups.
+    CertificateUser(UserInfo),
     /// A valid bootstrap token: its id.
     Bootstrap(String),
     Anonymous,
+    /// An in-process component (the scheduler, a controller), or the user
+    /// a request impersonates.
+    User(UserInfo),
 }
+
+/// The admin token's user name.
+pub const ADMIN_USER: &str = "bosun-admin";
 
 impl Identity {
     /// The user name, as Kubernetes' messages name it.
     pub fn user(&self) -> String {
+        self.user_info().name
+    }
+
+    /// The user and groups authorization sees.
+    pub fn user_info(&self) -> UserInfo {
         match self {
-            Identity::Admin => "bosun-admin".into(),
-            Identity::ServiceAccount => "system:serviceaccount".into(),
-            Identity::Node(n) => format!("{}{n}", bosun::bootstrap::NODE_USER_PREFIX),
-            Identity::CertificateUser(cn) => cn.clone(),
-            Identity::Bootstrap(id) => format!("system:bootstrap:{id}"),
-            Identity::Anonymous => "system:anonymous".into(),
+            Identity::Admin => UserInfo::authenticated(ADMIN_USER, &[user::SYSTEM_MASTERS]),
+            Identity::ServiceAccount(u) | Identity::CertificateUser(u) | Identity::User(u) => {
+                u.clone()
+            }
+            Identity::Node(n) => UserInfo::authenticated(
+                format!("{}{n}", bosun::bootstrap::NODE_USER_PREFIX),
+                &[bosun::bootstrap::NODES_GROUP],
+            ),
+            Identity::Bootstrap(id) => {
+                UserInfo::authenticated(format!("system:bootstrap:{id}"), &[user::BOOTSTRAPPERS])
+            }
+            Identity::Anonymous => UserInfo::anonymous(),
         }
     }
 }
@@ -69,7 +94,13 @@ impl Identity {
             .strip_prefix(bosun::bootstrap::NODE_USER_PREFIX)
         {
             Some(name) if is_node && !name.is_empty() => Identity::Node(name.to_string()),
-            _ => Identity::CertificateUser(peer.common_name.clone()),
+            _ => {
+                let groups: Vec<&str> = peer.organizations.iter().map(String::as_str).collect();
+                Identity::CertificateUser(UserInfo::authenticated(
+                    peer.common_name.clone(),
+                    &groups,
+                ))
+            }
         }
     }
 }
@@ -90,6 +121,17 @@ pub struct Attributes<'a> {
 }
 
 impl Attributes<'_> {
+    /// The request as RBAC rules match it (no name on a create).
+    pub fn rbac_request(&self) -> rbac::rule::Request<'_> {
+        rbac::rule::Request::Resource {
+            verb: self.verb,
+            group: self.group,
+            resource: self.resource,
+            subresource: self.subresource,
+            name: self.name.unwrap_or(""),
+        }
+    }
+
     /// kube-apiserver's message for a denied request, with `reason`
     /// appended when there is one.
     pub fn forbidden(&self, reason: &str) -> String {
@@ -137,20 +179,34 @@ pub fn verb(method: &http::Method, named: bool, watch: bool) -> &'static str {
     }
 }
 
-/// `Ok` if `who` may do `a`; otherwise the message of the 403.
+/// `Ok` if `who` may do `a`; otherwise the message of the 403. The chain
+/// is kube-apiserver's: system:masters may do anything; a node's request
+/// goes to the Node authorizer, then RBAC; everyone else's to RBAC.
 pub async fn authorize(
     store: &dyn Store,
+    rbac: &rbac::Rbac,
     who: &Identity,
     a: &Attributes<'_>,
 ) -> Result<(), String> {
-    match who {
-        Identity::Admin | Identity::ServiceAccount => Ok(()),
-        Identity::Node(name) => {
-            let facts = node_facts(store, name, a).await?;
-            node::decide(name, a, &facts)
-        }
-        _ => Err(a.forbidden("")),
+    let user = who.user_info();
+    if user.is_master() {
+        return Ok(());
     }
+    let mut reason = String::new();
+    if let Identity::Node(name) = who {
+        let facts = node_facts(store, name, a).await?;
+        match node::decide(name, a, &facts) {
+            Ok(()) => return Ok(()),
+            Err(message) => reason = message,
+        }
+    }
+    if rbac.allows(&user, &a.rbac_request(), a.namespace).await {
+        return Ok(());
+    }
+    if !reason.is_empty() {
+        return Err(reason);
+    }
+    Err(a.forbidden(""))
 }
 
 /// Reads from the store what the Node authorizer needs for `a`.

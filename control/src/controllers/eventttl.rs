@@ -66,7 +66,7 @@ pub async fn sweep(client: &kube::Client, clock: &dyn Clock, ttl: Duration) -> k
 }
 
 pub fn start(shared: &Arc<Shared>, ttl: Duration) -> BoxFuture<'static, ()> {
-    let client = shared.client.clone();
+    let client = shared.client_for("eventttl");
     let clock = shared.clock.clone();
     let period = (ttl / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     async move {

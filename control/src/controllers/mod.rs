@@ -4,6 +4,7 @@
 //! the [`crate::toolkit`] they share with the scheduler, and started by
 //! [`crate::manager`].
 
+pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;

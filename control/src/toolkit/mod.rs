@@ -73,7 +73,13 @@ pub struct Shared {
     pub scheduler_client: Client,
     pub informers: Informers,
     pub clock: Arc<dyn Clock>,
+    /// Makes the client a controller writes through, given the service
+    /// account it acts as; `None` writes through `client` (tests).
+    controller_clients: Option<ControllerClients>,
 }
+
+/// Makes a controller's client from its service account's name.
+pub type ControllerClients = Arc<dyn Fn(&str) -> Client + Send + Sync>;
 
 impl Shared {
     pub fn new(client: Client, clock: Arc<dyn Clock>) -> Arc<Self> {
@@ -91,7 +97,36 @@ impl Shared {
             client,
             scheduler_client,
             clock,
+            controller_clients: None,
         })
+    }
+
+    /// As [`Shared::with_scheduler_client`], each controller writing
+    /// through a client of its own from `controller_clients`.
+    pub fn with_clients(
+        client: Client,
+        scheduler_client: Client,
+        controller_clients: ControllerClients,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Self> {
+        Arc::new(Shared {
+            informers: Informers::new(client.clone()),
+            client,
+            scheduler_client,
+            clock,
+            controller_clients: Some(controller_clients),
+        })
+    }
+
+    /// The client controller `name` (its `--controllers` name) writes
+    /// through: as its service account in the bootstrap policy.
+    pub fn client_for(&self, name: &str) -> Client {
+        let account = crate::auth::rbac::policy::controller_account(name)
+            .unwrap_or_else(|| panic!("controller {name:?} has no service account in the policy"));
+        match &self.controller_clients {
+            Some(make) => make(account),
+            None => self.client.clone(),
+        }
     }
 
     /// An event recorder reporting as `component` (e.g.

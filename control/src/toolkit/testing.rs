@@ -35,6 +35,9 @@ impl TestApi {
             .await
             .expect("bootstrap");
         let (shutdown, rx) = tokio::sync::watch::channel(false);
+        let rbac = crate::auth::rbac::Rbac::new(store.clone())
+            .await
+            .expect("rbac index");
         let state = Arc::new(ApiState {
             store: store.clone(),
             token: TOKEN.into(),
@@ -46,6 +49,7 @@ impl TestApi {
             shutdown: rx,
             node_signer: None,
             snapshots: None,
+            rbac,
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

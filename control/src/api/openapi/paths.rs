@@ -61,6 +61,10 @@ pub fn paths(
         } else {
             None
         });
+        if r.is_create_only() {
+            paths.insert(base.clone(), json!({"post": op("post", &write_params)}));
+            continue;
+        }
         if r.is_read_only() {
             let list = json!([q("labelSelector"), q("fieldSelector")]);
             paths.insert(base.clone(), json!({"get": op("list", &list)}));

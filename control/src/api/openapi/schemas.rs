@@ -5,7 +5,10 @@
 //! `x-kubernetes-group-version-kind` on the top-level kinds.
 
 use bosun::resources::ResourceInfo;
-use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, discovery, storage};
+use k8s_openapi::api::{
+    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, rbac,
+    storage,
+};
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
@@ -61,6 +64,30 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("storage.k8s.io", "v1", "StorageClass") => add::<storage::v1::StorageClass>(gen),
         ("coordination.k8s.io", "v1", "Lease") => add::<coordination::v1::Lease>(gen),
         ("discovery.k8s.io", "v1", "EndpointSlice") => add::<discovery::v1::EndpointSlice>(gen),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => add::<rbac::v1::ClusterRole>(gen),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
+            add::<rbac::v1::ClusterRoleBinding>(gen)
+        }
+        ("rbac.authorization.k8s.io", "v1", "Role") => add::<rbac::v1::Role>(gen),
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => add::<rbac::v1::RoleBinding>(gen),
+        ("authentication.k8s.io", "v1", "TokenReview") => {
+            add::<authentication::v1::TokenReview>(gen)
+        }
+        ("authentication.k8s.io", "v1", "SelfSubjectReview") => {
+            add::<authentication::v1::SelfSubjectReview>(gen)
+        }
+        ("authorization.k8s.io", "v1", "SubjectAccessReview") => {
+            add::<authorization::v1::SubjectAccessReview>(gen)
+        }
+        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview") => {
+            add::<authorization::v1::SelfSubjectAccessReview>(gen)
+        }
+        ("authorization.k8s.io", "v1", "LocalSubjectAccessReview") => {
+            add::<authorization::v1::LocalSubjectAccessReview>(gen)
+        }
+        ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => {
+            add::<authorization::v1::SelfSubjectRulesReview>(gen)
+        }
         ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
             add::<autoscaling::v1::HorizontalPodAutoscaler>(gen)
         }

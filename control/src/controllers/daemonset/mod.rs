@@ -105,7 +105,7 @@ impl Ctx {
     pub fn new(shared: &Shared) -> Ctx {
         let informers = &shared.informers;
         Ctx {
-            client: shared.client.clone(),
+            client: shared.client_for("daemonset"),
             sets: informers.store::<DaemonSet>(),
             pods: informers.store::<Pod>(),
             nodes: informers.store::<Node>(),

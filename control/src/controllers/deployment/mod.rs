@@ -107,7 +107,7 @@ pub fn start_with(shared: &Arc<Shared>, rollout_resync: Duration) -> BoxFuture<'
         move |pod: Pod| deployment_of_pod(&rs_store, &pod)
     });
     let ctx = Arc::new(Ctx {
-        client: shared.client.clone(),
+        client: shared.client_for("deployment"),
         replica_sets,
         pods: informers.store::<Pod>(),
         clock: shared.clock.clone(),

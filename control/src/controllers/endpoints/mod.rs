@@ -81,7 +81,7 @@ impl Ctx {
     /// Takes the caches it reads from `shared` (before the informers start).
     pub fn new(shared: &Shared) -> Ctx {
         Ctx {
-            client: shared.client.clone(),
+            client: shared.client_for("endpoints"),
             services: shared.informers.store::<Service>(),
             pods: shared.informers.store::<Pod>(),
             endpoints: shared.informers.store::<Endpoints>(),

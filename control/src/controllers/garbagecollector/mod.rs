@@ -151,7 +151,7 @@ enum Change {
 }
 
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    let client = shared.client.clone();
+    let client = shared.client_for("garbagecollector");
     async move { GarbageCollector::new(client).run().await }.boxed()
 }
 

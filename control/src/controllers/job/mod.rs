@@ -86,7 +86,7 @@ impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
     pub fn new(shared: &Shared) -> Context {
         Context {
-            client: shared.client.clone(),
+            client: shared.client_for("job"),
             pods: shared.informers.store::<Pod>(),
             clock: shared.clock.clone(),
             recorder: shared.recorder(COMPONENT),

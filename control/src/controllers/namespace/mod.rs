@@ -43,7 +43,7 @@ pub struct Ctx {
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let informers = &shared.informers;
     let ctx = Arc::new(Ctx {
-        client: shared.client.clone(),
+        client: shared.client_for("namespace"),
         clock: shared.clock.clone(),
     });
     let controller = Controller::for_shared_stream(

@@ -103,7 +103,7 @@ impl Context {
     /// Takes the Node cache from `shared` (before the informers start).
     pub fn new(shared: &Shared, options: NodeIpamOptions) -> Context {
         Context {
-            client: shared.client.clone(),
+            client: shared.client_for("nodeipam"),
             nodes: shared.informers.store::<Node>(),
             recorder: shared.recorder(COMPONENT),
             options,

@@ -82,7 +82,7 @@ impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
     pub fn new(shared: &Shared, options: NodeLifecycleOptions) -> Context {
         Context {
-            client: shared.client.clone(),
+            client: shared.client_for("nodelifecycle"),
             nodes: shared.informers.store::<Node>(),
             leases: shared.informers.store::<Lease>(),
             pods: shared.informers.store::<Pod>(),

@@ -106,7 +106,7 @@ impl Context {
         metrics: Arc<dyn MetricsSource>,
     ) -> Context {
         Context {
-            client: shared.client.clone(),
+            client: shared.client_for("horizontalpodautoscaling"),
             pods: shared.informers.store::<Pod>(),
             clock: shared.clock.clone(),
             recorder: shared.recorder(COMPONENT),
@@ -136,7 +136,7 @@ impl Context {
 /// Sets up the controller; the future runs it.
 pub fn start(shared: &Arc<Shared>, options: PodAutoscalerOptions) -> BoxFuture<'static, ()> {
     let metrics = Arc::new(ApiMetrics {
-        client: shared.client.clone(),
+        client: shared.client_for("horizontalpodautoscaling"),
     });
     let ctx = Arc::new(Context::new(shared, options, metrics));
     let controller = Controller::for_shared_stream(

@@ -88,7 +88,7 @@ impl Context {
     /// The caches it reads (before the informers start).
     pub fn new(shared: &Shared, options: PodGcOptions) -> Context {
         Context {
-            client: shared.client.clone(),
+            client: shared.client_for("podgc"),
             pods: shared.informers.store::<Pod>(),
             nodes: shared.informers.store::<Node>(),
             clock: shared.clock.clone(),

@@ -88,7 +88,7 @@ impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
     pub fn new(shared: &Shared) -> Context {
         Context {
-            client: shared.client.clone(),
+            client: shared.client_for("replicaset"),
             pods: shared.informers.store::<Pod>(),
             sets: shared.informers.store::<ReplicaSet>(),
             clock: shared.clock.clone(),

@@ -11,12 +11,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::Controller;
 use kube::{Client, ResourceExt};
-use serde_json::json;
 
 use crate::controllers::serviceaccount::is_terminating;
 use crate::toolkit::api_errors::is_status;
@@ -41,7 +40,7 @@ pub struct Ctx {
 pub fn start(shared: &Arc<Shared>, ca: String) -> BoxFuture<'static, ()> {
     let informers = &shared.informers;
     let ctx = Arc::new(Ctx {
-        client: shared.client.clone(),
+        client: shared.client_for("root-ca-cert-publisher"),
         config_maps: informers.store::<ConfigMap>(),
         ca,
     });
@@ -71,10 +70,13 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let want = BTreeMap::from([(KEY.to_string(), ctx.ca.clone())]);
     match ctx.config_maps.get(&ObjectRef::new(NAME).within(&name)) {
         Some(cm) if cm.data.as_ref() == Some(&want) => {}
-        Some(_) => {
-            let patch = json!({"data": want, "binaryData": null});
-            api.patch(NAME, &PatchParams::default(), &Patch::Merge(patch))
-                .await?;
+        Some(cm) => {
+            // An update (upstream's role grants no patch), at the
+            // resourceVersion read: a stale cache is a conflict, retried.
+            let mut next = cm.as_ref().clone();
+            next.data = Some(want);
+            next.binary_data = None;
+            api.replace(NAME, &PostParams::default(), &next).await?;
         }
         None => {
             let cm = ConfigMap {

@@ -72,7 +72,7 @@ impl Ctx {
     pub fn new(shared: &Shared) -> Ctx {
         let informers = &shared.informers;
         Ctx {
-            client: shared.client.clone(),
+            client: shared.client_for("statefulset"),
             sets: informers.store::<StatefulSet>(),
             pods: informers.store::<Pod>(),
             revisions: informers.store::<ControllerRevision>(),

@@ -105,7 +105,7 @@ pub struct Context {
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let pods = shared.informers.store::<Pod>();
     let ctx = Arc::new(Context {
-        client: shared.client.clone(),
+        client: shared.client_for("tainteviction"),
         nodes: shared.informers.store::<Node>(),
         clock: shared.clock.clone(),
         recorder: shared.recorder(COMPONENT),

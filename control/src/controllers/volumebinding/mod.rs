@@ -93,7 +93,7 @@ impl Ctx {
     pub fn new(shared: &Shared) -> Ctx {
         let i = &shared.informers;
         Ctx {
-            client: shared.client.clone(),
+            client: shared.client_for("volumebinding"),
             claims: i.store(),
             volumes: i.store(),
             classes: i.store(),

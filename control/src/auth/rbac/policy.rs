@@ -1,0 +1,842 @@
+//! The bootstrap policy, as kube-apiserver's `bootstrappolicy`: the roles
+//! every cluster starts with and the bindings that give them to the
+//! system's users. Reconciled at every start (see [`super::reconcile`]).
+//! The controller roles are upstream's for the controllers bosun runs,
+//! each bound to the controller's service account in kube-system, which
+//! is the user bosun's in-process controllers act as.
+
+use k8s_openapi::api::rbac::v1::{
+    AggregationRule, ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::GROUP as RBAC;
+use crate::auth::user;
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "delete", "deletecollection", "patch", "update"];
+const READ_WRITE: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+];
+pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
+const BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
+pub const CONTROLLER_PREFIX: &str = "system:controller:";
+pub const AGGREGATE_TO: &str = "rbac.authorization.k8s.io/aggregate-to-";
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A rule on resources: `verbs` on `resources` of `groups`.
+pub fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> PolicyRule {
+    PolicyRule {
+        verbs: strings(verbs),
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        ..Default::default()
+    }
+}
+
+fn named(mut r: PolicyRule, names: &[&str]) -> PolicyRule {
+    r.resource_names = Some(strings(names));
+    r
+}
+
+fn urls(verbs: &[&str], paths: &[&str]) -> PolicyRule {
+    PolicyRule {
+        verbs: strings(verbs),
+        non_resource_urls: Some(strings(paths)),
+        ..Default::default()
+    }
+}
+
+fn events() -> PolicyRule {
+    rule(
+        &["create", "update", "patch"],
+        &["", "events.k8s.io"],
+        &["events"],
+    )
+}
+
+fn meta(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+    let mut all: std::collections::BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    all.insert(BOOTSTRAPPING.into(), "rbac-defaults".into());
+    ObjectMeta {
+        name: Some(name.into()),
+        labels: Some(all),
+        annotations: Some([(AUTOUPDATE.to_string(), "true".to_string())].into()),
+        ..Default::default()
+    }
+}
+
+fn role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
+    ClusterRole {
+        metadata: meta(name, &[]),
+        rules: Some(rules),
+        ..Default::default()
+    }
+}
+
+fn labelled(name: &str, label: &str, rules: Vec<PolicyRule>) -> ClusterRole {
+    let key = format!("{AGGREGATE_TO}{label}");
+    ClusterRole {
+        metadata: meta(name, &[(&key, "true")]),
+        rules: Some(rules),
+        ..Default::default()
+    }
+}
+
+/// A role whose rules the aggregation controller gathers from the roles
+/// labelled `aggregate-to-<of>`; `label`, if any, aggregates it further.
+fn aggregated(name: &str, of: &str, label: Option<&str>) -> ClusterRole {
+    let key = label.map(|l| format!("{AGGREGATE_TO}{l}"));
+    let labels: Vec<(&str, &str)> = key.iter().map(|k| (k.as_str(), "true")).collect();
+    ClusterRole {
+        metadata: meta(name, &labels),
+        aggregation_rule: Some(AggregationRule {
+            cluster_role_selectors: Some(vec![LabelSelector {
+                match_labels: Some([(format!("{AGGREGATE_TO}{of}"), "true".to_string())].into()),
+                ..Default::default()
+            }]),
+        }),
+        rules: Some(Vec::new()),
+    }
+}
+
+fn view_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(
+            READ,
+            &[""],
+            &[
+                "pods",
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/status",
+                "endpoints",
+                "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
+                "configmaps",
+            ],
+        ),
+        rule(
+            READ,
+            &[""],
+            &[
+                "limitranges",
+                "resourcequotas",
+                "bindings",
+                "events",
+                "replicationcontrollers/status",
+                "pods/log",
+                "pods/status",
+                "resourcequotas/status",
+                "namespaces/status",
+            ],
+        ),
+        rule(READ, &[""], &["namespaces"]),
+        rule(READ, &["discovery.k8s.io"], &["endpointslices"]),
+        rule(
+            READ,
+            &["apps"],
+            &[
+                "controllerrevisions",
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/scale",
+                "deployments/status",
+                "replicasets",
+                "replicasets/scale",
+                "replicasets/status",
+                "statefulsets",
+                "statefulsets/scale",
+                "statefulsets/status",
+            ],
+        ),
+        rule(
+            READ,
+            &["autoscaling"],
+            &[
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status",
+            ],
+        ),
+        rule(
+            READ,
+            &["batch"],
+            &["cronjobs", "cronjobs/status", "jobs", "jobs/status"],
+        ),
+        rule(
+            READ,
+            &["policy"],
+            &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+        ),
+        rule(
+            READ,
+            &["networking.k8s.io"],
+            &["ingresses", "ingresses/status", "networkpolicies"],
+        ),
+    ]
+}
+
+fn edit_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(&["impersonate"], &[""], &["serviceaccounts"]),
+        rule(
+            WRITE,
+            &[""],
+            &[
+                "pods",
+                "pods/attach",
+                "pods/proxy",
+                "pods/exec",
+                "pods/portforward",
+            ],
+        ),
+        rule(&["create"], &[""], &["pods/eviction"]),
+        rule(
+            WRITE,
+            &[""],
+            &[
+                "replicationcontrollers",
+                "replicationcontrollers/scale",
+                "serviceaccounts",
+                "services",
+                "services/proxy",
+                "persistentvolumeclaims",
+                "configmaps",
+                "secrets",
+                "events",
+            ],
+        ),
+        rule(&["create"], &[""], &["serviceaccounts/token"]),
+        rule(
+            WRITE,
+            &["apps"],
+            &[
+                "daemonsets",
+                "deployments",
+                "deployments/rollback",
+                "deployments/scale",
+                "replicasets",
+                "replicasets/scale",
+                "statefulsets",
+                "statefulsets/scale",
+            ],
+        ),
+        rule(WRITE, &["autoscaling"], &["horizontalpodautoscalers"]),
+        rule(WRITE, &["batch"], &["cronjobs", "jobs"]),
+        rule(WRITE, &["policy"], &["poddisruptionbudgets"]),
+        rule(
+            WRITE,
+            &["networking.k8s.io"],
+            &["ingresses", "networkpolicies"],
+        ),
+        rule(WRITE, &["coordination.k8s.io"], &["leases"]),
+        rule(READ, &["coordination.k8s.io"], &["leases"]),
+        rule(
+            READ,
+            &[""],
+            &[
+                "pods/attach",
+                "pods/exec",
+                "pods/portforward",
+                "pods/proxy",
+                "secrets",
+                "services/proxy",
+            ],
+        ),
+    ]
+}
+
+fn admin_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(
+            &["create"],
+            &["authorization.k8s.io"],
+            &["localsubjectaccessreviews"],
+        ),
+        rule(READ_WRITE, &[RBAC], &["rolebindings", "roles"]),
+    ]
+}
+
+fn scheduler_rules() -> Vec<PolicyRule> {
+    vec![
+        events(),
+        rule(&["create"], &["coordination.k8s.io"], &["leases"]),
+        named(
+            rule(&["get", "update"], &["coordination.k8s.io"], &["leases"]),
+            &["kube-scheduler"],
+        ),
+        rule(READ, &[""], &["nodes"]),
+        rule(&["get", "list", "watch", "delete"], &[""], &["pods"]),
+        rule(&["create"], &[""], &["bindings", "pods/binding"]),
+        rule(&["patch", "update"], &[""], &["pods/status"]),
+        rule(READ, &[""], &["replicationcontrollers", "services"]),
+        rule(READ, &["apps", "extensions"], &["replicasets"]),
+        rule(READ, &["apps"], &["statefulsets"]),
+        rule(READ, &["policy"], &["poddisruptionbudgets"]),
+        rule(
+            READ,
+            &[""],
+            &["persistentvolumeclaims", "persistentvolumes"],
+        ),
+        rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+        rule(
+            &["create"],
+            &["authorization.k8s.io"],
+            &["subjectaccessreviews"],
+        ),
+        rule(
+            READ,
+            &["storage.k8s.io"],
+            &[
+                "csinodes",
+                "csidrivers",
+                "csistoragecapacities",
+                "storageclasses",
+            ],
+        ),
+        rule(READ, &[""], &["namespaces"]),
+    ]
+}
+
+fn controller_manager_rules() -> Vec<PolicyRule> {
+    vec![
+        events(),
+        rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+        rule(
+            &["create"],
+            &["authorization.k8s.io"],
+            &["subjectaccessreviews"],
+        ),
+        // The shared informers.
+        rule(&["list", "watch"], &["*"], &["*"]),
+        rule(&["create"], &["coordination.k8s.io"], &["leases"]),
+        named(
+            rule(&["get", "update"], &["coordination.k8s.io"], &["leases"]),
+            &["kube-controller-manager"],
+        ),
+        rule(&["create"], &[""], &["secrets", "serviceaccounts"]),
+        rule(&["delete"], &[""], &["secrets"]),
+        rule(
+            &["get"],
+            &[""],
+            &["configmaps", "namespaces", "secrets", "serviceaccounts"],
+        ),
+        rule(&["update"], &[""], &["secrets", "serviceaccounts"]),
+        rule(&["create"], &[""], &["serviceaccounts/token"]),
+    ]
+}
+
+/// Each controller bosun runs (its `--controllers` name), the service
+/// account it acts as, and that account's rules.
+pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
+    vec![
+        (
+            "replicaset",
+            "replicaset-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &["apps"],
+                    &["replicasets"],
+                ),
+                rule(
+                    &["update"],
+                    &["apps"],
+                    &["replicasets/status", "replicasets/finalizers"],
+                ),
+                rule(
+                    &["list", "watch", "patch", "create", "delete"],
+                    &[""],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "deployment",
+            "deployment-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &["apps"],
+                    &["deployments"],
+                ),
+                rule(
+                    &["update"],
+                    &["apps"],
+                    &["deployments/status", "deployments/finalizers"],
+                ),
+                rule(
+                    &[
+                        "get", "list", "watch", "create", "update", "patch", "delete",
+                    ],
+                    &["apps"],
+                    &["replicasets"],
+                ),
+                rule(&["get", "list", "watch", "update"], &[""], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "statefulset",
+            "statefulset-controller",
+            vec![
+                rule(&["list", "watch"], &[""], &["pods"]),
+                rule(READ, &["apps"], &["statefulsets"]),
+                rule(
+                    &["update"],
+                    &["apps"],
+                    &["statefulsets/status", "statefulsets/finalizers"],
+                ),
+                rule(
+                    &["get", "create", "delete", "update", "patch"],
+                    &[""],
+                    &["pods"],
+                ),
+                rule(
+                    &[
+                        "get", "create", "delete", "update", "patch", "list", "watch",
+                    ],
+                    &["apps"],
+                    &["controllerrevisions"],
+                ),
+                rule(
+                    &["get", "create", "list", "watch", "update", "delete"],
+                    &[""],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["update"], &[""], &["pods/finalizers"]),
+                events(),
+            ],
+        ),
+        (
+            "daemonset",
+            "daemon-set-controller",
+            vec![
+                rule(READ, &["apps"], &["daemonsets"]),
+                rule(
+                    &["update"],
+                    &["apps"],
+                    &["daemonsets/status", "daemonsets/finalizers"],
+                ),
+                rule(&["list", "watch"], &[""], &["nodes"]),
+                rule(
+                    &["list", "watch", "create", "delete", "patch"],
+                    &[""],
+                    &["pods"],
+                ),
+                rule(&["create"], &[""], &["pods/binding"]),
+                rule(
+                    &[
+                        "get", "list", "watch", "create", "delete", "update", "patch",
+                    ],
+                    &["apps"],
+                    &["controllerrevisions"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "job",
+            "job-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update", "patch"],
+                    &["batch"],
+                    &["jobs"],
+                ),
+                rule(&["update"], &["batch"], &["jobs/status", "jobs/finalizers"]),
+                rule(
+                    &["list", "watch", "create", "delete", "patch"],
+                    &[""],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "cronjob",
+            "cronjob-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &["batch"],
+                    &["cronjobs"],
+                ),
+                rule(
+                    &[
+                        "get", "list", "watch", "create", "update", "delete", "patch",
+                    ],
+                    &["batch"],
+                    &["jobs"],
+                ),
+                rule(
+                    &["update"],
+                    &["batch"],
+                    &["cronjobs/status", "cronjobs/finalizers"],
+                ),
+                rule(&["list", "watch", "delete"], &[""], &["pods"]),
+                events(),
+            ],
+        ),
+        (
+            "horizontalpodautoscaling",
+            "horizontal-pod-autoscaler",
+            vec![
+                rule(READ, &["autoscaling"], &["horizontalpodautoscalers"]),
+                rule(
+                    &["update"],
+                    &["autoscaling"],
+                    &["horizontalpodautoscalers/status"],
+                ),
+                rule(&["get", "update"], &["*"], &["*/scale"]),
+                rule(&["list", "watch"], &[""], &["pods"]),
+                rule(&["list", "watch"], &["metrics.k8s.io"], &["pods"]),
+                rule(
+                    READ,
+                    &["custom.metrics.k8s.io", "external.metrics.k8s.io"],
+                    &["*"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "volumebinding",
+            "persistent-volume-binder",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update", "create", "delete"],
+                    &[""],
+                    &["persistentvolumes"],
+                ),
+                rule(&["update"], &[""], &["persistentvolumes/status"]),
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[""],
+                    &["persistentvolumeclaims"],
+                ),
+                rule(&["update"], &[""], &["persistentvolumeclaims/status"]),
+                rule(
+                    &["list", "watch", "get", "create", "delete"],
+                    &[""],
+                    &["pods"],
+                ),
+                rule(READ, &["storage.k8s.io"], &["storageclasses"]),
+                rule(&["list", "watch"], &[""], &["nodes"]),
+                events(),
+            ],
+        ),
+        (
+            "endpoints",
+            "endpoint-controller",
+            vec![
+                rule(READ, &[""], &["services", "pods"]),
+                rule(
+                    &["get", "list", "watch", "create", "update", "delete"],
+                    &[""],
+                    &["endpoints"],
+                ),
+                rule(&["create"], &[""], &["endpoints/restricted"]),
+                events(),
+            ],
+        ),
+        (
+            "endpointslice",
+            "endpointslice-controller",
+            vec![
+                rule(READ, &[""], &["services", "pods", "nodes"]),
+                rule(&["update"], &[""], &["services/finalizers"]),
+                rule(
+                    &["get", "list", "watch", "create", "update", "delete"],
+                    &["discovery.k8s.io"],
+                    &["endpointslices"],
+                ),
+                events(),
+            ],
+        ),
+        ("nodeipam", "node-controller", node_controller_rules()),
+        ("nodelifecycle", "node-controller", node_controller_rules()),
+        ("tainteviction", "node-controller", node_controller_rules()),
+        (
+            "podgc",
+            "pod-garbage-collector",
+            vec![
+                rule(&["list", "watch", "delete"], &[""], &["pods"]),
+                rule(READ, &[""], &["nodes"]),
+                rule(&["patch"], &[""], &["pods/status"]),
+            ],
+        ),
+        (
+            "namespace",
+            "namespace-controller",
+            vec![
+                rule(&["get", "list", "watch", "delete"], &[""], &["namespaces"]),
+                rule(
+                    &["update"],
+                    &[""],
+                    &["namespaces/finalize", "namespaces/status"],
+                ),
+                rule(
+                    &["get", "list", "watch", "delete", "deletecollection"],
+                    &["*"],
+                    &["*"],
+                ),
+            ],
+        ),
+        (
+            "serviceaccount",
+            "service-account-controller",
+            vec![rule(&["create"], &[""], &["serviceaccounts"]), events()],
+        ),
+        (
+            "root-ca-cert-publisher",
+            "root-ca-cert-publisher",
+            vec![
+                rule(&["create", "update"], &[""], &["configmaps"]),
+                events(),
+            ],
+        ),
+        (
+            "garbagecollector",
+            "generic-garbage-collector",
+            vec![
+                rule(
+                    &["get", "list", "watch", "patch", "update", "delete"],
+                    &["*"],
+                    &["*"],
+                ),
+                events(),
+            ],
+        ),
+        (
+            "clusterrole-aggregation",
+            "clusterrole-aggregation-controller",
+            vec![rule(
+                &["escalate", "get", "list", "watch", "update", "patch"],
+                &[RBAC],
+                &["clusterroles"],
+            )],
+        ),
+        // Not an upstream controller: Kubernetes expires Events with
+        // etcd leases; bosun deletes them.
+        (
+            "eventttl",
+            "event-ttl-controller",
+            vec![rule(
+                &["list", "watch", "delete"],
+                &["", "events.k8s.io"],
+                &["events"],
+            )],
+        ),
+    ]
+}
+
+fn node_controller_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(
+            &["get", "list", "watch", "update", "delete", "patch"],
+            &[""],
+            &["nodes"],
+        ),
+        rule(&["patch", "update"], &[""], &["nodes/status"]),
+        rule(&["patch", "update"], &[""], &["pods/status"]),
+        rule(&["list", "watch", "get", "delete"], &[""], &["pods"]),
+        events(),
+    ]
+}
+
+/// What bosun's controllers do beyond upstream's roles: they write
+/// status (and a Deployment's revision annotation) with merge patches
+/// where upstream's send updates. Each is added to the controller's role.
+fn patches(controller: &str) -> Vec<PolicyRule> {
+    let patch = |group: &str, resources: &[&str]| vec![rule(&["patch"], &[group], resources)];
+    match controller {
+        "replicaset" => patch("apps", &["replicasets/status"]),
+        "deployment" => patch("apps", &["deployments", "deployments/status"]),
+        "statefulset" => patch("apps", &["statefulsets/status"]),
+        "daemonset" => patch("apps", &["daemonsets/status"]),
+        "job" => patch("batch", &["jobs/status"]),
+        "cronjob" => patch("batch", &["cronjobs/status"]),
+        "horizontalpodautoscaling" => patch("autoscaling", &["horizontalpodautoscalers/status"]),
+        "namespace" => patch("", &["namespaces/status", "namespaces/finalize"]),
+        _ => Vec::new(),
+    }
+}
+
+/// The service account an in-process controller acts as.
+pub fn controller_account(controller: &str) -> Option<&'static str> {
+    controllers()
+        .into_iter()
+        .find(|(c, _, _)| *c == controller)
+        .map(|(_, sa, _)| sa)
+}
+
+pub fn cluster_roles() -> Vec<ClusterRole> {
+    let mut out = vec![
+        role(
+            "cluster-admin",
+            vec![rule(&["*"], &["*"], &["*"]), urls(&["*"], &["*"])],
+        ),
+        role(
+            "system:discovery",
+            vec![urls(
+                &["get"],
+                &[
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                    "/version/",
+                ],
+            )],
+        ),
+        role(
+            "system:public-info-viewer",
+            vec![urls(
+                &["get"],
+                &["/healthz", "/livez", "/readyz", "/version", "/version/"],
+            )],
+        ),
+        role(
+            "system:basic-user",
+            vec![
+                rule(
+                    &["create"],
+                    &["authentication.k8s.io"],
+                    &["selfsubjectreviews"],
+                ),
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                ),
+            ],
+        ),
+        role(
+            "system:monitoring",
+            vec![urls(
+                &["get"],
+                &[
+                    "/healthz",
+                    "/healthz/*",
+                    "/livez",
+                    "/livez/*",
+                    "/readyz",
+                    "/readyz/*",
+                    "/metrics",
+                    "/metrics/slis",
+                ],
+            )],
+        ),
+        role(
+            "system:auth-delegator",
+            vec![
+                rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                ),
+            ],
+        ),
+        aggregated("admin", "admin", None),
+        aggregated("edit", "edit", Some("admin")),
+        aggregated("view", "view", Some("edit")),
+        labelled("system:aggregate-to-admin", "admin", admin_rules()),
+        labelled("system:aggregate-to-edit", "edit", edit_rules()),
+        labelled("system:aggregate-to-view", "view", view_rules()),
+        role(user::KUBE_SCHEDULER, scheduler_rules()),
+        role(user::KUBE_CONTROLLER_MANAGER, controller_manager_rules()),
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for (controller, sa, mut rules) in controllers() {
+        rules.extend(patches(controller));
+        if seen.insert(sa) {
+            out.push(role(&format!("{CONTROLLER_PREFIX}{sa}"), rules));
+        }
+    }
+    out
+}
+
+fn binding(role: &str, subjects: Vec<Subject>) -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: meta(role, &[]),
+        role_ref: RoleRef {
+            api_group: Some(RBAC.into()),
+            kind: "ClusterRole".into(),
+            name: role.into(),
+        },
+        subjects: Some(subjects),
+    }
+}
+
+fn subject(kind: &str, name: &str) -> Subject {
+    Subject {
+        kind: kind.into(),
+        name: name.into(),
+        api_group: Some(RBAC.into()),
+        namespace: None,
+    }
+}
+
+pub fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
+    let group = |n| subject("Group", n);
+    let mut out = vec![
+        binding("cluster-admin", vec![group(user::SYSTEM_MASTERS)]),
+        binding("system:discovery", vec![group(user::ALL_AUTHENTICATED)]),
+        binding("system:basic-user", vec![group(user::ALL_AUTHENTICATED)]),
+        binding(
+            "system:public-info-viewer",
+            vec![
+                group(user::ALL_AUTHENTICATED),
+                group(user::ALL_UNAUTHENTICATED),
+            ],
+        ),
+        binding("system:monitoring", vec![group("system:monitoring")]),
+        binding(
+            user::KUBE_SCHEDULER,
+            vec![subject("User", user::KUBE_SCHEDULER)],
+        ),
+        binding(
+            user::KUBE_CONTROLLER_MANAGER,
+            vec![subject("User", user::KUBE_CONTROLLER_MANAGER)],
+        ),
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for (_, sa, _) in controllers() {
+        if seen.insert(sa) {
+            out.push(binding(
+                &format!("{CONTROLLER_PREFIX}{sa}"),
+                vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: sa.into(),
+                    namespace: Some("kube-system".into()),
+                    api_group: None,
+                }],
+            ));
+        }
+    }
+    out
+}
