@@ -102,6 +102,16 @@ async fn pods_get_a_token_the_api_accepts_while_they_live() {
         "no token for a pod that opts out"
     );
 
+    // The token is the service account's, which may do only what RBAC
+    // grants it: nothing until a binding says so.
+    let refused = kubectl_as(&c, token.trim()).expect_err("no binding yet");
+    assert!(
+        refused.contains(
+            "User \"system:serviceaccount:default:default\" cannot list resource \"pods\""
+        ),
+        "{refused}"
+    );
+    grant_view(&c, "default");
     let listed = kubectl_as(&c, token.trim()).expect("the API accepts the pod's token");
     assert!(listed.contains("pod/sa"), "{listed}");
     assert!(kubectl_as(&c, &token.trim().replace('.', "x")).is_err());
@@ -121,6 +131,28 @@ async fn pods_get_a_token_the_api_accepts_while_they_live() {
     .await;
     let refused = kubectl_as(&c, token.trim()).expect_err("a dead pod's token is refused");
     assert!(refused.contains("Unauthorized"), "{refused}");
+}
+
+/// Binds the `view` ClusterRole to the `default` service account of
+/// `namespace` there, as a user lets an in-cluster reader read.
+fn grant_view(c: &Cluster, namespace: &str) {
+    let account = format!("{namespace}:default");
+    let out = c
+        .kubectl()
+        .args([
+            "create",
+            "rolebinding",
+            "default-view",
+            "--clusterrole=view",
+        ])
+        .args(["--serviceaccount", &account, "-n", namespace])
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The image of the agent's `in_cluster_client` example, (re)built by
@@ -232,7 +264,9 @@ async fn an_in_cluster_client_reaches_the_api_through_the_kubernetes_service() {
         );
     }
 
-    // kube-rs Client::try_default() inside a pod, on its own token.
+    // kube-rs Client::try_default() inside a pod, on its own token, which
+    // may read the namespace once bound to `view`.
+    grant_view(&c, "default");
     c.create_pod(
         &client,
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "api-client"},
