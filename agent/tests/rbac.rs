@@ -27,7 +27,7 @@ fn text(out: &Output) -> (bool, String) {
 fn kubectl_token(c: &Cluster, token: &str, args: &[&str]) -> (bool, String) {
     let out = c
         .kubectl()
-        .args(["--token", token, "--user", "nobody"])
+        .args(["--token", token])
         .args(args)
         .output()
         .expect("kubectl");
