@@ -193,6 +193,10 @@ mod tests {
             fields,
             ["roleRef.kind", "subjects[1].namespace", "subjects[2].kind"]
         );
+        let b = json!({
+            "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "alice", "apiGroup": GROUP}]
+        });
         let mut changed = b.clone();
         changed["roleRef"]["name"] = json!("other");
         let mut errs = Vec::new();

@@ -21,15 +21,16 @@ pub const REVISION_HEADER: &str = "x-bosun-snapshot-revision";
 pub const OBJECTS_HEADER: &str = "x-bosun-snapshot-objects";
 
 pub async fn serve(state: &ApiState, who: &Identity, method: &Method) -> ApiResult<Response> {
-    match who {
-        Identity::Admin => {}
-        Identity::Anonymous => return Err(ApiError::unauthorized()),
-        other => {
-            return Err(ApiError::forbidden(format!(
-                "User \"{}\" cannot get the store snapshot: only the cluster admin can",
-                other.user()
-            )))
-        }
+    if *who == Identity::Anonymous {
+        return Err(ApiError::unauthorized());
+    }
+    // The whole store holds every Secret: members of system:masters only
+    // (the admin token, a system:masters client certificate).
+    if !who.user_info().is_master() {
+        return Err(ApiError::forbidden(format!(
+            "User \"{}\" cannot get the store snapshot: only the cluster admin can",
+            who.user()
+        )));
     }
     if method != Method::GET {
         return Err(ApiError::method_not_allowed(format!(

@@ -294,6 +294,9 @@ fn scheduler_rules() -> Vec<PolicyRule> {
             &[""],
             &["persistentvolumeclaims", "persistentvolumes"],
         ),
+        // Volume binding: the claims of WaitForFirstConsumer volumes learn
+        // their node (upstream updates them; bosun patches).
+        rule(&["update", "patch"], &[""], &["persistentvolumeclaims"]),
         rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
         rule(
             &["create"],
@@ -675,6 +678,15 @@ fn patches(controller: &str) -> Vec<PolicyRule> {
         "cronjob" => patch("batch", &["cronjobs/status"]),
         "horizontalpodautoscaling" => patch("autoscaling", &["horizontalpodautoscalers/status"]),
         "namespace" => patch("", &["namespaces/status", "namespaces/finalize"]),
+        "volumebinding" => patch(
+            "",
+            &[
+                "persistentvolumes",
+                "persistentvolumes/status",
+                "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
+            ],
+        ),
         _ => Vec::new(),
     }
 }
