@@ -18,6 +18,7 @@ mod discovery;
 mod meta;
 mod pod;
 mod storage;
+mod volume_files;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
