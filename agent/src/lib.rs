@@ -17,6 +17,7 @@ pub mod pod;
 pub mod probes;
 pub mod proxy;
 pub mod runtime;
+pub mod safe_path;
 pub mod service_env;
 pub mod spec;
 pub mod startup;
