@@ -1,6 +1,7 @@
 //! bosun's node agent: the kubelet of bosun. It runs the pods bound to its
 //! node on Docker and reports their status to the control plane.
 
+pub mod atomic_writer;
 pub mod certificate;
 pub mod claims;
 pub mod config;
@@ -23,5 +24,6 @@ pub mod spec;
 pub mod startup;
 pub mod status;
 pub mod streams;
+pub mod subpath;
 pub mod sync_loop;
 pub mod volumes;

@@ -131,6 +131,12 @@ impl VolumeRoot {
         &self.path
     }
 
+    /// The root's own descriptor, for `*at` calls on names directly in it
+    /// (which never follow a symlink in the last name).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
     #[cfg(test)]
     fn without_openat2(mut self) -> Self {
         self.openat2 = false;
