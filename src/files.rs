@@ -20,6 +20,20 @@ pub fn write_atomically(path: &Path, contents: &str, mode: u32) -> std::io::Resu
     std::fs::rename(&tmp, path)
 }
 
+/// Creates the file `path` as `0600` if it is missing, and makes an
+/// existing one `0600` (one an older release left `0644`): for files that
+/// others create after (the store, which its library opens itself).
+pub fn make_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,5 +51,24 @@ mod tests {
             0o600
         );
         assert!(!dir.path().join("token.tmp").exists());
+    }
+
+    #[test]
+    fn make_private_creates_or_narrows_and_keeps_the_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("store.redb");
+        make_private(&p).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        std::fs::write(&p, "data").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        make_private(&p).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "data");
     }
 }

@@ -25,8 +25,14 @@ use k8s_openapi::api::core::v1::Pod;
 use nix::fcntl::{renameat, OFlag};
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
-use crate::config_volumes::File;
 use crate::safe_path::{validate_payload_path, VolumeRoot};
+
+/// One file of a volume's payload: its bytes and mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    pub data: Vec<u8>,
+    pub mode: u32,
+}
 
 /// The largest file read back when comparing (a Secret is at most 1 MiB).
 const MAX_READ: u64 = 4 << 20;

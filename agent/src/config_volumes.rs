@@ -14,16 +14,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{KeyToPath, Pod, Volume};
 
+pub use crate::atomic_writer::File;
 use crate::atomic_writer::Ownership;
 use crate::config_sources::{token_key, ConfigSources};
 use crate::downward_api;
-
-/// One file of a volume's payload: its bytes and mode.
-#[derive(Debug, Clone, PartialEq)]
-pub struct File {
-    pub data: Vec<u8>,
-    pub mode: u32,
-}
 
 /// A mode from the API (`defaultMode`, an item's `mode`), or `default`.
 fn mode_of(mode: Option<i32>, default: u32) -> u32 {
