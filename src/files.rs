@@ -15,6 +15,9 @@ pub fn write_atomically(path: &Path, contents: &str, mode: u32) -> std::io::Resu
         .truncate(true)
         .mode(mode)
         .open(&tmp)?;
+    // `mode` applies only to a new file: a temporary one left by a crash
+    // keeps its own, so it is set here, before the secret is written.
+    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
     f.write_all(contents.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -51,6 +54,18 @@ mod tests {
             0o600
         );
         assert!(!dir.path().join("token.tmp").exists());
+        // A temporary file a crash left with a wider mode does not keep it.
+        std::fs::write(dir.path().join("token.tmp"), "old").unwrap();
+        std::fs::set_permissions(
+            dir.path().join("token.tmp"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        write_atomically(&p, "three\n", 0o600).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
