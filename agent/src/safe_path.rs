@@ -11,19 +11,20 @@
 //! (plus `RESOLVE_NO_MAGICLINKS`): the kernel fails any resolution that
 //! would leave the directory, `..` and absolute symlinks included, while a
 //! relative symlink that stays inside still works (the atomic writer's
-//! `key -> ..data/key`). Where the kernel has no `openat2` (before 5.6)
-//! the walk is done one component at a time with `O_NOFOLLOW`, refusing
-//! every symlink and `..`. Files are created with `O_EXCL|O_NOFOLLOW`
+//! `key -> ..data/key`). Where the kernel has no `openat2` (before 5.6,
+//! or a seccomp profile refuses it) the same resolution is done in user
+//! space, one component at a time with `O_NOFOLLOW`. Files are created with `O_EXCL|O_NOFOLLOW`
 //! in a directory opened that way, so nothing is written through a link.
 
-use std::ffi::OsStr;
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{mkdirat, Mode};
 
 /// The kubelet's atomic writer's check of a payload path
@@ -59,8 +60,8 @@ pub fn is_escape(e: &io::Error) -> bool {
 pub struct VolumeRoot {
     fd: OwnedFd,
     path: PathBuf,
-    /// Resolve with `openat2`; false: the component walk (old kernels,
-    /// and the tests of that walk).
+    /// Resolve with `openat2`; false: [`walk_beneath`] (old kernels,
+    /// seccomp, and the tests of that walk).
     openat2: bool,
 }
 
@@ -70,17 +71,79 @@ fn io_err(e: Errno) -> io::Error {
 
 /// In the walk, `O_NOFOLLOW|O_DIRECTORY` on a symlink fails with
 /// `ENOTDIR`; report it as the symlink it is (`ELOOP`).
-fn link_is_loop(at: std::os::fd::BorrowedFd, name: &OsStr, e: Errno) -> io::Error {
-    use nix::sys::stat::{fstatat, SFlag};
-    let is_link = |st: nix::sys::stat::FileStat| {
-        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
-    };
+fn link_is_loop(at: BorrowedFd, name: &OsStr, e: Errno) -> io::Error {
+    use nix::sys::stat::fstatat;
     if e == Errno::ENOTDIR
         && fstatat(at, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(is_link)
     {
         return io_err(Errno::ELOOP);
     }
     io_err(e)
+}
+
+/// Whether `st` is a symlink's.
+fn is_link(st: nix::sys::stat::FileStat) -> bool {
+    use nix::sys::stat::SFlag;
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+}
+
+/// The walk where there is no `openat2`: the path resolved in user space
+/// as `RESOLVE_BENEATH` resolves it in the kernel. A symlink met on the
+/// way is read and its (relative) target walked in its place; `..` never
+/// goes above the root and an absolute target is refused (`EXDEV`); at
+/// most 40 links (`ELOOP`). Each directory is opened with `O_NOFOLLOW`
+/// from the one before, and so is the last name, so a link swapped in
+/// after it was looked at fails instead of being followed.
+fn walk_beneath(
+    root: BorrowedFd,
+    parts: &[&OsStr],
+    flags: OFlag,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    use nix::fcntl::AtFlags;
+    use nix::sys::stat::fstatat;
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut todo: VecDeque<OsString> = parts.iter().map(|p| p.to_os_string()).collect();
+    let mut dirs: Vec<OwnedFd> = Vec::new();
+    let mut links = 0;
+    loop {
+        let at = dirs.last().map_or(root, |d| d.as_fd());
+        let Some(name) = todo.pop_front() else {
+            return openat(at, ".", flags, mode).map_err(io_err);
+        };
+        if name == ".." {
+            if dirs.pop().is_none() {
+                return Err(io_err(Errno::EXDEV));
+            }
+            continue;
+        }
+        if name == "." || name.is_empty() {
+            continue;
+        }
+        if fstatat(at, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(is_link) {
+            links += 1;
+            if links > 40 {
+                return Err(io_err(Errno::ELOOP));
+            }
+            let target = PathBuf::from(readlinkat(at, name.as_os_str()).map_err(io_err)?);
+            for c in target.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push_front(n.to_os_string()),
+                    Component::ParentDir => todo.push_front(OsString::from("..")),
+                    Component::CurDir => {}
+                    Component::RootDir | Component::Prefix(_) => return Err(io_err(Errno::EXDEV)),
+                }
+            }
+            continue;
+        }
+        if todo.is_empty() {
+            return openat(at, name.as_os_str(), flags | OFlag::O_NOFOLLOW, mode)
+                .map_err(|e| link_is_loop(at, &name, e));
+        }
+        let next = openat(at, name.as_os_str(), dir_flags, Mode::empty())
+            .map_err(|e| link_is_loop(at, &name, e))?;
+        dirs.push(next);
+    }
 }
 
 /// The relative path's normal components; `..`, `.`-free absolute or
@@ -114,8 +177,9 @@ impl VolumeRoot {
             path: path.to_path_buf(),
             openat2: true,
         };
-        // ENOSYS on kernels before 5.6: walk instead.
-        if let Err(Errno::ENOSYS) = openat2(
+        // ENOSYS on kernels before 5.6, EPERM where a seccomp profile
+        // (an agent run in a container) does not know the call: walk.
+        if let Err(Errno::ENOSYS | Errno::EPERM) = openat2(
             &root.fd,
             ".",
             OpenHow::new()
@@ -169,22 +233,7 @@ impl VolumeRoot {
                 }
             }
         }
-        // The walk: every directory with O_NOFOLLOW, so a symlink anywhere
-        // is ELOOP (or ENOTDIR), and `..` never gets here.
-        let Some((last, dirs)) = parts.split_last() else {
-            return openat(&self.fd, ".", flags, mode).map_err(io_err);
-        };
-        let mut dir: Option<OwnedFd> = None;
-        for d in dirs {
-            let at = dir.as_ref().map_or(self.fd.as_fd(), |f| f.as_fd());
-            let dir_flags =
-                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-            let next =
-                openat(at, *d, dir_flags, Mode::empty()).map_err(|e| link_is_loop(at, d, e))?;
-            dir = Some(next);
-        }
-        let at = dir.as_ref().map_or(self.fd.as_fd(), |f| f.as_fd());
-        openat(at, *last, flags | OFlag::O_NOFOLLOW, mode).map_err(|e| link_is_loop(at, last, e))
+        walk_beneath(self.fd.as_fd(), &parts, flags, mode)
     }
 
     /// Whether `rel` exists below the root (resolved as [`Self::open_beneath`]).
@@ -300,14 +349,18 @@ mod tests {
         std::fs::create_dir_all(vol.join("a/b")).unwrap();
         std::fs::write(vol.join("a/b/file"), "inside").unwrap();
         symlink("a/b", vol.join("inner")).unwrap();
+        // A chain of relative links that stays inside, through `..`.
+        symlink("../inner", vol.join("a/back")).unwrap();
+        symlink("a/back/file", vol.join("chained")).unwrap();
         for root in both(&vol) {
             assert_eq!(read(&root, "a/b/file").unwrap(), "inside");
             assert!(root.exists(Path::new("a/b")).unwrap());
             assert!(!root.exists(Path::new("a/nope")).unwrap());
+            // Relative links that stay inside are followed.
+            assert_eq!(read(&root, "inner/file").unwrap(), "inside");
+            assert_eq!(read(&root, "chained").unwrap(), "inside");
+            assert_eq!(read(&root, "a/back/./file").unwrap(), "inside");
         }
-        // A relative link that stays inside is followed with openat2.
-        let root = VolumeRoot::open(&vol).unwrap();
-        assert_eq!(read(&root, "inner/file").unwrap(), "inside");
     }
 
     #[test]
