@@ -259,4 +259,55 @@ mod tests {
         assert!(!tmp.path().join("made-here").exists());
         assert!(!tmp.path().join("pod").exists(), "no bind target made");
     }
+
+    #[test]
+    fn the_bind_is_of_what_was_opened_and_goes_with_the_pod() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: bind mounts need root");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let vol = tmp.path().join("vol");
+        std::fs::create_dir_all(vol.join("inner")).unwrap();
+        std::fs::write(vol.join("inner/marker"), "volume").unwrap();
+        let pod_dir = tmp.path().join("pod");
+        let m = |sub: &'static str, index| SubpathMount {
+            pod_dir: &pod_dir,
+            volume_root: &vol,
+            volume: "data",
+            container: "app",
+            index,
+            sub_path: sub,
+        };
+        // The binds go even if an assertion fails.
+        struct Unbind<'a>(&'a Path);
+        impl Drop for Unbind<'_> {
+            fn drop(&mut self) {
+                unmount_all(self.0);
+            }
+        }
+        let _unbind = Unbind(&pod_dir);
+        let target = prepare(&m("inner", 0)).unwrap();
+        assert_eq!(target, pod_dir.join("volume-subpaths/data/app/0"));
+        // The name swapped for a link out after the bind: the bind still
+        // holds the directory that was checked.
+        std::fs::rename(vol.join("inner"), vol.join("moved")).unwrap();
+        std::os::unix::fs::symlink("/", vol.join("inner")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(target.join("marker")).unwrap(),
+            "volume"
+        );
+        // A file, and a missing path made as a directory below the volume.
+        std::fs::write(vol.join("moved/file"), "f").unwrap();
+        let file = prepare(&m("moved/file", 1)).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "f");
+        let made = prepare(&m("new/dir", 2)).unwrap();
+        assert!(vol.join("new/dir").is_dir() && made.is_dir());
+        // Preparing again (a restarted container) replaces the bind.
+        prepare(&m("moved/file", 1)).unwrap();
+        assert!(unmount_all(&pod_dir));
+        assert!(!is_mount_point(&target) && !is_mount_point(&file));
+        std::fs::remove_dir_all(&pod_dir).unwrap();
+        assert!(vol.join("moved/marker").exists(), "the volume is untouched");
+    }
 }
