@@ -4,7 +4,6 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
 
 use bosun::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -12,7 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::config::AgentConfig;
 use crate::config_sources::ConfigSources;
 use crate::runtime::{ContainerConfig, DnsConfig, Mount, PodRef, PortMapping, SandboxConfig};
-use crate::volumes;
+use crate::{subpath, volumes};
 
 /// A problem with the spec that stops a container from being made
 /// (Kubernetes' CreateContainerConfigError).
@@ -265,29 +264,40 @@ pub fn container_config(
         }
     }
     let mut mounts = Vec::new();
-    for m in c.volume_mounts.clone().unwrap_or_default() {
+    let pod_dir = volumes::pod_dir(cfg, &pod_ref(pod).uid);
+    for (index, m) in c.volume_mounts.iter().flatten().enumerate() {
         let base = volumes::host_path_of(pod, &m.name, cfg)
             .map_err(|e| ConfigError(format!("volume {:?}: {e}", m.name)))?;
-        let host_path = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-            Some(sub) => {
-                if sub.starts_with('/') || sub.split('/').any(|p| p == "..") {
-                    return Err(ConfigError(format!(
-                        "subPath {sub:?} must be a relative path without .."
-                    )));
-                }
-                let p = Path::new(&base).join(sub);
-                if !p.exists() {
-                    std::fs::create_dir_all(&p)
-                        .map_err(|e| ConfigError(format!("subPath {sub:?}: {e}")))?;
-                }
-                p.to_string_lossy().into_owned()
+        let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+        let sub_path = match (nonempty(&m.sub_path), nonempty(&m.sub_path_expr)) {
+            (Some(sub), _) => Some(sub),
+            (None, Some(expr)) => Some(subpath::expand(&expr, &vars).map_err(ConfigError)?),
+            (None, None) => None,
+        };
+        // The subPath is opened below the volume and what was opened is
+        // bound for Docker (see `subpath`): a link a container planted in
+        // the volume leads nowhere.
+        let host_path = match sub_path {
+            Some(sub_path) => {
+                let volume_root = volumes::agent_path_of(pod, &m.name, cfg).map_err(ConfigError)?;
+                subpath::prepare(&subpath::SubpathMount {
+                    pod_dir: &pod_dir,
+                    volume_root: &volume_root,
+                    volume: &m.name,
+                    container: &c.name,
+                    index,
+                    sub_path: &sub_path,
+                })
+                .map_err(ConfigError)?
+                .to_string_lossy()
+                .into_owned()
             }
             None => base,
         };
         mounts.push(Mount {
             host_path,
-            container_path: m.mount_path,
-            read_only: m.read_only.unwrap_or(false),
+            container_path: m.mount_path.clone(),
+            read_only: m.read_only.unwrap_or(false) || volumes::is_api_data(pod, &m.name),
         });
     }
     let resources = c.resources.clone().unwrap_or_default();
@@ -325,6 +335,13 @@ pub fn container_config(
         privileged: sc.privileged.unwrap_or(false),
         run_as_user: sc.run_as_user.or(psc.run_as_user),
         run_as_group: sc.run_as_group.or(psc.run_as_group),
+        supplemental_groups: psc
+            .supplemental_groups
+            .iter()
+            .flatten()
+            .copied()
+            .chain(psc.fs_group)
+            .collect(),
         read_only_root_fs: sc.read_only_root_filesystem.unwrap_or(false),
         cap_add: caps.add.unwrap_or_default(),
         cap_drop: caps.drop.unwrap_or_default(),

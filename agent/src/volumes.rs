@@ -1,16 +1,27 @@
 //! Pod volumes on the node: emptyDir (a directory under the agent's data
 //! dir, tmpfs with `medium: Memory`, removed with the pod), hostPath
 //! (with Kubernetes' `type` checks), and configMap and secret volumes
-//! (written by [`crate::config_volumes`]; a secret's directory is a tmpfs).
+//! (made by [`crate::config_volumes`], written by
+//! [`crate::atomic_writer`]; a secret's directory is a tmpfs).
+//!
+//! The pods directory and each pod's are `0750` and root's: volumes hold
+//! secrets and tokens, and no other user of the host may reach them
+//! (containers get their volumes by bind mounts, which do not pass
+//! through these directories).
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
+use crate::atomic_writer::{self, Ownership};
 use crate::config::AgentConfig;
 use crate::config_sources::ConfigSources;
 use crate::config_volumes;
+use crate::subpath;
+
+/// The mode of the pods directory and of each pod's.
+const POD_DIR_MODE: u32 = 0o750;
 
 pub fn pod_dir(cfg: &AgentConfig, uid: &str) -> PathBuf {
     cfg.data_dir.join("pods").join(uid)
@@ -58,6 +69,24 @@ pub fn host_path_of(pod: &Pod, name: &str, cfg: &AgentConfig) -> Result<String, 
         "only emptyDir, hostPath, configMap, secret, downwardAPI, projected and claim volumes are supported by this agent"
             .into(),
     )
+}
+
+/// The directory of volume `name` as this agent sees it, for resolving
+/// a subPath below it: a hostPath is the engine's path under the host
+/// root; every other volume is in the agent's data dir.
+pub fn agent_path_of(pod: &Pod, name: &str, cfg: &AgentConfig) -> Result<PathBuf, String> {
+    let path = host_path_of(pod, name, cfg)?;
+    Ok(match volume(pod, name).and_then(|v| v.host_path.as_ref()) {
+        Some(_) => cfg.host_root.join(path.trim_start_matches('/')),
+        None => PathBuf::from(path),
+    })
+}
+
+/// Whether volume `name` holds API data the agent writes (configMap,
+/// secret, downwardAPI, projected): containers get it read-only, as the
+/// kubelet mounts it, so none can rewrite what the agent reads back.
+pub fn is_api_data(pod: &Pod, name: &str) -> bool {
+    volume(pod, name).is_some_and(|v| file_volume_kind(v).is_some())
 }
 
 fn is_mounted(path: &Path) -> bool {
@@ -158,7 +187,8 @@ fn setup_config_volume(
         return Ok(());
     };
     let dir = config_volume_path(cfg, uid, kind, &v.name);
-    let files = match config_volumes::payload(v, pod, sources) {
+    let owner = Ownership::of_pod(pod);
+    let files = match config_volumes::payload(v, pod, sources, owner) {
         Ok(Some(files)) => files,
         Ok(None) => return Ok(()),
         Err(e) if dir.join("..data").exists() => {
@@ -172,19 +202,37 @@ fn setup_config_volume(
             ))
         }
     };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{kind} volume {}: {e}", v.name))?;
+    let failed = |e: &dyn std::fmt::Display| {
+        format!("MountVolume.SetUp failed for volume {:?} : {e}", v.name)
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| failed(&e))?;
     if TMPFS_KINDS.contains(&kind) && !is_mounted(&dir) {
-        // Secrets and tokens never touch the node's disk.
-        mount_tmpfs(&dir, "mode=0755")
-            .map_err(|e| format!("{kind} volume {} (tmpfs): {e}", v.name))?;
+        // Secrets and tokens never touch the node's disk; the writer
+        // gives the mount's root to the pod's user.
+        mount_tmpfs(&dir, "mode=0700").map_err(|e| failed(&format!("tmpfs: {e}")))?;
     }
-    config_volumes::write(&dir, &files).map_err(|e| format!("{kind} volume {}: {e}", v.name))?;
+    atomic_writer::write(&dir, &files, owner).map_err(|e| failed(&e))?;
     Ok(())
+}
+
+/// Makes `dir` (and its parents) with `mode`, and sets `mode` on it if it
+/// was there already (a pods dir an older agent made `0755`).
+fn private_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
 }
 
 /// Makes every volume of the pod ready to mount.
 pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<(), String> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let pods = cfg.data_dir.join("pods");
+    for dir in [pods.as_path(), &pod_dir(cfg, uid)] {
+        private_dir(dir, POD_DIR_MODE).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let volumes = pod
         .spec
         .as_ref()
@@ -222,9 +270,15 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<()
     Ok(())
 }
 
-/// Removes the pod's volumes dir (unmounting tmpfs emptyDirs first).
+/// Removes the pod's volumes dir (unmounting its subPath binds and tmpfs
+/// volumes first).
 pub fn teardown(cfg: &AgentConfig, uid: &str) {
     let dir = pod_dir(cfg, uid);
+    if !subpath::unmount_all(&dir) {
+        // Removing the dir would reach into the volume still bound there.
+        tracing::warn!(dir = %dir.display(), "keeping the pod's dir: a subPath bind is still mounted");
+        return;
+    }
     for kind in ["empty-dir", "secret", "projected"] {
         let Ok(entries) = std::fs::read_dir(dir.join("volumes").join(kind)) else {
             continue;

@@ -135,7 +135,13 @@ impl Snapshotter {
         let taken = self.take()?;
         let path = dir.join(file_name(Utc::now(), taken.header.revision));
         let tmp = TempFile(dir.join(format!(".snapshot-{}.tmp", uuid::Uuid::new_v4())));
-        let file = File::create(&tmp.0).with_context(|| format!("creating {}", tmp.0.display()))?;
+        // It holds the store and the keys: the owner's alone.
+        let file = std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            0o600,
+        )
+        .open(&tmp.0)
+        .with_context(|| format!("creating {}", tmp.0.display()))?;
         let file = taken
             .write_to(io::BufWriter::new(file))
             .and_then(|w| w.into_inner().map_err(|e| e.into_error()))
@@ -349,6 +355,11 @@ mod tests {
         assert_eq!((header.revision, header.objects), (10, 10));
         let name = path.file_name().unwrap().to_str().unwrap();
         assert_eq!(parse_name(name).map(|(_, rev)| rev), Some(10), "{name}");
+        // It holds the keys: the owner's alone, as the store is.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join(STORE_FILE)), 0o600);
         // Only the snapshot is left: no temporary file, no store copy.
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
         assert!(!std::fs::read_dir(dir.path()).unwrap().any(|e| e

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use super::volume_files::validate_sub_paths;
 use super::{
     arr_of, child, get, index, int_of, key, nonnegative, obj_of, str_of, sub, FieldError,
     IS_NEGATIVE,
@@ -340,23 +341,7 @@ fn validate_volume_mounts(
                 "must be unique",
             ));
         }
-        let sub_path = str_of(m, "subPath");
-        if !sub_path.is_empty() {
-            if sub_path.starts_with('/') {
-                errs.push(FieldError::invalid(
-                    child(&p, "subPath"),
-                    sub_path,
-                    "must be a relative path",
-                ));
-            }
-            if sub_path.split('/').any(|seg| seg == "..") {
-                errs.push(FieldError::invalid(
-                    child(&p, "subPath"),
-                    sub_path,
-                    "must not contain '..'",
-                ));
-            }
-        }
+        validate_sub_paths(m, path, &p, errs);
     }
 }
 

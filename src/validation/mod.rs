@@ -19,6 +19,7 @@ mod meta;
 mod pod;
 mod rbac;
 mod storage;
+mod volume_files;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::container::{validate_container, validate_quantity};
 use super::meta::{validate_annotations, validate_labels};
+use super::volume_files;
 use super::{arr_of, child, get, index, int_of, nonnegative, obj_of, str_of, sub, FieldError};
 use crate::names::*;
 
@@ -208,7 +209,16 @@ fn validate_volume_source(kind: &str, src: &Value, path: &str, errs: &mut Vec<Fi
             }
         }
         "persistentVolumeClaim" => required(errs, "claimName"),
-        "secret" => required(errs, "secretName"),
+        "secret" => {
+            required(errs, "secretName");
+            volume_files::validate_object_source(src, path, errs);
+        }
+        "configMap" => {
+            required(errs, "name");
+            volume_files::validate_object_source(src, path, errs);
+        }
+        "downwardAPI" => volume_files::validate_downward_api(src, path, errs),
+        "projected" => volume_files::validate_projected(src, path, errs),
         "nfs" => {
             required(errs, "server");
             required(errs, "path");

@@ -140,6 +140,10 @@ pub struct ContainerConfig {
     pub privileged: bool,
     pub run_as_user: Option<i64>,
     pub run_as_group: Option<i64>,
+    /// Extra groups of the container's process: the pod's
+    /// `supplementalGroups` and its `fsGroup`, which owns its volumes'
+    /// files (as the kubelet adds them).
+    pub supplemental_groups: Vec<i64>,
     pub read_only_root_fs: bool,
     pub cap_add: Vec<String>,
     pub cap_drop: Vec<String>,

@@ -111,8 +111,11 @@ fn backend<E: std::fmt::Display>(e: E) -> StoreError {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the store file at `path`.
+    /// Opens (or creates) the store file at `path`, readable by its owner
+    /// alone (it holds every Secret and token).
     pub fn open(path: &Path, options: StoreOptions) -> Result<Self> {
+        bosun::files::make_private(path)
+            .map_err(|e| backend(format!("{}: {e}", path.display())))?;
         let db = Database::create(path).map_err(backend)?;
         Self::with_database(db, Some(path.to_path_buf()), options)
     }
@@ -593,11 +596,13 @@ impl EmbeddedStore {
     /// must not exist, while writes go on; returns that revision and how
     /// many objects the copy holds. The copy opens as a store of its own.
     pub fn copy_to(&self, path: &Path) -> Result<(Revision, u64)> {
+        use std::os::unix::fs::OpenOptionsExt;
         let txn = self.shared.begin_read()?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(path)
             .map_err(|e| backend(format!("creating {}: {e}", path.display())))?;
         let copy = Database::builder()

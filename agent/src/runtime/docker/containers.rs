@@ -246,6 +246,13 @@ pub(super) fn joined_container_body(
         readonly_rootfs: config.read_only_root_fs.then_some(true),
         cap_add: (!config.cap_add.is_empty()).then(|| config.cap_add.clone()),
         cap_drop: (!config.cap_drop.is_empty()).then(|| config.cap_drop.clone()),
+        group_add: (!config.supplemental_groups.is_empty()).then(|| {
+            config
+                .supplemental_groups
+                .iter()
+                .map(i64::to_string)
+                .collect()
+        }),
         ..Default::default()
     };
     ContainerCreateBody {
