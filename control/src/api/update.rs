@@ -17,7 +17,7 @@ use super::object::{self, meta_str, metadata_mut, requested_revision};
 use super::request::{
     dry_run, load, name_of, namespace_of, respond, store_delete, store_update, MAX_ATTEMPTS,
 };
-use super::{storage_resource, strategy, ApiRequest, ApiState};
+use super::{admission, storage_resource, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 /// Which part of the object a write may change.
@@ -194,7 +194,7 @@ where
     let name = name_of(req);
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
-        let (next, precondition, warnings) = make(&current)?;
+        let (next, precondition, mut warnings) = make(&current)?;
         if let Some(rv) = precondition {
             if rv != kv.mod_revision {
                 return Err(ApiError::modified(res, name));
@@ -221,6 +221,7 @@ where
         if let Some(entries) = applied {
             metadata_mut(&mut next).insert("managedFields".into(), entries);
         }
+        warnings.extend(admission::validate(state, req, &next, Some(&current)).await?);
         match commit_write(state, req, &kv, &current, next, part_of(req)).await? {
             Ok(written) => return Ok(written_response(req, written, &warnings)),
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
