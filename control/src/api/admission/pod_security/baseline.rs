@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe, SELinuxOpti
 
 use super::levels::Level;
 use super::policy::{
-    containers_named, forbid, go_quote, join_quote, pluralize, Check, Forbidden, PodView,
-    VersionedCheck,
+    containers_named, containers_where, forbid, go_quote, join_quote, pluralize, setters, Check,
+    Forbidden, PodView, VersionedCheck,
 };
 
 const fn v(min_minor: u32, check: super::policy::CheckFn) -> VersionedCheck {
@@ -91,27 +91,6 @@ pub static CHECKS: &[Check] = &[
 
 fn security_context(c: &Container) -> Option<&k8s_openapi::api::core::v1::SecurityContext> {
     c.security_context.as_ref()
-}
-
-/// The names of the containers `bad` picks, in visiting order.
-fn containers_where(pod: &PodView, bad: impl Fn(&Container) -> bool) -> Vec<String> {
-    pod.containers
-        .iter()
-        .filter(|c| bad(c))
-        .map(|c| c.name.clone())
-        .collect()
-}
-
-/// `pod and containers "a", "b"`: who set a forbidden value.
-fn setters(pod_set: bool, containers: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    if pod_set {
-        out.push("pod".to_string());
-    }
-    if !containers.is_empty() {
-        out.push(containers_named(containers));
-    }
-    out
 }
 
 fn windows_host_process(pod: &PodView) -> Option<Forbidden> {

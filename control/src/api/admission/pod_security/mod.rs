@@ -22,8 +22,9 @@
 //!   a stricter `enforce` returns warnings naming the existing pods that
 //!   would violate it.
 //!
-//! [`levels`] parses labels and the flag; [`policy`] picks the checks of a
-//! level and version; [`baseline`] and [`restricted`] are the checks.
+//! [`levels`] parses labels and the flag; [`registry`] picks the checks of
+//! a level and version; [`baseline`] and [`restricted`] are the checks,
+//! in the words of [`policy`].
 
 #[cfg(test)]
 mod admission_tests;
@@ -31,6 +32,7 @@ mod baseline;
 pub mod levels;
 mod namespace;
 mod policy;
+mod registry;
 mod restricted;
 #[cfg(test)]
 mod tests;
@@ -253,7 +255,7 @@ impl<'a> Evaluation<'a> {
         if let Some((_, r)) = self.cache.iter().find(|(l, _)| *l == lv) {
             return r.clone();
         }
-        let r = policy::evaluate(lv, pod);
+        let r = registry::evaluate(lv, pod);
         self.cache.push((lv, r.clone()));
         r
     }

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::labels_of;
 use super::levels::{policy_to_evaluate, Level, LevelVersion};
-use super::policy::{evaluate, forbidden_reason, PodView};
+use super::policy::{forbidden_reason, PodView};
+use super::registry::evaluate;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::object::{self, meta_str};
 use crate::api::{ApiRequest, ApiState};

@@ -1,20 +1,13 @@
-//! The checks of each level at each version, as upstream's
-//! `policy/registry.go`: every check has versions, each from a minimum
-//! policy version on; a level at a version runs, for each check, the
-//! newest version not newer than it. `restricted` runs the baseline checks
-//! too, except those a restricted check overrides (restricted volume types
-//! replace hostPath volumes, restricted capabilities and seccomp replace
-//! the baseline ones). Checks run in the order of their IDs, baseline
-//! first, so messages come out in upstream's order. `latest` and versions
-//! past the newest check mean the newest checks.
+//! The vocabulary of the checks, as upstream's `policy/checks.go` and
+//! `helpers.go`: the pod as the checks see it, a check and its versions,
+//! what a check forbids, and the wording helpers every message uses.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::Value;
 
-use super::levels::{Level, LevelVersion, Version};
-use super::{baseline, restricted};
+use super::levels::Level;
 
 /// What a pod (or a workload's pod template) is checked on: its
 /// annotations and spec, and every container (init, app, ephemeral) in
@@ -104,51 +97,6 @@ pub struct Check {
     pub versions: &'static [VersionedCheck],
 }
 
-fn all_checks() -> impl Iterator<Item = &'static Check> {
-    baseline::CHECKS.iter().chain(restricted::CHECKS.iter())
-}
-
-/// The newest minimum version of any check: what `latest` means.
-pub fn newest_minor() -> u32 {
-    all_checks()
-        .filter_map(|c| c.versions.last())
-        .map(|v| v.min_minor)
-        .max()
-        .unwrap_or(0)
-}
-
-/// The version of `check` in force at `v1.<minor>`, if any.
-fn in_force(check: &Check, minor: u32) -> Option<&'static VersionedCheck> {
-    check.versions.iter().rev().find(|v| v.min_minor <= minor)
-}
-
-/// Runs the checks of `lv` on `pod`; what they forbid, in upstream's order.
-pub fn evaluate(lv: LevelVersion, pod: &PodView) -> Vec<Forbidden> {
-    if lv.level == Level::Privileged {
-        return Vec::new();
-    }
-    let newest = newest_minor();
-    let minor = match lv.version {
-        Version::Latest => newest,
-        Version::V1(m) => m.min(newest),
-    };
-    let mut ordered: Vec<(Level, &'static str, &'static VersionedCheck)> = all_checks()
-        .filter(|c| c.level <= lv.level)
-        .filter_map(|c| in_force(c, minor).map(|v| (c.level, c.id, v)))
-        .collect();
-    let overridden: Vec<&str> = ordered
-        .iter()
-        .filter(|(level, _, _)| *level == Level::Restricted)
-        .flat_map(|(_, _, v)| v.overrides.iter().copied())
-        .collect();
-    ordered.retain(|(level, id, _)| *level != Level::Baseline || !overridden.contains(id));
-    ordered.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    ordered
-        .iter()
-        .filter_map(|(_, _, v)| (v.check)(pod))
-        .collect()
-}
-
 /// `host ports, privileged`: the reasons alone (upstream's
 /// `ForbiddenReason`, used for the existing pods of a namespace).
 pub fn forbidden_reason(results: &[Forbidden]) -> String {
@@ -223,4 +171,25 @@ pub fn forbid(reason: impl Into<String>, detail: impl Into<String>) -> Option<Fo
         reason: reason.into(),
         detail: detail.into(),
     })
+}
+
+/// The names of the containers `bad` picks, in visiting order.
+pub fn containers_where(pod: &PodView, bad: impl Fn(&Container) -> bool) -> Vec<String> {
+    pod.containers
+        .iter()
+        .filter(|c| bad(c))
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// `pod and containers "a", "b"`: who set a forbidden value.
+pub fn setters(pod_set: bool, containers: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    if pod_set {
+        out.push("pod".to_string());
+    }
+    if !containers.is_empty() {
+        out.push(containers_named(containers));
+    }
+    out
 }

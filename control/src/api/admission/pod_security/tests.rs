@@ -4,7 +4,8 @@
 use serde_json::{json, Value};
 
 use super::levels::{Level, LevelVersion, Version};
-use super::policy::{evaluate, forbidden_detail, newest_minor, PodView};
+use super::policy::{forbidden_detail, PodView};
+use super::registry::{evaluate, newest_minor};
 use super::significant_pod_update;
 
 fn baseline() -> LevelVersion {
