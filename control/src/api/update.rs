@@ -129,8 +129,8 @@ pub(super) enum Written {
     Deleted(Value),
 }
 
-/// Validates `next` against `current` and writes it if it is still at
-/// `kv.mod_revision`.
+/// Validates and admits `next` against `current` (admission's warnings
+/// go to `warnings`) and writes it if it is still at `kv.mod_revision`.
 pub(super) async fn commit_write(
     state: &ApiState,
     req: &ApiRequest,
@@ -138,6 +138,7 @@ pub(super) async fn commit_write(
     current: &Value,
     mut next: Value,
     part: Part,
+    warnings: &mut Vec<String>,
 ) -> ApiResult<Result<Written, StoreError>> {
     let res = req.target.res;
     let sres = storage_resource(res);
@@ -152,6 +153,7 @@ pub(super) async fn commit_write(
     if !managed::is_apply(req) {
         managed::record_update(req, current, &mut next)?;
     }
+    warnings.extend(admission::validate(state, req, &next, Some(current)).await?);
     if without_revision(&next) == without_revision(current) {
         return Ok(Ok(Written::Unchanged(current.clone())));
     }
@@ -221,8 +223,8 @@ where
         if let Some(entries) = applied {
             metadata_mut(&mut next).insert("managedFields".into(), entries);
         }
-        warnings.extend(admission::validate(state, req, &next, Some(&current)).await?);
-        match commit_write(state, req, &kv, &current, next, part_of(req)).await? {
+        let part = part_of(req);
+        match commit_write(state, req, &kv, &current, next, part, &mut warnings).await? {
             Ok(written) => return Ok(written_response(req, written, &warnings)),
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
             Err(e) => return Err(ApiError::from_store(e, res, name)),

@@ -221,6 +221,27 @@ async fn pod_updates_are_checked_only_when_images_change() {
     )
     .await;
     assert_eq!(code, 403, "{body}");
+    // Validation comes first: an update that is invalid as well gets 422.
+    let (code, _, body) = send(
+        &api,
+        "PATCH",
+        path,
+        merge,
+        json!({"spec": {"containers": [
+            {"name": "app", "image": "bosun.local/web:2", "securityContext": {"privileged": true}},
+            {"name": "two", "image": "bosun.local/web:2"}]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let (code, _, body) = send(
+        &api,
+        "PATCH",
+        path,
+        "application/strategic-merge-patch+json",
+        json!({"spec": {"containers": [{"name": "app", "image": "bosun.local/web:3"}]}}),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
     assert!(
         body["message"]
             .as_str()

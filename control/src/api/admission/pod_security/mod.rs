@@ -37,7 +37,6 @@ mod restricted;
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bosun::resources::ResourceInfo;
@@ -50,7 +49,7 @@ use policy::{forbidden_detail, Forbidden, PodView};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::object::meta_str;
 use crate::api::request::{namespace_of, stored_core};
-use crate::api::{storage_resource, ApiRequest, ApiState};
+use crate::api::{ApiRequest, ApiState};
 
 /// Pod subresources that do not change the pod's spec (upstream's
 /// `ignoredPodSubresources`); any other one is checked as a pod.
@@ -65,9 +64,9 @@ const IGNORED_POD_SUBRESOURCES: &[&str] = &[
     "status",
 ];
 
-/// Checks a create (`old` is `None`) or update of `obj` against the Pod
-/// Security policy of its namespace; the warnings for the client, or the
-/// refusal.
+/// Checks a create (`old` is `None`) or update of `obj` (defaulted and
+/// validated) against the Pod Security policy of its namespace; the
+/// warnings for the client, or the refusal.
 pub async fn admit(
     state: &ApiState,
     req: &ApiRequest,
@@ -82,7 +81,7 @@ pub async fn admit(
         return admit_pod(state, req, obj, old).await;
     }
     if has_pod_template(res) {
-        return admit_workload(state, req, obj, old).await;
+        return admit_workload(state, req, obj).await;
     }
     Ok(Vec::new())
 }
@@ -140,18 +139,6 @@ fn namespace_name(req: &ApiRequest, obj: &Value) -> String {
         .to_string()
 }
 
-/// The object as it will be stored: an update has not been defaulted yet
-/// when admission sees it (a create has), and defaults can matter (a
-/// hostNetwork pod's ports get host ports).
-fn as_stored<'a>(req: &ApiRequest, obj: &'a Value, old: Option<&Value>) -> Cow<'a, Value> {
-    if old.is_none() {
-        return Cow::Borrowed(obj);
-    }
-    let mut o = obj.clone();
-    bosun::defaults::apply_defaults(storage_resource(req.target.res), &mut o);
-    Cow::Owned(o)
-}
-
 async fn admit_pod(
     state: &ApiState,
     req: &ApiRequest,
@@ -173,19 +160,14 @@ async fn admit_pod(
     if errors.is_empty() && policy.fully_privileged() {
         return Ok(Vec::new());
     }
-    let obj = as_stored(req, obj, old);
     let view = PodView::new(obj.get("metadata"), &obj["spec"])
         .map_err(|e| ApiError::bad_request(format!("failed to decode pod: {e}")))?;
-    let name = meta_str(&obj, "name").unwrap_or_default();
+    let name = meta_str(obj, "name").unwrap_or_default();
     Evaluation::new(req.target.res, &ns, name, policy, &errors).run(&view, true)
 }
 
-async fn admit_workload(
-    state: &ApiState,
-    req: &ApiRequest,
-    obj: &Value,
-    old: Option<&Value>,
-) -> ApiResult<Vec<String>> {
+/// Workloads are checked on every create and update, as upstream.
+async fn admit_workload(state: &ApiState, req: &ApiRequest, obj: &Value) -> ApiResult<Vec<String>> {
     if req.target.subresource.is_some() {
         return Ok(Vec::new());
     }
@@ -205,8 +187,7 @@ async fn admit_workload(
     {
         return Ok(Vec::new());
     }
-    let obj = as_stored(req, obj, old);
-    let Some(template) = pod_template(req.target.res.kind, &obj) else {
+    let Some(template) = pod_template(req.target.res.kind, obj) else {
         return Ok(Vec::new());
     };
     let view = match PodView::new(template.get("metadata"), &template["spec"]) {
@@ -216,7 +197,7 @@ async fn admit_workload(
             return Ok(Vec::new());
         }
     };
-    let name = meta_str(&obj, "name").unwrap_or_default();
+    let name = meta_str(obj, "name").unwrap_or_default();
     Evaluation::new(req.target.res, &ns, name, policy, &errors).run(&view, false)
 }
 
