@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bosun::serving::LogFormat;
+use bosun_control::api::admission::pod_security::Policy as PodSecurityPolicy;
 use bosun_control::api::ApiOptions;
 use bosun_control::controllers::nodeipam::NodeIpamOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
@@ -124,6 +125,15 @@ struct Args {
     /// How many periodic snapshots are kept; the oldest beyond are removed.
     #[arg(long, default_value_t = 5)]
     snapshot_retention: usize,
+    /// The Pod Security Admission levels of namespaces without
+    /// `pod-security.kubernetes.io/*` labels of their own: comma-separated
+    /// MODE=LEVEL[:VERSION], MODE one of enforce, audit, warn, LEVEL one of
+    /// privileged, baseline, restricted, VERSION `latest` (the default) or
+    /// v1.X; e.g. `enforce=baseline,warn=restricted`. Modes not named stay
+    /// privileged, as upstream's default.
+    #[arg(long, value_name = "MODE=LEVEL[:VERSION],...", default_value = "",
+          value_parser = PodSecurityPolicy::parse_defaults)]
+    pod_security_default: PodSecurityPolicy,
 }
 
 /// `90s`, `30m`, `1h` or plain seconds.
@@ -207,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
             default_not_ready_toleration_seconds: args.default_not_ready_toleration_seconds,
             default_unreachable_toleration_seconds: args.default_unreachable_toleration_seconds,
             service_range: args.service_cluster_ip_range,
+            pod_security: args.pod_security_default,
         },
         controllers,
         snapshots,

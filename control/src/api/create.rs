@@ -13,7 +13,7 @@ use super::error::{ApiError, ApiResult};
 use super::managed;
 use super::object::{self, meta_str, metadata_mut, now_rfc3339};
 use super::request::{dry_run, namespace_of, respond};
-use super::{storage_resource, strategy, ApiRequest, ApiState};
+use super::{admission, storage_resource, strategy, ApiRequest, ApiState};
 
 async fn check_namespace(state: &ApiState, res: &ResourceInfo, ns: Option<&str>) -> ApiResult<()> {
     if !res.namespaced {
@@ -54,7 +54,7 @@ pub(super) async fn create_object(
     state: &ApiState,
     req: &ApiRequest,
     mut obj: Value,
-    warnings: Vec<String>,
+    mut warnings: Vec<String>,
 ) -> ApiResult<Response> {
     let res = req.target.res;
     let sres = storage_resource(res);
@@ -133,6 +133,7 @@ pub(super) async fn create_object(
         managed::record_update(req, &json!({}), &mut obj)?;
     }
     check_namespace(state, res, ns.as_deref()).await?;
+    warnings.extend(admission::validate(state, req, &obj, None).await?);
     if dry_run(req) {
         return Ok(respond(req, StatusCode::CREATED, obj, &warnings));
     }

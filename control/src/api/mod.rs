@@ -1,6 +1,7 @@
 //! The Kubernetes-shaped HTTP API: routing, authentication, discovery and
 //! the verbs on every served resource.
 
+pub mod admission;
 pub mod allocate;
 pub mod authn;
 mod binding;
@@ -61,6 +62,9 @@ pub struct ApiOptions {
     pub default_unreachable_toleration_seconds: i64,
     /// Where Services' cluster IPs come from (`--service-cluster-ip-range`).
     pub service_range: allocate::ServiceRange,
+    /// The Pod Security policy of namespaces without labels of their own
+    /// (`--pod-security-default`; privileged in every mode by default).
+    pub pod_security: admission::pod_security::Policy,
 }
 
 impl Default for ApiOptions {
@@ -71,6 +75,7 @@ impl Default for ApiOptions {
             default_not_ready_toleration_seconds: 300,
             default_unreachable_toleration_seconds: 300,
             service_range: allocate::ServiceRange::default(),
+            pod_security: Default::default(),
         }
     }
 }

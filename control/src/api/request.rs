@@ -65,7 +65,9 @@ pub(super) fn respond(
         object_response(&req.headers, code, &obj)
     };
     for w in warnings {
-        let text = format!("299 - \"{}\"", w.replace('"', "'"));
+        // A quoted-string, `"` and `\` escaped, as the apiserver's
+        // `NewWarningHeader`; kubectl unquotes it.
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
         if let Ok(v) = HeaderValue::from_str(&text) {
             response.headers_mut().append("Warning", v);
         }

@@ -87,7 +87,7 @@ pub(super) async fn write_scale(state: &ApiState, req: &ApiRequest) -> ApiResult
         let mut next = current.clone();
         next["spec"]["replicas"] = replicas;
         let next = merge_write(res, &current, next, Part::Main);
-        match commit_write(state, req, &kv, &current, next, Part::Main).await? {
+        match commit_write(state, req, &kv, &current, next, Part::Main, &mut Vec::new()).await? {
             Ok(Written::Stored(o) | Written::Unchanged(o) | Written::Deleted(o)) => {
                 return Ok(object_response(&req.headers, StatusCode::OK, &scale_of(&o)))
             }

@@ -17,7 +17,7 @@ use super::object::{self, meta_str, metadata_mut, requested_revision};
 use super::request::{
     dry_run, load, name_of, namespace_of, respond, store_delete, store_update, MAX_ATTEMPTS,
 };
-use super::{storage_resource, strategy, ApiRequest, ApiState};
+use super::{admission, storage_resource, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 /// Which part of the object a write may change.
@@ -129,8 +129,8 @@ pub(super) enum Written {
     Deleted(Value),
 }
 
-/// Validates `next` against `current` and writes it if it is still at
-/// `kv.mod_revision`.
+/// Validates and admits `next` against `current` (admission's warnings
+/// go to `warnings`) and writes it if it is still at `kv.mod_revision`.
 pub(super) async fn commit_write(
     state: &ApiState,
     req: &ApiRequest,
@@ -138,6 +138,7 @@ pub(super) async fn commit_write(
     current: &Value,
     mut next: Value,
     part: Part,
+    warnings: &mut Vec<String>,
 ) -> ApiResult<Result<Written, StoreError>> {
     let res = req.target.res;
     let sres = storage_resource(res);
@@ -155,6 +156,7 @@ pub(super) async fn commit_write(
     if !managed::is_apply(req) {
         managed::record_update(req, current, &mut next)?;
     }
+    warnings.extend(admission::validate(state, req, &next, Some(current)).await?);
     if without_revision(&next) == without_revision(current) {
         return Ok(Ok(Written::Unchanged(current.clone())));
     }
@@ -197,7 +199,7 @@ where
     let name = name_of(req);
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
-        let (next, precondition, warnings) = make(&current)?;
+        let (next, precondition, mut warnings) = make(&current)?;
         if let Some(rv) = precondition {
             if rv != kv.mod_revision {
                 return Err(ApiError::modified(res, name));
@@ -224,7 +226,8 @@ where
         if let Some(entries) = applied {
             metadata_mut(&mut next).insert("managedFields".into(), entries);
         }
-        match commit_write(state, req, &kv, &current, next, part_of(req)).await? {
+        let part = part_of(req);
+        match commit_write(state, req, &kv, &current, next, part, &mut warnings).await? {
             Ok(written) => return Ok(written_response(req, written, &warnings)),
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
             Err(e) => return Err(ApiError::from_store(e, res, name)),

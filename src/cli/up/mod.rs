@@ -63,6 +63,12 @@ pub struct UpArgs {
     /// once the cluster exists.
     #[arg(long, value_name = "CIDR")]
     service_cidr: Option<Ipv4Net>,
+    /// Pod Security Admission levels for namespaces without labels of
+    /// their own, passed to bosun-control: e.g. `enforce=baseline` refuses
+    /// privileged pods, `enforce=baseline,warn=restricted` also warns
+    /// (default: privileged everywhere, as Kubernetes).
+    #[arg(long, value_name = "MODE=LEVEL[:VERSION],...")]
+    pod_security_default: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -391,6 +397,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     }
     if let Some(addr) = &args.advertise_address {
         control_args.extend(["--tls-san".into(), addr.clone()]);
+    }
+    if let Some(levels) = &args.pod_security_default {
+        control_args.extend(["--pod-security-default".into(), levels.clone()]);
     }
     let mut supervisor = CONTROL.start(&dir, &control_args, args.log.limits())?;
     let deadline = tokio::time::Instant::now() + timeout;
