@@ -115,6 +115,12 @@ struct Args {
     /// starting rather than broken.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     horizontal_pod_autoscaler_initial_readiness_delay: Duration,
+    /// The longest lifetime of a service account token from TokenRequest
+    /// (`kubectl create token`); longer requests are shortened to it with
+    /// a warning, as kube-apiserver does. 0: no maximum (upstream's
+    /// default); else between 1h and 2^32 seconds.
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    service_account_max_token_expiration: Duration,
     /// How often to write a snapshot of the store and keys (e.g. 1h; 0:
     /// never), as `bosun snapshot save` does, into --snapshot-dir.
     #[arg(long, default_value = "0", value_parser = parse_duration)]
@@ -190,6 +196,12 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("error: {e}");
         std::process::exit(2);
     }
+    let max_token = args.service_account_max_token_expiration.as_secs();
+    if max_token != 0 && !(3600..=1 << 32).contains(&max_token) {
+        eprintln!("error: --service-account-max-token-expiration must be between 1 hour and 2^32 seconds (0: no maximum)");
+        std::process::exit(2);
+    }
+    let cluster_cidr = controllers.node_ipam.cluster_cidr;
     if args.snapshot_retention == 0 {
         eprintln!("error: --snapshot-retention must be at least 1 (--snapshot-interval 0 turns snapshots off)");
         std::process::exit(2);
@@ -218,6 +230,8 @@ async fn main() -> anyhow::Result<()> {
             default_unreachable_toleration_seconds: args.default_unreachable_toleration_seconds,
             service_range: args.service_cluster_ip_range,
             pod_security: args.pod_security_default,
+            cluster_cidr,
+            max_token_expiration_seconds: max_token as i64,
         },
         controllers,
         snapshots,

@@ -122,6 +122,7 @@ pub(super) async fn create_object(
     let name = meta_str(&obj, "name").unwrap_or("").to_string();
     strategy.prepare_for_create(&state.options, &mut obj);
     let mut errors = validation::validate(sres, &obj, None);
+    errors.extend(strategy.validate(&state.options, &obj, None));
     if errors.is_empty() {
         errors = strategy.allocate(state, &mut obj).await?;
     }
@@ -129,6 +130,8 @@ pub(super) async fn create_object(
         return Err(ApiError::invalid(res, &name, &errors));
     }
     super::authn::no_escalation(state, req, &obj).await?;
+    crate::auth::node::admission::admit(&req.who, res.kind, None, &obj)
+        .map_err(|why| ApiError::forbidden_object(res, &name, &why))?;
     if !managed::is_apply(req) {
         managed::record_update(req, &json!({}), &mut obj)?;
     }

@@ -124,6 +124,12 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
+    /// Admission's refusal of a write to `name` of `res`, as
+    /// `admission.NewForbidden` words it.
+    pub fn forbidden_object(res: &ResourceInfo, name: &str, why: &str) -> Self {
+        Self::forbidden(format!("{} \"{name}\" is forbidden: {why}", res.plural))
+    }
+
     pub fn not_found_path(path: &str) -> Self {
         Self::new(
             404,

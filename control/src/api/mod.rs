@@ -65,7 +65,18 @@ pub struct ApiOptions {
     /// The Pod Security policy of namespaces without labels of their own
     /// (`--pod-security-default`; privileged in every mode by default).
     pub pod_security: admission::pod_security::Policy,
+    /// The cluster's pod network (`--cluster-cidr`): every Node's
+    /// `spec.podCIDRs` must lie inside it.
+    pub cluster_cidr: crate::controllers::nodeipam::Cidr,
+    /// The longest lifetime a TokenRequest gets
+    /// (`--service-account-max-token-expiration`, seconds; 0: no maximum
+    /// but validation's 2^32).
+    pub max_token_expiration_seconds: i64,
 }
+
+/// `--service-account-max-token-expiration`'s default: a day. (Upstream
+/// has no maximum by default; bosun bounds it.)
+pub const DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS: i64 = 24 * 3600;
 
 impl Default for ApiOptions {
     fn default() -> Self {
@@ -76,6 +87,8 @@ impl Default for ApiOptions {
             default_unreachable_toleration_seconds: 300,
             service_range: allocate::ServiceRange::default(),
             pod_security: Default::default(),
+            cluster_cidr: crate::controllers::nodeipam::NodeIpamOptions::default().cluster_cidr,
+            max_token_expiration_seconds: DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS,
         }
     }
 }

@@ -146,13 +146,20 @@ pub(super) async fn commit_write(
     if part == Part::Main {
         defaults::apply_defaults(sres, &mut next);
     }
-    let errors = validation::validate(sres, &next, Some(current));
+    let mut errors = validation::validate(sres, &next, Some(current));
+    errors.extend(super::strategy::for_kind(res.kind).validate(
+        &state.options,
+        &next,
+        Some(current),
+    ));
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, name, &errors));
     }
     if part == Part::Main && next != *current {
         super::authn::no_escalation(state, req, &next).await?;
     }
+    crate::auth::node::admission::admit(&req.who, res.kind, Some(current), &next)
+        .map_err(|why| ApiError::forbidden_object(res, name, &why))?;
     if !managed::is_apply(req) {
         managed::record_update(req, current, &mut next)?;
     }

@@ -8,7 +8,11 @@
 //!
 //! The decision is a pure function of the request and [`NodeFacts`] (the
 //! pods bound to the node, the object written); [`super::authorize`]
-//! gathers the facts from the store when a rule needs them.
+//! gathers the facts from the store when a rule needs them. What a write
+//! the authorizer lets through may change is [`admission`]'s to judge
+//! (NodeRestriction), once the object it would store is known.
+
+pub mod admission;
 
 use serde_json::Value;
 
@@ -152,7 +156,8 @@ pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), Strin
         }
         ("" | "events.k8s.io", "events", None) if is_write(verb) => Ok(()),
         // Local-path volumes pinned to this node: the agent removes their
-        // cleanup finalizer once their directory is gone.
+        // cleanup finalizer once their directory is gone (and admission
+        // lets it change nothing else).
         ("", "persistentvolumes", None) if verb == "update" || verb == "patch" => {
             if facts.object.as_ref().is_some_and(|pv| pinned_to(pv, node)) {
                 Ok(())

@@ -15,11 +15,13 @@
 //!   finalizer; deleting one makes it Terminating until the namespace
 //!   controller has emptied it and removed that finalizer;
 //! - [`volume`]: PersistentVolumes start Available, claims Pending;
-//! - [`secret`]: `stringData` is folded into `data` on every write.
+//! - [`secret`]: `stringData` is folded into `data` on every write;
+//! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`.
 
 mod daemonset;
 mod job;
 mod namespace;
+mod node;
 mod pod;
 mod secret;
 mod service;
@@ -52,6 +54,18 @@ pub trait Strategy: Send + Sync {
     /// Fills in what the server decides for a new object, after defaulting
     /// and before validation (admission: what the server's options add).
     fn prepare_for_create(&self, _options: &ApiOptions, _obj: &mut Value) {}
+
+    /// Checks beyond the shared validation that need the server's options
+    /// (`old`: the stored object on update, None on create); an error
+    /// names the field.
+    fn validate(
+        &self,
+        _options: &ApiOptions,
+        _obj: &Value,
+        _old: Option<&Value>,
+    ) -> Vec<FieldError> {
+        Vec::new()
+    }
 
     /// Takes what the server holds for the object from the store (cluster
     /// IPs, ports), after validation; an error names the field.
@@ -98,6 +112,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "Namespace" => &namespace::NamespaceStrategy,
         "Secret" => &secret::SecretStrategy,
         "PersistentVolume" => &volume::PersistentVolumeStrategy,
+        "Node" => &node::NodeStrategy,
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
         _ => &Default,
     }
