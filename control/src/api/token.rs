@@ -19,10 +19,27 @@ use crate::tokens::{Claims, Ref, ISSUER};
 use bosun::validation::FieldError;
 
 /// Shortest and default lifetime of a requested token (TokenRequest's
-/// `expirationSeconds`), and the longest.
+/// `expirationSeconds`), and the longest validation takes; the server's
+/// `--service-account-max-token-expiration` shortens longer ones.
 const MIN_SECONDS: i64 = 600;
 const DEFAULT_SECONDS: i64 = 3600;
 const MAX_SECONDS: i64 = 1 << 32;
+
+/// The lifetime a token gets for `requested` seconds under the server's
+/// maximum `max` (0: none), and the warning kube-apiserver gives when it
+/// shortens one.
+pub fn clamp_expiration(requested: i64, max: i64) -> (i64, Option<String>) {
+    if max > 0 && requested > max {
+        (
+            max,
+            Some(format!(
+                "requested expiration of {requested} seconds shortened to {max} seconds"
+            )),
+        )
+    } else {
+        (requested, None)
+    }
+}
 
 /// Whether the request's bearer token is a valid service account token.
 pub async fn service_account_authenticated(
@@ -100,9 +117,10 @@ pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
     let name = req.target.name.as_deref().unwrap_or("");
     let body = decode_body(req)?;
     let spec = &body["spec"];
-    let seconds = spec["expirationSeconds"]
+    let requested = spec["expirationSeconds"]
         .as_i64()
         .unwrap_or(DEFAULT_SECONDS);
+    let seconds = requested;
     if !(MIN_SECONDS..=MAX_SECONDS).contains(&seconds) {
         return Err(invalid(
             name,
@@ -117,6 +135,7 @@ pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
             )],
         ));
     }
+    let (seconds, warning) = clamp_expiration(seconds, state.options.max_token_expiration_seconds);
     let audiences: Vec<String> = match spec["audiences"].as_array() {
         Some(a) if !a.is_empty() => a
             .iter()
@@ -137,6 +156,9 @@ pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
         uid: meta_str(&sa, "uid").unwrap_or_default().to_string(),
     };
     let bound = &spec["boundObjectRef"];
+    if let crate::auth::Identity::Node(node) = &req.who {
+        node_may_bind(state, node, ns, name, bound).await?;
+    }
     let pod = match bound["kind"].as_str() {
         None => None,
         Some("Pod") => {
@@ -146,6 +168,15 @@ pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
                 .ok_or_else(|| {
                     ApiError::not_found(resources::by_kind("v1", "Pod").expect("served"), pod_name)
                 })?;
+            if pod["spec"]["serviceAccountName"]
+                .as_str()
+                .unwrap_or("default")
+                != name
+            {
+                return Err(ApiError::bad_request(format!(
+                    "cannot bind token for serviceaccount {name:?} to pod running with different serviceaccount name."
+                )));
+            }
             let uid = meta_str(&pod, "uid").unwrap_or_default();
             if let Some(want) = bound["uid"].as_str().filter(|u| !u.is_empty()) {
                 if want != uid {
@@ -191,9 +222,54 @@ pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
         },
         "status": {"token": token, "expirationTimestamp": expires},
     });
-    Ok(super::object_response(
-        &req.headers,
-        StatusCode::CREATED,
-        &out,
-    ))
+    let mut response = super::object_response(&req.headers, StatusCode::CREATED, &out);
+    if let Some(w) = warning {
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{w}\"")) {
+            response.headers_mut().append("Warning", v);
+        }
+    }
+    Ok(response)
+}
+
+/// NodeRestriction for a node's TokenRequest: bound to a pod of its own
+/// ([`crate::auth::node::admission::admit_token`]); the named pod missing
+/// is a 404, as upstream.
+async fn node_may_bind(
+    state: &ApiState,
+    node: &str,
+    ns: &str,
+    name: &str,
+    bound: &Value,
+) -> ApiResult<()> {
+    use crate::auth::node::admission::{admit_token, token_binding};
+    let forbidden = |why: String| {
+        ApiError::forbidden(format!("serviceaccounts \"{name}\" is forbidden: {why}"))
+    };
+    token_binding(bound).map_err(forbidden)?;
+    let pod_name = bound["name"].as_str().unwrap_or_default();
+    let pod = stored_core(state, "Pod", ns, pod_name)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(resources::by_kind("v1", "Pod").expect("served"), pod_name)
+        })?;
+    admit_token(node, bound, &pod).map_err(forbidden)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_requests_are_shortened_to_the_servers_maximum() {
+        assert_eq!(clamp_expiration(3600, 86400), (3600, None));
+        assert_eq!(
+            clamp_expiration(172800, 86400),
+            (
+                86400,
+                Some("requested expiration of 172800 seconds shortened to 86400 seconds".into())
+            )
+        );
+        // 0: no maximum beyond validation's.
+        assert_eq!(clamp_expiration(MAX_SECONDS, 0), (MAX_SECONDS, None));
+    }
 }
