@@ -285,6 +285,9 @@ pub async fn node_credential(
     let asked = auth::credential::requested_node(csr)
         .map_err(|e| ApiError::bad_request(format!("request: {e}")))?;
     auth::credential::may_request(who, &asked).map_err(ApiError::forbidden)?;
+    auth::credential::name_is_free(state.store.as_ref(), who, &asked, chrono::Utc::now())
+        .await
+        .map_err(ApiError::forbidden)?;
     let (node, certificate) = signer
         .sign(csr, expiration)
         .map_err(|e| ApiError::bad_request(format!("request: {e}")))?;

@@ -42,6 +42,84 @@ pub fn may_request(who: &super::Identity, node: &str) -> Result<(), String> {
     }
 }
 
+/// How recently a Node's Lease must have been renewed (or the Node made,
+/// before it has one) for its name to be held by a live node: the node
+/// lifecycle controller's default `--node-monitor-grace-period`.
+pub const LIVE_GRACE_SECONDS: i64 = 40;
+
+/// Why the Node `node` (its stored object and Lease) counts as held by a
+/// live credential at `now`, or None. A Lease renewed within
+/// [`LIVE_GRACE_SECONDS`] is the proof a credential of that name is in
+/// use (bosun keeps no record of the certificates it signed, and an agent
+/// renews its Lease every few seconds); a Node just made without a Lease
+/// yet is an agent still starting.
+pub fn live_node(
+    node: &serde_json::Value,
+    lease: Option<&serde_json::Value>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<String> {
+    let at = |v: &serde_json::Value| {
+        v.as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| (now - t.with_timezone(&chrono::Utc)).num_seconds())
+    };
+    if let Some(ago) = lease.and_then(|l| at(&l["spec"]["renewTime"])) {
+        return (ago < LIVE_GRACE_SECONDS)
+            .then(|| format!("its Lease was renewed {}s ago", ago.max(0)));
+    }
+    let made = at(&node["metadata"]["creationTimestamp"])?;
+    (made < LIVE_GRACE_SECONDS).then(|| format!("it was registered {}s ago", made.max(0)))
+}
+
+/// A bootstrap token may not take the name of a live node (see
+/// [`live_node`]): whoever holds the token would get that node's pods,
+/// Secrets and routes. Re-joining a host whose Node is gone (`bosun
+/// leave` deletes it) or has been silent longer than the grace period
+/// works; a node renewing its own certificate and the admin are not
+/// asked.
+pub async fn name_is_free(
+    store: &dyn crate::store::Store,
+    who: &super::Identity,
+    node: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), String> {
+    if !matches!(who, super::Identity::Bootstrap(_)) {
+        return Ok(());
+    }
+    let read = |kind: &str, ns: Option<&str>| {
+        let key = bosun::resources::by_kind(
+            if kind == "Lease" {
+                "coordination.k8s.io/v1"
+            } else {
+                "v1"
+            },
+            kind,
+        )
+        .expect("served")
+        .storage_key(ns, node);
+        async move {
+            store
+                .get(&key)
+                .await
+                .map_err(|e| format!("reading {key}: {e}"))
+                .map(|kv| {
+                    kv.and_then(|kv| serde_json::from_slice::<serde_json::Value>(&kv.value).ok())
+                })
+        }
+    };
+    let Some(existing) = read("Node", None).await? else {
+        return Ok(());
+    };
+    let lease = read("Lease", Some("kube-node-lease")).await?;
+    match live_node(&existing, lease.as_ref(), now) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "node \"{node}\" already exists and is live ({why}): a bootstrap token cannot take the name of a live node; \
+             join with another --node-name, or remove the node first (bosun leave on its host, or kubectl delete node {node})"
+        )),
+    }
+}
+
 /// The node a PEM certificate request is for (its CN without
 /// `system:node:`), or why it is no node's.
 pub fn requested_node(csr_pem: &str) -> Result<String, String> {
@@ -196,6 +274,78 @@ pub(crate) mod tests {
         assert!(cert.verify_signature(Some(ca.public_key())).is_ok());
     }
     use crate::auth::Identity;
+
+    #[test]
+    fn a_live_nodes_name_is_held() {
+        use serde_json::json;
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let node = |made: &str| json!({"metadata": {"name": "w1", "creationTimestamp": made}});
+        let lease = |renewed: &str| json!({"spec": {"renewTime": renewed}});
+        let old = node("2025-12-01T00:00:00Z");
+        assert_eq!(
+            live_node(&old, Some(&lease("2026-01-01T00:00:55.123456Z")), now).as_deref(),
+            Some("its Lease was renewed 4s ago")
+        );
+        // Silent past the grace period: a host coming back may re-join.
+        assert_eq!(
+            live_node(&old, Some(&lease("2026-01-01T00:00:10Z")), now),
+            None
+        );
+        assert_eq!(live_node(&old, None, now), None);
+        // Registered a moment ago, its Lease not written yet.
+        assert_eq!(
+            live_node(&node("2026-01-01T00:00:50Z"), None, now).as_deref(),
+            Some("it was registered 10s ago")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bootstrap_token_cannot_take_a_live_nodes_name() {
+        use crate::store::{EmbeddedStore, Store, StoreOptions};
+        let store = EmbeddedStore::in_memory(StoreOptions::default()).unwrap();
+        let now = chrono::Utc::now();
+        let stamp = bosun::bootstrap::rfc3339(now);
+        let key = |kind: &str, v: &str, ns: Option<&str>| {
+            bosun::resources::by_kind(v, kind)
+                .unwrap()
+                .storage_key(ns, "w1")
+        };
+        let token = Identity::Bootstrap("abcdef".into());
+        assert_eq!(name_is_free(&store, &token, "w1", now).await, Ok(()));
+        let node = serde_json::json!({"metadata": {"name": "w1", "creationTimestamp": "2025-01-01T00:00:00Z"}});
+        store
+            .create(&key("Node", "v1", None), serde_json::to_vec(&node).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(name_is_free(&store, &token, "w1", now).await, Ok(()));
+        let lease = serde_json::json!({"metadata": {"name": "w1", "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": "w1", "renewTime": stamp}});
+        store
+            .create(
+                &key("Lease", "coordination.k8s.io/v1", Some("kube-node-lease")),
+                serde_json::to_vec(&lease).unwrap(),
+            )
+            .await
+            .unwrap();
+        let err = name_is_free(&store, &token, "w1", now).await.unwrap_err();
+        assert!(
+            err.starts_with(
+                "node \"w1\" already exists and is live (its Lease was renewed 0s ago)"
+            ),
+            "{err}"
+        );
+        // The node itself renewing, and the admin, are not refused.
+        assert_eq!(
+            name_is_free(&store, &Identity::Node("w1".into()), "w1", now).await,
+            Ok(())
+        );
+        assert_eq!(
+            name_is_free(&store, &Identity::Admin, "w1", now).await,
+            Ok(())
+        );
+    }
 
     #[test]
     fn a_node_may_renew_its_own_certificate_only() {
