@@ -25,6 +25,10 @@ pub const CLUSTER_INFO: &str = "cluster-info";
 /// control plane's `--service-cluster-ip-range`), which `bosun join` gives
 /// the agent's service proxy.
 pub const CLUSTER_INFO_SERVICE_RANGE: &str = "serviceClusterIPRange";
+/// The key of cluster-info that holds the cluster's pod network (the
+/// control plane's `--cluster-cidr`): agents route only to Node pod
+/// ranges inside it.
+pub const CLUSTER_INFO_CLUSTER_CIDR: &str = "clusterCIDR";
 /// Where a bootstrap token is traded for a node's client certificate:
 /// `POST` a PEM certificate request with CN `system:node:<name>` and O
 /// `system:nodes`, get the signed certificate back (PEM).

@@ -88,6 +88,12 @@ struct Args {
     /// publishes in kube-public's cluster-info, else 10.96.0.0/12).
     #[arg(long)]
     service_cluster_ip_range: Option<String>,
+    /// The cluster's pod network: other Nodes' pod CIDRs outside it get no
+    /// route (default: the range the control plane publishes in
+    /// kube-public's cluster-info, else the /16 holding this node's pod
+    /// CIDR).
+    #[arg(long, value_name = "CIDR")]
+    cluster_cidr: Option<ipnet::Ipv4Net>,
     /// Do not run the service proxy (its nftables table `ip bosun-<node>`):
     /// service IPs and node ports then do not answer on this node.
     #[arg(long)]
@@ -374,6 +380,17 @@ async fn main() -> anyhow::Result<()> {
             .context("reading the cluster's service range from cluster-info")?
             .unwrap_or_else(|| proxy::DEFAULT_SERVICE_CIDR.to_string()),
     };
+    let cluster_cidr: ipnet::Ipv4Net = match args.cluster_cidr {
+        Some(c) => c,
+        None => bosun_agent::startup::published_cluster_cidr(&client)
+            .await
+            .context("reading the cluster's pod network from cluster-info")?
+            .or_else(|| bosun_agent::runtime::docker::supernet16(&pod_cidr))
+            .and_then(|c| c.parse().ok())
+            .with_context(|| {
+                format!("no cluster CIDR for pod CIDR {pod_cidr}: give --cluster-cidr")
+            })?,
+    };
     let proxy_settings = (!args.no_proxy)
         .then(|| -> anyhow::Result<proxy::Settings> {
             Ok(proxy::Settings {
@@ -441,6 +458,8 @@ async fn main() -> anyhow::Result<()> {
             client: client.clone(),
             node_name: cfg.node_name.clone(),
             pod_cidr: cfg.pod_cidr.clone(),
+            cluster_cidr,
+            refused: Default::default(),
         }
         .run(stop_rx.clone()),
     );

@@ -86,6 +86,16 @@ where
 /// kube-public's cluster-info (readable by anyone), or None if it does
 /// not (a control plane older than that key).
 pub async fn published_service_range(client: &Client) -> kube::Result<Option<String>> {
+    published(client, bosun::bootstrap::CLUSTER_INFO_SERVICE_RANGE).await
+}
+
+/// The cluster's pod network (`--cluster-cidr`) as cluster-info
+/// publishes it, or None from a control plane older than that key.
+pub async fn published_cluster_cidr(client: &Client) -> kube::Result<Option<String>> {
+    published(client, bosun::bootstrap::CLUSTER_INFO_CLUSTER_CIDR).await
+}
+
+async fn published(client: &Client, key: &str) -> kube::Result<Option<String>> {
     let api: Api<ConfigMap> =
         Api::namespaced(client.clone(), bosun::bootstrap::CLUSTER_INFO_NAMESPACE);
     let cm = until_answered("reading cluster-info", || {
@@ -94,7 +104,7 @@ pub async fn published_service_range(client: &Client) -> kube::Result<Option<Str
     .await?;
     Ok(cm
         .and_then(|c| c.data)
-        .and_then(|mut d| d.remove(bosun::bootstrap::CLUSTER_INFO_SERVICE_RANGE))
+        .and_then(|mut d| d.remove(key))
         .filter(|r| !r.is_empty()))
 }
 

@@ -212,6 +212,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         &advertised_server(&config, advertise, addr),
         &pki.ca_pem,
         &config.api.service_range.to_string(),
+        &config.api.cluster_cidr.to_string(),
     )
     .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");

@@ -30,6 +30,10 @@ pub struct HostGw {
     pub client: Client,
     pub node_name: String,
     pub pod_cidr: String,
+    /// The cluster's pod network: no route to a Node's pod CIDR outside it.
+    pub cluster_cidr: ipnet::Ipv4Net,
+    /// The refused pod CIDRs last logged, so each is said once.
+    pub refused: std::sync::Mutex<Vec<String>>,
 }
 
 impl HostGw {
@@ -75,7 +79,21 @@ impl HostGw {
             .into_iter()
             .map(|(_, ip)| ip)
             .collect();
-        let want = routes::desired(nodes, &self.node_name, &self.pod_cidr, &local);
+        let (want, refused) = routes::desired(
+            nodes,
+            &self.node_name,
+            &self.pod_cidr,
+            &local,
+            &self.cluster_cidr,
+        );
+        {
+            let mut said = self.refused.lock().unwrap();
+            for r in refused.iter().filter(|r| !said.contains(r)) {
+                tracing::warn!(node_pod_cidr = %r, cluster_cidr = %self.cluster_cidr,
+                    "not routing a node's pod CIDR outside the cluster's pod network");
+            }
+            *said = refused;
+        }
         let cluster = crate::runtime::docker::supernet16(&self.pod_cidr)
             .ok_or_else(|| format!("pod CIDR {} is not IPv4", self.pod_cidr))?;
         // Put back the forward chain's jump if a firewall reload or a

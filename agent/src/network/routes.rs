@@ -6,22 +6,28 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
+use ipnet::Ipv4Net;
 use k8s_openapi::api::core::v1::Node;
 
 /// The `proto` of bosun's routes (`ip route show proto 235`).
 pub const ROUTE_PROTO: &str = "235";
 
-/// The routes this host should have: pod CIDR → gateway. Nodes without a
-/// pod CIDR or an InternalIP are left out, as are this node and nodes
-/// whose address is this host's own (several test nodes sharing one
-/// engine reach each other's bridges directly).
+/// The routes this host should have: pod CIDR → gateway, and the pod
+/// CIDRs refused because they lie outside the cluster's pod network
+/// `cluster` (as `node: cidr`, for the log): a Node claiming `0.0.0.0/1`
+/// or this host's own networks gets no route. Nodes without a pod CIDR
+/// or an InternalIP are left out, as are this node and nodes whose
+/// address is this host's own (several test nodes sharing one engine
+/// reach each other's bridges directly).
 pub fn desired(
     nodes: &[Node],
     me: &str,
     own_cidr: &str,
     local: &[Ipv4Addr],
-) -> BTreeMap<String, Ipv4Addr> {
+    cluster: &Ipv4Net,
+) -> (BTreeMap<String, Ipv4Addr>, Vec<String>) {
     let mut routes = BTreeMap::new();
+    let mut refused = Vec::new();
     for node in nodes {
         if node.metadata.name.as_deref() == Some(me) {
             continue;
@@ -30,6 +36,14 @@ pub fn desired(
             continue;
         };
         if cidr == own_cidr || !is_ipv4_cidr(&cidr) {
+            continue;
+        }
+        let inside = cidr
+            .parse::<Ipv4Net>()
+            .is_ok_and(|net| net == net.trunc() && cluster.contains(&net));
+        if !inside {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            refused.push(format!("{name}: {cidr}"));
             continue;
         }
         let via = node
@@ -49,7 +63,7 @@ pub fn desired(
         }
         routes.insert(cidr, via);
     }
-    routes
+    (routes, refused)
 }
 
 fn is_ipv4_cidr(s: &str) -> bool {
@@ -161,7 +175,9 @@ mod tests {
             node("v6", Some("fd00::/64"), Some("172.31.250.15")),
         ];
         let local: Vec<Ipv4Addr> = vec!["172.31.250.11".parse().unwrap()];
-        let got = desired(&nodes, "a", "10.244.1.0/24", &local);
+        let cluster: Ipv4Net = "10.244.0.0/16".parse().unwrap();
+        let (got, refused) = desired(&nodes, "a", "10.244.1.0/24", &local, &cluster);
+        assert!(refused.is_empty(), "{refused:?}");
         let want: BTreeMap<String, Ipv4Addr> = [
             (
                 "10.244.2.0/24".to_string(),
@@ -174,6 +190,30 @@ mod tests {
         ]
         .into();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn pod_cidrs_outside_the_cluster_get_no_route() {
+        let nodes = [
+            node("a", Some("10.244.1.0/24"), Some("172.31.250.11")),
+            node("good", Some("10.244.2.0/24"), Some("172.31.250.12")),
+            node("greedy", Some("0.0.0.0/1"), Some("172.31.250.13")),
+            node("elsewhere", Some("192.168.0.0/24"), Some("172.31.250.14")),
+            node("wide", Some("10.0.0.0/8"), Some("172.31.250.15")),
+            node("host-bits", Some("10.244.3.7/24"), Some("172.31.250.16")),
+        ];
+        let cluster: Ipv4Net = "10.244.0.0/16".parse().unwrap();
+        let (got, refused) = desired(&nodes, "a", "10.244.1.0/24", &[], &cluster);
+        assert_eq!(got.keys().collect::<Vec<_>>(), ["10.244.2.0/24"]);
+        assert_eq!(
+            refused,
+            [
+                "greedy: 0.0.0.0/1",
+                "elsewhere: 192.168.0.0/24",
+                "wide: 10.0.0.0/8",
+                "host-bits: 10.244.3.7/24"
+            ]
+        );
     }
 
     #[test]

@@ -111,6 +111,7 @@ pub async fn publish_cluster_info(
     server: &str,
     ca_pem: &str,
     service_range: &str,
+    cluster_cidr: &str,
 ) -> anyhow::Result<()> {
     let kubeconfig = serde_yaml::to_string(&json!({
         "apiVersion": "v1",
@@ -140,10 +141,14 @@ pub async fn publish_cluster_info(
                 },
             })
         });
-    // Beside kubeadm's kubeconfig, the service range: a joining agent's
-    // service proxy needs it, and cluster-info is what it reads before it
-    // has a credential.
-    let data = json!({"kubeconfig": kubeconfig, bt::CLUSTER_INFO_SERVICE_RANGE: service_range});
+    // Beside kubeadm's kubeconfig, the service range and the pod network:
+    // a joining agent's service proxy and routes need them, and
+    // cluster-info is what it reads before it has a credential.
+    let data = json!({
+        "kubeconfig": kubeconfig,
+        bt::CLUSTER_INFO_SERVICE_RANGE: service_range,
+        bt::CLUSTER_INFO_CLUSTER_CIDR: cluster_cidr,
+    });
     if obj["data"] == data {
         return Ok(());
     }
