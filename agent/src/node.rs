@@ -141,7 +141,8 @@ pub async fn register(client: &Client, cfg: &AgentConfig, health: &Health) -> ku
         crate::streams::tls::SERVING_CERT_ANNOTATION: cfg.serving_cert,
         crate::claims::DATA_DIR_ANNOTATION: crate::claims::data_dir(cfg),
     });
-    if nodes.get_opt(&cfg.node_name).await?.is_none() {
+    let existing = nodes.get_opt(&cfg.node_name).await?;
+    if existing.is_none() {
         let node: Node = serde_json::from_value(json!({
             "metadata": {
                 "name": cfg.node_name,
@@ -164,14 +165,28 @@ pub async fn register(client: &Client, cfg: &AgentConfig, health: &Health) -> ku
             Err(e) => return Err(e),
         }
     } else {
+        // The pod CIDR is set once and never changed (the control plane's
+        // node IPAM sets it; a node's own credential may not): only a Node
+        // without one gets this agent's --pod-cidr.
+        let mut patch = json!({"metadata": {"labels": labels, "annotations": annotations}});
+        let stored = existing
+            .and_then(|n| n.spec)
+            .and_then(|s| s.pod_cidr)
+            .filter(|c| !c.is_empty());
+        match stored {
+            None => patch["spec"] = spec,
+            Some(c) if c != cfg.pod_cidr => tracing::warn!(
+                node = %cfg.node_name, stored = %c, pod_cidr = %cfg.pod_cidr,
+                "the Node's pod CIDR is not this agent's --pod-cidr and cannot change: \
+                 restart the agent without --pod-cidr to use the Node's"
+            ),
+            Some(_) => {}
+        }
         nodes
             .patch(
                 &cfg.node_name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({
-                    "metadata": {"labels": labels, "annotations": annotations},
-                    "spec": spec,
-                })),
+                &Patch::Merge(patch),
             )
             .await?;
     }

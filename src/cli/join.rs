@@ -62,6 +62,13 @@ fn default_data_dir() -> PathBuf {
 }
 
 pub async fn join(args: &JoinArgs) -> Result<bool> {
+    if let Some(cidr) = &args.node.pod_cidr {
+        // NodeRestriction: a node's credential may not set its pod CIDR.
+        bail!(
+            "--pod-cidr {cidr}: a joined node's pod CIDR is assigned by the control plane's node IPAM \
+             (from its --cluster-cidr); a node's own credential may not choose it"
+        );
+    }
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let timeout = parse_duration(&args.timeout)?;
     let server = url::Url::parse(&args.server)
@@ -209,6 +216,9 @@ async fn request_credential(
             "the control plane refused bootstrap token {}.<secret>: it is unknown, expired or revoked (bosun token list on the first host)",
             token.id
         ),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            bail!("the control plane refused the node's certificate: {}", s.message)
+        }
         Err(e) => return Err(e).context("requesting the node's certificate"),
     };
     let answer: Value = serde_json::from_str(&text).context("the answer is not JSON")?;
