@@ -253,23 +253,24 @@ impl JoinCommand {
 }
 
 /// What both tests set up: a home for `bosun` in `tmp`, the control
-/// plane's and the joined host's data dirs, a node name and pod CIDR of
-/// the test's own, and the reaper that cleans up after them.
+/// plane's and the joined host's data dirs, a node name and cluster CIDR
+/// of the test's own (the node's pod CIDR is the control plane's to
+/// assign from it), and the reaper that cleans up after them.
 struct Setup {
     host: Host,
     control: PathBuf,
     joined: PathBuf,
     node: String,
-    pod_cidr: &'static str,
+    cidr: String,
     admin: PathBuf,
     /// Dropped last with the setup: cleans up after the test.
     _reaper: HostReaper,
 }
 
 impl Setup {
-    /// `cidr`: a /16 of the test's own holding `pod_cidr`, so the agent's
-    /// pod-traffic rule is this test's alone.
-    fn new(tmp: &Path, node: &str, pod_cidr: &'static str, cidr: &str) -> Setup {
+    /// `cidr`: a /16 of the test's own, the cluster's pod network, so the
+    /// agent's pod-traffic rule is this test's alone.
+    fn new(tmp: &Path, node: &str, cidr: &str) -> Setup {
         control_binary();
         agent_binary();
         ensure_images();
@@ -288,7 +289,7 @@ impl Setup {
             control,
             joined,
             node,
-            pod_cidr,
+            cidr: cidr.into(),
             admin: tmp.join(".bosun/kubeconfig"),
         }
     }
@@ -317,7 +318,7 @@ impl Setup {
         server: &'a str,
         token: &'a str,
         hash: &'a str,
-    ) -> [&'a str; 16] {
+    ) -> [&'a str; 14] {
         [
             "join",
             server,
@@ -331,8 +332,6 @@ impl Setup {
             &self.node,
             "--node-ip",
             "127.0.0.1",
-            "--pod-cidr",
-            self.pod_cidr,
             "--port",
             "0",
         ]
@@ -342,7 +341,7 @@ impl Setup {
 #[test]
 fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     let tmp = tempfile::tempdir().unwrap();
-    let setup = Setup::new(tmp.path(), "joined", "10.252.9.0/24", "10.252.0.0/16");
+    let setup = Setup::new(tmp.path(), "joined", "10.252.0.0/16");
     let Setup {
         host,
         control,
@@ -353,7 +352,16 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     } = &setup;
     let (c, j) = (control.display().to_string(), joined.display().to_string());
 
-    let up = host.bosun(&["up", "--no-agent", "--port", "0", "--data-dir", &c]);
+    let up = host.bosun(&[
+        "up",
+        "--no-agent",
+        "--port",
+        "0",
+        "--data-dir",
+        &c,
+        "--cluster-cidr",
+        &setup.cidr,
+    ]);
     let JoinCommand {
         server,
         token,
@@ -509,6 +517,8 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         .contains("Forbidden"));
     // The admin still does everything.
     host.kubectl(admin, &["get", "secret", "unused"]).ok();
+    node_restriction(host, admin, &credential, node, tmp.path());
+    bootstrap_cannot_take_a_live_node(host, &server, &hash, node, tmp.path());
 
     // Logs and exec reach the joined node's pod: the control plane
     // presents its client certificate of the cluster CA to the agent.
@@ -625,6 +635,231 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
         .ok();
 }
 
+/// The claims of a JWT (its middle part, unverified).
+fn jwt_claims(token: &str) -> serde_json::Value {
+    let payload = token.trim().split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// What the joined node's `credential` may not do (NodeRestriction), and
+/// TokenRequest through kubectl (protobuf) with its lifetime bounded.
+fn node_restriction(host: &Host, admin: &Path, credential: &Path, node: &str, tmp: &Path) {
+    token_lifetime_is_bounded(host, admin);
+    node_tokens_only_for_its_pods(host, admin, credential);
+    pod_cidr_and_labels_are_not_the_nodes(host, admin, credential, node, tmp);
+    volumes_are_not_the_nodes(host, admin, credential, node, tmp);
+}
+
+/// `kubectl create token`: a JWT, its lifetime shortened to the server's
+/// maximum (24h by default) with upstream's warning; less than 10 minutes
+/// is refused.
+fn token_lifetime_is_bounded(host: &Host, admin: &Path) {
+    let long = host.kubectl(admin, &["create", "token", "default", "--duration", "48h"]);
+    let claims = jwt_claims(long.ok());
+    let lifetime = claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap();
+    assert_eq!(lifetime, 86400, "{claims}");
+    assert!(
+        long.stderr
+            .contains("requested expiration of 172800 seconds shortened to 86400 seconds"),
+        "{}",
+        long.stderr
+    );
+    let short = host.kubectl(admin, &["create", "token", "default", "--duration", "5m"]);
+    let err = short.fails();
+    assert!(
+        err.contains("spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"),
+        "{err}"
+    );
+}
+
+/// A node's tokens: only bound to a pod of its own.
+fn node_tokens_only_for_its_pods(host: &Host, admin: &Path, credential: &Path) {
+    let uid = |pod: &str| {
+        host.kubectl(
+            admin,
+            &["get", "pod", pod, "-o", "jsonpath={.metadata.uid}"],
+        )
+        .ok()
+        .to_string()
+    };
+    let bound_to = |pod: &str, uid: &str| {
+        host.kubectl(
+            credential,
+            &[
+                "create",
+                "token",
+                "default",
+                "--bound-object-kind",
+                "Pod",
+                "--bound-object-name",
+                pod,
+                "--bound-object-uid",
+                uid,
+            ],
+        )
+    };
+    let own = jwt_claims(bound_to("app", &uid("app")).ok());
+    assert_eq!(own["kubernetes.io"]["pod"]["name"], "app", "{own}");
+    let err = bound_to("elsewhere", &uid("elsewhere")).fails().to_string();
+    assert!(
+        err.contains("serviceaccounts \"default\" is forbidden: node requested token bound to a pod scheduled on a different node"),
+        "{err}"
+    );
+    let err = host
+        .kubectl(credential, &["create", "token", "default"])
+        .fails()
+        .to_string();
+    assert!(
+        err.contains("node requested token not bound to a pod"),
+        "{err}"
+    );
+}
+
+/// The pod CIDR: the control plane's, inside --cluster-cidr, and then
+/// fixed; a node credential cannot move it (nor can the admin).
+fn pod_cidr_and_labels_are_not_the_nodes(
+    host: &Host,
+    admin: &Path,
+    credential: &Path,
+    node: &str,
+    tmp: &Path,
+) {
+    let assigned = host
+        .kubectl(
+            admin,
+            &["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"],
+        )
+        .ok()
+        .to_string();
+    assert!(assigned.starts_with("10.252."), "{assigned}");
+    let hijack = r#"{"spec":{"podCIDR":"0.0.0.0/1","podCIDRs":["0.0.0.0/1"]}}"#;
+    for who in [credential, admin] {
+        let patch = host.kubectl(who, &["patch", "node", node, "--type=merge", "-p", hijack]);
+        let err = patch.fails();
+        assert!(
+            err.contains("spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid"),
+            "{err}"
+        );
+    }
+    let ghost = tmp.join("ghost.yaml");
+    std::fs::write(
+        &ghost,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: ghost}\nspec: {podCIDR: 0.0.0.0/1, podCIDRs: [0.0.0.0/1]}\n",
+    )
+    .unwrap();
+    let err = host
+        .kubectl(admin, &["create", "-f", &ghost.display().to_string()])
+        .fails()
+        .to_string();
+    assert!(
+        err.contains("spec.podCIDRs[0]: Invalid value: \"0.0.0.0/1\": must be a subnet of the cluster's pod network 10.252.0.0/16 (--cluster-cidr)"),
+        "{err}"
+    );
+    // Nor its taints or a role label (upstream's NodeRestriction).
+    let err = host
+        .kubectl(
+            credential,
+            &[
+                "label",
+                "node",
+                node,
+                "node-role.kubernetes.io/control-plane=",
+            ],
+        )
+        .fails()
+        .to_string();
+    assert!(
+        err.contains("is not allowed to modify labels: node-role.kubernetes.io/control-plane"),
+        "{err}"
+    );
+}
+
+/// A volume pinned to the node: not the node's to rewrite.
+fn volumes_are_not_the_nodes(host: &Host, admin: &Path, credential: &Path, node: &str, tmp: &Path) {
+    let pv = tmp.join("pv.yaml");
+    std::fs::write(
+        &pv,
+        format!(
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pinned}}\nspec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteOnce]\n  hostPath: {{path: /nonexistent/bosun-pinned}}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n      - matchExpressions:\n        - {{key: kubernetes.io/hostname, operator: In, values: [{node}]}}\n"
+        ),
+    )
+    .unwrap();
+    host.kubectl(admin, &["create", "-f", &pv.display().to_string()])
+        .ok();
+    for change in [
+        r#"{"spec":{"hostPath":{"path":"/etc"}}}"#,
+        r#"{"metadata":{"labels":{"x":"y"}}}"#,
+    ] {
+        let patch = host.kubectl(
+            credential,
+            &["patch", "pv", "pinned", "--type=merge", "-p", change],
+        );
+        let err = patch.fails();
+        assert!(
+            err.contains(&format!("persistentvolumes \"pinned\" is forbidden: node \"{node}\" may only remove the bosun.io/local-path-cleanup finalizer")),
+            "{err}"
+        );
+    }
+    let path = host
+        .kubectl(
+            admin,
+            &[
+                "get",
+                "pv",
+                "pinned",
+                "-o",
+                "jsonpath={.spec.hostPath.path}",
+            ],
+        )
+        .ok()
+        .to_string();
+    assert_eq!(path, "/nonexistent/bosun-pinned");
+    host.kubectl(admin, &["delete", "pv", "pinned"]).ok();
+}
+
+/// A fresh bootstrap token cannot get a certificate for the name of the
+/// joined node while it is live.
+fn bootstrap_cannot_take_a_live_node(
+    host: &Host,
+    server: &str,
+    hash: &str,
+    node: &str,
+    tmp: &Path,
+) {
+    let token = host.bosun(&["token", "create"]).ok().trim().to_string();
+    let thief = tmp.join("thief");
+    let t = thief.display().to_string();
+    let err = host
+        .bosun(&[
+            "join",
+            server,
+            "--token",
+            &token,
+            "--ca-cert-hash",
+            hash,
+            "--data-dir",
+            &t,
+            "--node-name",
+            node,
+            "--node-ip",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ])
+        .fails()
+        .to_string();
+    assert!(
+        err.contains(&format!(
+            "node \"{node}\" already exists and is live (its Lease was renewed"
+        )),
+        "{err}"
+    );
+    assert!(!thief.join("node.kubeconfig").exists());
+}
+
 /// The `notAfter` of a PEM certificate.
 fn not_after(pem: &str) -> std::time::SystemTime {
     let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
@@ -637,7 +872,7 @@ fn not_after(pem: &str) -> std::time::SystemTime {
 fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
     let tmp = tempfile::tempdir().unwrap();
     // A /16 apart from the other test's.
-    let setup = Setup::new(tmp.path(), "rotated", "10.251.9.0/24", "10.251.0.0/16");
+    let setup = Setup::new(tmp.path(), "rotated", "10.251.0.0/16");
     let Setup {
         host,
         control,
@@ -655,7 +890,18 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
         .unwrap()
         .port()
         .to_string();
-    let up = || host.bosun(&["up", "--no-agent", "--port", &port, "--data-dir", &c]);
+    let up = || {
+        host.bosun(&[
+            "up",
+            "--no-agent",
+            "--port",
+            &port,
+            "--data-dir",
+            &c,
+            "--cluster-cidr",
+            &setup.cidr,
+        ])
+    };
     let JoinCommand {
         server,
         token,

@@ -64,6 +64,9 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
             &node,
             "--pod-cidr",
             pod_cidr,
+            // The node's range must lie in the cluster's pod network.
+            "--cluster-cidr",
+            cidr,
         ])
         .ok();
     };
