@@ -817,7 +817,9 @@ fn volumes_are_not_the_nodes(host: &Host, admin: &Path, credential: &Path, node:
         .ok()
         .to_string();
     assert_eq!(path, "/nonexistent/bosun-pinned");
-    host.kubectl(admin, &["delete", "pv", "pinned"]).ok();
+    // Not waiting for its finalizers: that is the volume controllers'.
+    host.kubectl(admin, &["delete", "pv", "pinned", "--wait=false"])
+        .ok();
 }
 
 /// A fresh bootstrap token cannot get a certificate for the name of the
