@@ -201,7 +201,12 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("error: --service-account-max-token-expiration must be between 1 hour and 2^32 seconds (0: no maximum)");
         std::process::exit(2);
     }
-    let cluster_cidr = controllers.node_ipam.cluster_cidr;
+    let cluster_cidr: ipnet::Ipv4Net = controllers
+        .node_ipam
+        .cluster_cidr
+        .to_string()
+        .parse()
+        .expect("the node IPAM's CIDR is one");
     if args.snapshot_retention == 0 {
         eprintln!("error: --snapshot-retention must be at least 1 (--snapshot-interval 0 turns snapshots off)");
         std::process::exit(2);

@@ -67,12 +67,15 @@ pub struct ApiOptions {
     pub pod_security: admission::pod_security::Policy,
     /// The cluster's pod network (`--cluster-cidr`): every Node's
     /// `spec.podCIDRs` must lie inside it.
-    pub cluster_cidr: crate::controllers::nodeipam::Cidr,
+    pub cluster_cidr: ipnet::Ipv4Net,
     /// The longest lifetime a TokenRequest gets
     /// (`--service-account-max-token-expiration`, seconds; 0: no maximum
     /// but validation's 2^32).
     pub max_token_expiration_seconds: i64,
 }
+
+/// `--cluster-cidr`'s default.
+pub const DEFAULT_CLUSTER_CIDR: &str = "10.244.0.0/16";
 
 /// `--service-account-max-token-expiration`'s default: a day. (Upstream
 /// has no maximum by default; bosun bounds it.)
@@ -87,7 +90,7 @@ impl Default for ApiOptions {
             default_unreachable_toleration_seconds: 300,
             service_range: allocate::ServiceRange::default(),
             pod_security: Default::default(),
-            cluster_cidr: crate::controllers::nodeipam::NodeIpamOptions::default().cluster_cidr,
+            cluster_cidr: DEFAULT_CLUSTER_CIDR.parse().expect("a valid CIDR"),
             max_token_expiration_seconds: DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS,
         }
     }

@@ -8,11 +8,22 @@
 //! NodeRestriction's business ([`crate::auth::node::admission`]).
 
 use bosun::validation::FieldError;
+use ipnet::Ipv4Net;
 use serde_json::Value;
 
 use super::Strategy;
 use crate::api::ApiOptions;
-use crate::controllers::nodeipam::Cidr;
+
+/// An IPv4 CIDR without host bits, or why not.
+fn parse_cidr(s: &str) -> Result<Ipv4Net, String> {
+    let net: Ipv4Net = s
+        .parse()
+        .map_err(|_| "must be an IPv4 CIDR like 10.244.1.0/24".to_string())?;
+    if net != net.trunc() {
+        return Err(format!("has host bits set (did you mean {}?)", net.trunc()));
+    }
+    Ok(net)
+}
 
 pub struct NodeStrategy;
 
@@ -32,7 +43,7 @@ fn ranges(obj: &Value) -> (String, Vec<String>) {
 
 /// The field errors of `obj`'s pod range against `old` (None: a create)
 /// and the cluster's pod network `cluster`.
-pub fn validate_pod_cidrs(cluster: &Cidr, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+pub fn validate_pod_cidrs(cluster: &Ipv4Net, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let (one, all) = ranges(obj);
     if let Some(old) = old {
         let (was_one, was_all) = ranges(old);
@@ -68,7 +79,7 @@ pub fn validate_pod_cidrs(cluster: &Cidr, obj: &Value, old: Option<&Value>) -> V
                 .map(|(i, v)| (format!("spec.podCIDRs[{i}]"), v)),
         );
     for (field, value) in fields {
-        match value.parse::<Cidr>() {
+        match parse_cidr(value) {
             Err(e) => errs.push(FieldError::invalid(field, value.as_str(), e)),
             Ok(c) if !cluster.contains(&c) => errs.push(FieldError::invalid(
                 field,
@@ -106,7 +117,7 @@ mod tests {
 
     #[test]
     fn a_pod_cidr_is_set_once_inside_the_cluster_cidr() {
-        let cluster: Cidr = "10.244.0.0/16".parse().unwrap();
+        let cluster: Ipv4Net = "10.244.0.0/16".parse().unwrap();
         let none = node(None, &[]);
         let assigned = node(Some("10.244.3.0/24"), &["10.244.3.0/24"]);
         assert!(validate_pod_cidrs(&cluster, &none, None).is_empty());
@@ -159,7 +170,7 @@ mod tests {
             "{mismatch:?}"
         );
         // A range outside a cluster CIDR changed since stays valid.
-        let narrower: Cidr = "10.250.0.0/16".parse().unwrap();
+        let narrower: Ipv4Net = "10.250.0.0/16".parse().unwrap();
         assert!(validate_pod_cidrs(&narrower, &assigned, Some(&assigned)).is_empty());
     }
 }

@@ -21,7 +21,11 @@
 use serde_json::Value;
 
 use crate::auth::Identity;
-use crate::controllers::volumebinding::CLEANUP_FINALIZER;
+
+/// The finalizer local-path volumes carry until their node's agent has
+/// removed their directory (`controllers::volumebinding::CLEANUP_FINALIZER`,
+/// named again here so that auth does not depend on the controllers).
+pub const CLEANUP_FINALIZER: &str = "bosun.io/local-path-cleanup";
 
 /// Labels the kubelet may set on its Node (upstream's `kubeletLabels`).
 const KUBELET_LABELS: &[&str] = &[

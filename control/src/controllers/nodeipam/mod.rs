@@ -196,7 +196,9 @@ pub async fn pass(ctx: &Context) {
                 continue;
             }
             owner.insert(cidr, name);
-            // One outside the cluster CIDR is the node's own business.
+            // One outside the cluster CIDR (the API refuses new ones; a
+            // Node from before --cluster-cidr changed may hold one) is
+            // not the set's.
             set.occupy(&cidr);
         }
         // Drop what was pending for Nodes that are gone.

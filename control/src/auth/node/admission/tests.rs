@@ -10,6 +10,14 @@ fn kubelet_labels() -> Value {
 }
 
 #[test]
+fn the_cleanup_finalizer_is_the_provisioners() {
+    assert_eq!(
+        CLEANUP_FINALIZER,
+        crate::controllers::volumebinding::CLEANUP_FINALIZER
+    );
+}
+
+#[test]
 fn only_nodes_are_restricted() {
     let pod_cidr = node_obj(json!({}), json!({"podCIDR": "0.0.0.0/1"}));
     assert_eq!(admit(&Identity::Admin, "Node", None, &pod_cidr), Ok(()));
