@@ -222,6 +222,9 @@ pub struct ApiRequest {
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The most a body may decode to (`--max-body-bytes`): YAML whose
+    /// aliases expand past it is refused.
+    pub body_limit: usize,
 }
 
 impl ApiRequest {
@@ -316,6 +319,7 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         target,
         headers,
         body,
+        body_limit: state.options.body_limit,
     };
     if metrics::is_metrics(&req.target) {
         return metrics::serve(&state, req).await;
