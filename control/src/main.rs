@@ -51,6 +51,11 @@ struct Args {
     /// Extra DNS names or IP addresses for the serving certificate.
     #[arg(long = "tls-san")]
     tls_sans: Vec<String>,
+    /// Seconds a watch lasts at least when it asks for no timeoutSeconds
+    /// (it gets between this and twice this), as kube-apiserver's flag; no
+    /// watch lasts longer than twice this.
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
+    min_request_timeout: u64,
     /// Largest accepted request body, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -218,6 +223,7 @@ async fn main() -> anyhow::Result<()> {
             default_unreachable_toleration_seconds: args.default_unreachable_toleration_seconds,
             service_range: args.service_cluster_ip_range,
             pod_security: args.pod_security_default,
+            min_request_timeout: Duration::from_secs(args.min_request_timeout),
         },
         controllers,
         snapshots,

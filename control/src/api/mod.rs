@@ -65,6 +65,10 @@ pub struct ApiOptions {
     /// The Pod Security policy of namespaces without labels of their own
     /// (`--pod-security-default`; privileged in every mode by default).
     pub pod_security: admission::pod_security::Policy,
+    /// kube-apiserver's `--min-request-timeout`: a watch without
+    /// `timeoutSeconds` lasts between this and twice this, and none lasts
+    /// longer (see [`watch::timeout`]).
+    pub min_request_timeout: Duration,
 }
 
 impl Default for ApiOptions {
@@ -76,6 +80,7 @@ impl Default for ApiOptions {
             default_unreachable_toleration_seconds: 300,
             service_range: allocate::ServiceRange::default(),
             pod_security: Default::default(),
+            min_request_timeout: Duration::from_secs(1800),
         }
     }
 }
