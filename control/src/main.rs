@@ -2,6 +2,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bosun::serving::connections::{ConnectionFlags, Limits};
 use bosun::serving::LogFormat;
 use bosun_control::api::admission::pod_security::Policy as PodSecurityPolicy;
 use bosun_control::api::ApiOptions;
@@ -139,6 +140,8 @@ struct Args {
     #[arg(long, value_name = "MODE=LEVEL[:VERSION],...", default_value = "",
           value_parser = PodSecurityPolicy::parse_defaults)]
     pod_security_default: PodSecurityPolicy,
+    #[command(flatten)]
+    connections: ConnectionFlags,
 }
 
 /// `90s`, `30m`, `1h` or plain seconds.
@@ -228,6 +231,7 @@ async fn main() -> anyhow::Result<()> {
         controllers,
         snapshots,
         shutdown_grace_period: args.shutdown_grace_period,
+        connections: args.connections.limits(Limits::API_SERVER),
     })
     .await
 }
