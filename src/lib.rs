@@ -22,3 +22,4 @@ pub mod snapshot;
 pub mod validation;
 pub mod version;
 pub mod well_known;
+pub mod yaml;

@@ -1,10 +1,13 @@
 //! What bosun's two servers (the control plane's API and the agent's
-//! stream API) share: their log setup, the bearer token check, the query
+//! stream API) share: their HTTPS listener and its limits
+//! ([`connections`]), their log setup, the bearer token check, the query
 //! string as Kubernetes clients send it, the `Status` object every
 //! error answers with, and the TLS client that trusts one agent's
 //! published certificate.
 
 use std::sync::Arc;
+
+pub mod connections;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;

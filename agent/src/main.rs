@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bosun::serving::connections::{ConnectionFlags, Limits};
 use bosun::serving::LogFormat;
 use bosun_agent::certificate;
 use bosun_agent::config::AgentConfig;
@@ -149,6 +150,9 @@ struct Args {
     /// collection off.
     #[arg(long, default_value_t = 10.0)]
     metrics_interval: f64,
+    /// The stream API's timeouts and connection cap.
+    #[command(flatten)]
+    connections: ConnectionFlags,
 }
 
 /// The token the stream API accepts from callers without a client
@@ -472,6 +476,7 @@ async fn main() -> anyhow::Result<()> {
             token,
             metrics,
         }),
+        args.connections.limits(Limits::AGENT),
         stop_rx.clone(),
     ));
     // Before any pod runs: nothing may reach a service address unhandled.

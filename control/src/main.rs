@@ -2,6 +2,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bosun::serving::connections::{ConnectionFlags, Limits};
 use bosun::serving::LogFormat;
 use bosun_control::api::admission::pod_security::Policy as PodSecurityPolicy;
 use bosun_control::api::ApiOptions;
@@ -51,6 +52,11 @@ struct Args {
     /// Extra DNS names or IP addresses for the serving certificate.
     #[arg(long = "tls-san")]
     tls_sans: Vec<String>,
+    /// Seconds a watch lasts at least when it asks for no timeoutSeconds
+    /// (it gets between this and twice this), as kube-apiserver's flag; no
+    /// watch lasts longer than twice this.
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
+    min_request_timeout: u64,
     /// Largest accepted request body, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -140,6 +146,8 @@ struct Args {
     #[arg(long, value_name = "MODE=LEVEL[:VERSION],...", default_value = "",
           value_parser = PodSecurityPolicy::parse_defaults)]
     pod_security_default: PodSecurityPolicy,
+    #[command(flatten)]
+    connections: ConnectionFlags,
 }
 
 /// `90s`, `30m`, `1h` or plain seconds.
@@ -237,10 +245,12 @@ async fn main() -> anyhow::Result<()> {
             pod_security: args.pod_security_default,
             cluster_cidr,
             max_token_expiration_seconds: max_token as i64,
+            min_request_timeout: Duration::from_secs(args.min_request_timeout),
         },
         controllers,
         snapshots,
         shutdown_grace_period: args.shutdown_grace_period,
+        connections: args.connections.limits(Limits::API_SERVER),
     })
     .await
 }

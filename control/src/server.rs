@@ -42,6 +42,8 @@ pub struct Config {
     /// How long a SIGTERM may take: in-flight requests get this long to
     /// finish, and the process exits one second after it at the latest.
     pub shutdown_grace_period: std::time::Duration,
+    /// Timeouts and the cap on the API's connections.
+    pub connections: bosun::serving::connections::Limits,
 }
 
 /// Writes `contents` to `path` so that readers see all of it or nothing.
@@ -246,7 +248,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tasks.spawn(crate::snapshot::run_periodic(snapshots, periodic));
     }
 
-    let connections = serve_tls(listener, pki.server_config, router, stop).await;
+    let connections = bosun::serving::connections::serve(
+        listener,
+        pki.server_config,
+        router,
+        config.connections,
+        stop,
+    )
+    .await;
     let grace = config.shutdown_grace_period;
     tracing::info!(grace_period = ?grace, "shutting down");
     bosun::serving::exit_after(grace + std::time::Duration::from_secs(1));
@@ -351,71 +360,4 @@ fn admin_kubeconfig(addr: SocketAddr, ca_pem: &str, token: &str) -> anyhow::Resu
         "current-context": "bosun",
     });
     Ok(serde_yaml::to_string(&config)?)
-}
-
-/// Serves `app` over TLS until SIGTERM or SIGINT, then stops accepting and
-/// returns the open connections, for a graceful close.
-async fn serve_tls(
-    listener: tokio::net::TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    app: axum::Router,
-    stop: impl std::future::Future<Output = ()>,
-) -> hyper_util::server::graceful::GracefulShutdown {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    tokio::pin!(stop);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-            _ = &mut stop => break,
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let stream = match acceptor.accept(tcp).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            // The client certificate rustls checked against the CA, if
-            // any, goes with every request of the connection.
-            let client = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|certs| certs.first())
-                .and_then(|c| auth::PeerCert::from_der(c.as_ref()));
-            let app = tower::ServiceExt::map_request(
-                app,
-                move |mut req: http::Request<hyper::body::Incoming>| {
-                    if let Some(p) = &client {
-                        req.extensions_mut().insert(p.clone());
-                    }
-                    req
-                },
-            );
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let conn = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    graceful
 }

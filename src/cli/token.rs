@@ -123,8 +123,10 @@ pub fn cluster_info(cm: &Value) -> Result<(String, String)> {
     let text = cm["data"]["kubeconfig"]
         .as_str()
         .ok_or_else(|| anyhow!("cluster-info has no kubeconfig"))?;
-    let kc: serde_yaml::Value =
-        serde_yaml::from_str(text).context("cluster-info's kubeconfig does not parse")?;
+    // `bosun join` reads it before it trusts the server: its aliases may
+    // not expand past a bound (cluster-info is a few kilobytes).
+    let kc = bosun::yaml::from_str_bounded(text, 1 << 20)
+        .context("cluster-info's kubeconfig does not parse")?;
     let cluster = &kc["clusters"][0]["cluster"];
     let server = cluster["server"]
         .as_str()

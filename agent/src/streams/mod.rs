@@ -39,7 +39,6 @@ pub mod remotecommand;
 pub mod tls;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -484,60 +483,19 @@ pub fn router(server: Arc<StreamServer>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
 
-/// Serves the stream API over TLS on `listener` until `shutdown` flips.
+/// Serves the stream API over TLS on `listener` within `limits` until
+/// `shutdown` flips; open streams go on until the process ends.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     server: Arc<StreamServer>,
+    limits: bosun::serving::connections::Limits,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let app = router(server);
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    loop {
-        let (tcp, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "stream API: accept failed");
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let builder = builder.clone();
-        tokio::spawn(async move {
-            let stream = match acceptor.accept(tcp).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "stream API: TLS handshake failed");
-                    return;
-                }
-            };
-            // The client certificate rustls checked, if any, goes with
-            // every request of the connection.
-            let subject = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|certs| certs.first())
-                .and_then(|c| PeerSubject::from_der(c.as_ref()));
-            let app = match subject {
-                Some(s) => app.layer(axum::Extension(s)),
-                None => app,
-            };
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            if let Err(e) = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "stream API: connection ended with an error");
-            }
-        });
-    }
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    bosun::serving::connections::serve(listener, tls, router(server), limits, stop).await;
 }
 
 #[cfg(test)]

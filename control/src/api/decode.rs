@@ -27,9 +27,7 @@ pub(super) fn decode_body(req: &ApiRequest) -> ApiResult<Value> {
     let ct = content_type(req);
     let value: Value = match ct {
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
-            serde_yaml::from_slice(&req.body).map_err(|e| {
-                ApiError::bad_request(format!("error decoding YAML request body: {e}"))
-            })?
+            decode_yaml(req, "error decoding YAML request body")?
         }
         "application/json" | "" | "*/*" => serde_json::from_slice(&req.body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
@@ -45,6 +43,18 @@ pub(super) fn decode_body(req: &ApiRequest) -> ApiResult<Value> {
         ));
     }
     Ok(value)
+}
+
+/// A YAML body as JSON, refused with 413 once its aliases expand past the
+/// body limit (a JSON body could not be larger), before the rest of it is
+/// allocated.
+pub(super) fn decode_yaml(req: &ApiRequest, what: &str) -> ApiResult<Value> {
+    bosun::yaml::from_slice_bounded(&req.body, req.body_limit).map_err(|e| match e {
+        bosun::yaml::YamlError::TooLarge { .. } => {
+            ApiError::decodes_too_large(format!("{what}: {e}"))
+        }
+        bosun::yaml::YamlError::Syntax(e) => ApiError::bad_request(format!("{what}: {e}")),
+    })
 }
 
 /// Checks apiVersion and kind, decodes against the typed schema (dropping

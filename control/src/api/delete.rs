@@ -229,6 +229,7 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
             query: req.query.clone(),
             headers: req.headers.clone(),
             body: req.body.clone(),
+            body_limit: req.body_limit,
         };
         match delete_once(state, &item_req, &kv, current, &opts).await? {
             Ok(obj) => deleted.push(from_storage_version(res, obj)),

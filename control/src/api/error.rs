@@ -158,6 +158,11 @@ impl ApiError {
         )
     }
 
+    /// A body that decodes to more than the limit (YAML aliases).
+    pub fn decodes_too_large(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
+    }
+
     pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
         Self::new(
             415,

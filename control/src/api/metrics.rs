@@ -102,6 +102,7 @@ fn core_request(req: &ApiRequest, plural: &str) -> ApiRequest {
             .collect(),
         headers: HeaderMap::new(),
         body: Default::default(),
+        body_limit: req.body_limit,
     }
 }
 

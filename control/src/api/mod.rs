@@ -72,6 +72,10 @@ pub struct ApiOptions {
     /// (`--service-account-max-token-expiration`, seconds; 0: no maximum
     /// but validation's 2^32).
     pub max_token_expiration_seconds: i64,
+    /// kube-apiserver's `--min-request-timeout`: a watch without
+    /// `timeoutSeconds` lasts between this and twice this, and none lasts
+    /// longer (see [`watch::timeout`]).
+    pub min_request_timeout: Duration,
 }
 
 /// `--cluster-cidr`'s default.
@@ -92,6 +96,7 @@ impl Default for ApiOptions {
             pod_security: Default::default(),
             cluster_cidr: DEFAULT_CLUSTER_CIDR.parse().expect("a valid CIDR"),
             max_token_expiration_seconds: DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS,
+            min_request_timeout: Duration::from_secs(1800),
         }
     }
 }
@@ -238,6 +243,9 @@ pub struct ApiRequest {
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The most a body may decode to (`--max-body-bytes`): YAML whose
+    /// aliases expand past it is refused.
+    pub body_limit: usize,
 }
 
 impl ApiRequest {
@@ -332,6 +340,7 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         target,
         headers,
         body,
+        body_limit: state.options.body_limit,
     };
     if metrics::is_metrics(&req.target) {
         return metrics::serve(&state, req).await;

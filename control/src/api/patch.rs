@@ -99,8 +99,7 @@ pub(super) async fn patch(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
 /// The applied configuration: YAML (JSON is YAML too), an object naming
 /// its apiVersion and kind, and the object of the URL.
 fn parse_apply(req: &ApiRequest) -> ApiResult<Value> {
-    let config: Value = serde_yaml::from_slice(&req.body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let config = super::decode::decode_yaml(req, "error decoding YAML")?;
     if !config.is_object() {
         return Err(ApiError::bad_request(
             "the apply patch must be an object with apiVersion, kind and metadata",

@@ -145,12 +145,11 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     let protobuf = render.protobuf;
     let bookmarks = req.flag("allowWatchBookmarks");
     let send_initial = req.flag("sendInitialEvents");
-    let timeout = req
-        .param("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0)
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(30 * 60));
+    let timeout = timeout(
+        req.param("timeoutSeconds"),
+        state.options.min_request_timeout,
+        rand::random::<f64>(),
+    );
     let requested = match req.param("resourceVersion") {
         None | Some("") | Some("0") => None,
         Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
@@ -211,6 +210,23 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     Ok(stream_response(rx, protobuf))
 }
 
+/// How long a watch lasts. Without `timeoutSeconds` (or with 0), as
+/// kube-apiserver's ListResource: a random time between the minimum
+/// request timeout and twice it (`spread` in [0, 1)), so that the watches
+/// of many clients started together do not all end together. With it, the
+/// time asked for, but never longer than twice the minimum: kube-apiserver
+/// takes any `timeoutSeconds` as it is, which lets one client hold a watch
+/// (its goroutine, buffers and connection) for years.
+pub fn timeout(asked: Option<&str>, min_request_timeout: Duration, spread: f64) -> Duration {
+    let longest = min_request_timeout * 2;
+    match asked.and_then(|t| t.parse::<u64>().ok()) {
+        Some(secs) if secs > 0 => Duration::from_secs(secs).min(longest),
+        _ => min_request_timeout
+            .mul_f64(1.0 + spread.clamp(0.0, 1.0))
+            .min(longest),
+    }
+}
+
 struct FollowState {
     render: Render,
     filter: Filter,
@@ -253,5 +269,29 @@ async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: Follow
             _ = st.shutdown.changed() => return,
             _ = tx.closed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_the_clients_up_to_twice_the_minimum() {
+        let min = Duration::from_secs(1800);
+        assert_eq!(timeout(Some("60"), min, 0.5), Duration::from_secs(60));
+        assert_eq!(timeout(Some("3600"), min, 0.5), Duration::from_secs(3600));
+        assert_eq!(
+            timeout(Some("315360000"), min, 0.5),
+            Duration::from_secs(3600)
+        );
+        // None asked (or 0, or not a number): spread over [min, 2 min).
+        assert_eq!(timeout(None, min, 0.0), min);
+        assert_eq!(timeout(Some("0"), min, 0.5), Duration::from_secs(2700));
+        assert_eq!(timeout(Some("x"), min, 0.999), min.mul_f64(1.999));
+        assert_eq!(
+            timeout(None, Duration::from_secs(2), 0.0),
+            Duration::from_secs(2)
+        );
     }
 }

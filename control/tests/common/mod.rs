@@ -125,6 +125,11 @@ impl ControlPlane {
         Some(format!("--controllers=*,{}", off.join(",")))
     }
 
+    /// The running process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
     }
