@@ -79,6 +79,9 @@ fn sample(kind: &str, name: &str) -> Value {
             "coordination.k8s.io/v1",
             json!({"holderIdentity": name, "leaseDurationSeconds": 40}),
         ),
+        "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding" => {
+            ("rbac.authorization.k8s.io/v1", Value::Null)
+        }
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
@@ -108,6 +111,15 @@ fn sample(kind: &str, name: &str) -> Value {
         "ControllerRevision" => {
             obj["revision"] = json!(1);
             obj["data"] = json!({"spec": {"template": template}});
+        }
+        "Role" | "ClusterRole" => {
+            obj["rules"] = json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]);
+        }
+        "RoleBinding" | "ClusterRoleBinding" => {
+            obj["roleRef"] = json!({"apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole", "name": "view"});
+            obj["subjects"] = json!([{"kind": "User", "name": "alice",
+                "apiGroup": "rbac.authorization.k8s.io"}]);
         }
         _ => {}
     }

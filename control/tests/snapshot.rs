@@ -320,7 +320,22 @@ async fn only_the_admin_gets_a_snapshot() {
     let mut config = cp.config().await;
     config.auth_info.token = Some(token.into());
     let robot = Client::try_from(config).unwrap();
-    // The token is good for the API...
+    // The token is good for the API (bound to cluster-admin, it reads
+    // everything)...
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "application/json",
+        serde_json::to_vec(&json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding", "metadata": {"name": "robot-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "default"}]}))
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
     let (code, _) = raw(
         &robot,
         "GET",
@@ -330,7 +345,8 @@ async fn only_the_admin_gets_a_snapshot() {
     )
     .await;
     assert_eq!(code, 200);
-    // ...but not for the store's snapshot.
+    // ...but not for the store's snapshot, which only system:masters
+    // members get.
     // (A body that is not a Status is the snapshot itself, keys and all:
     // never print it.)
     let (code, body) = raw(&robot, "GET", bosun::snapshot::PATH, "", vec![]).await;

@@ -41,6 +41,7 @@ pub const OFF_IN_API_TESTS: &[&str] = &[
     "serviceaccount",
     "root-ca-cert-publisher",
     "nodeipam",
+    "clusterrole-aggregation",
 ];
 
 pub fn binary() -> PathBuf {

@@ -666,15 +666,20 @@ fn node_controller_rules() -> Vec<PolicyRule> {
 
 /// What bosun's controllers do beyond upstream's roles: they write
 /// status (and a Deployment's revision annotation) with merge patches
-/// where upstream's send updates. Each is added to the controller's role.
-fn patches(controller: &str) -> Vec<PolicyRule> {
+/// where upstream's send updates, and the Job controller also deletes
+/// finished Jobs past `ttlSecondsAfterFinished` (upstream's
+/// ttl-after-finished controller). Each is added to the controller's role.
+fn extras(controller: &str) -> Vec<PolicyRule> {
     let patch = |group: &str, resources: &[&str]| vec![rule(&["patch"], &[group], resources)];
     match controller {
+        "job" => vec![
+            rule(&["patch"], &["batch"], &["jobs/status"]),
+            rule(&["delete"], &["batch"], &["jobs"]),
+        ],
         "replicaset" => patch("apps", &["replicasets/status"]),
         "deployment" => patch("apps", &["deployments", "deployments/status"]),
         "statefulset" => patch("apps", &["statefulsets/status"]),
         "daemonset" => patch("apps", &["daemonsets/status"]),
-        "job" => patch("batch", &["jobs/status"]),
         "cronjob" => patch("batch", &["cronjobs/status"]),
         "horizontalpodautoscaling" => patch("autoscaling", &["horizontalpodautoscalers/status"]),
         "namespace" => patch("", &["namespaces/status", "namespaces/finalize"]),
@@ -784,7 +789,7 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
     ];
     let mut seen = std::collections::HashSet::new();
     for (controller, sa, mut rules) in controllers() {
-        rules.extend(patches(controller));
+        rules.extend(extras(controller));
         if seen.insert(sa) {
             out.push(role(&format!("{CONTROLLER_PREFIX}{sa}"), rules));
         }
