@@ -180,7 +180,7 @@ pub fn shared_in_process(
             kcm,
         )
     };
-    Shared::with_clients(informers, scheduler, Arc::new(controllers), clock)
+    Shared::with_clients(informers, scheduler, Some(Arc::new(controllers)), clock)
 }
 
 /// Sets up every enabled controller, starts the shared caches and returns

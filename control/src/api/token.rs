@@ -163,11 +163,7 @@ pub async fn create_token(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
         None => None,
         Some("Pod") => {
             let pod_name = bound["name"].as_str().unwrap_or_default();
-            let pod = stored_core(state, "Pod", ns, pod_name)
-                .await?
-                .ok_or_else(|| {
-                    ApiError::not_found(resources::by_kind("v1", "Pod").expect("served"), pod_name)
-                })?;
+            let pod = bound_pod(state, ns, bound).await?;
             if pod["spec"]["serviceAccountName"]
                 .as_str()
                 .unwrap_or("default")
@@ -246,13 +242,18 @@ async fn node_may_bind(
         ApiError::forbidden(format!("serviceaccounts \"{name}\" is forbidden: {why}"))
     };
     token_binding(bound).map_err(forbidden)?;
+    let pod = bound_pod(state, ns, bound).await?;
+    admit_token(node, bound, &pod).map_err(forbidden)
+}
+
+/// The pod a TokenRequest's `boundObjectRef` names, or a 404.
+async fn bound_pod(state: &ApiState, ns: &str, bound: &Value) -> ApiResult<Value> {
     let pod_name = bound["name"].as_str().unwrap_or_default();
-    let pod = stored_core(state, "Pod", ns, pod_name)
+    stored_core(state, "Pod", ns, pod_name)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(resources::by_kind("v1", "Pod").expect("served"), pod_name)
-        })?;
-    admit_token(node, bound, &pod).map_err(forbidden)
+        })
 }
 
 #[cfg(test)]

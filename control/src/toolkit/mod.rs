@@ -92,21 +92,15 @@ impl Shared {
         scheduler_client: Client,
         clock: Arc<dyn Clock>,
     ) -> Arc<Self> {
-        Arc::new(Shared {
-            informers: Informers::new(client.clone()),
-            client,
-            scheduler_client,
-            clock,
-            controller_clients: None,
-        })
+        Self::with_clients(client, scheduler_client, None, clock)
     }
 
     /// As [`Shared::with_scheduler_client`], each controller writing
-    /// through a client of its own from `controller_clients`.
+    /// through a client of its own from `controller_clients` (if any).
     pub fn with_clients(
         client: Client,
         scheduler_client: Client,
-        controller_clients: ControllerClients,
+        controller_clients: Option<ControllerClients>,
         clock: Arc<dyn Clock>,
     ) -> Arc<Self> {
         Arc::new(Shared {
@@ -114,7 +108,7 @@ impl Shared {
             client,
             scheduler_client,
             clock,
-            controller_clients: Some(controller_clients),
+            controller_clients,
         })
     }
 
