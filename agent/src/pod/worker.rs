@@ -107,13 +107,7 @@ impl PodWorker {
         &self,
         uid: &str,
     ) -> Result<Vec<ContainerInfo>, RuntimeError> {
-        Ok(self
-            .rt
-            .list_containers(&self.cfg.node_name)
-            .await?
-            .into_iter()
-            .filter(|c| c.pod.uid == uid)
-            .collect())
+        self.rt.list_pod_containers(&self.cfg.node_name, uid).await
     }
 
     /// The pod's IP: the node's with hostNetwork, else the sandbox's.

@@ -341,6 +341,13 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Every container labelled with `node`, running or not.
     async fn list_containers(&self, node: &str) -> Result<Vec<ContainerInfo>>;
 
+    /// The containers of pod `uid` on `node` (every instance, the sandbox
+    /// too), running or not.
+    async fn list_pod_containers(&self, node: &str, uid: &str) -> Result<Vec<ContainerInfo>> {
+        let all = self.list_containers(node).await?;
+        Ok(all.into_iter().filter(|c| c.pod.uid == uid).collect())
+    }
+
     async fn inspect_container(&self, id: &str) -> Result<ContainerInfo>;
 
     /// Runs `cmd` in a running container and waits up to `timeout`.

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, HostConfig,
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum,
+    ContainerSummaryStateEnum, HostConfig,
 };
 use bollard::query_parameters::{
     CreateContainerOptions, InspectContainerOptions, ListContainersOptions, RemoveContainerOptions,
@@ -111,6 +112,7 @@ impl DockerRuntime {
     }
 
     pub(super) async fn remove(&self, id: &str) -> Result<()> {
+        self.inspected.forget(id);
         let options = RemoveContainerOptions {
             force: true,
             v: true,
@@ -129,44 +131,62 @@ impl DockerRuntime {
         }
     }
 
-    pub(super) async fn list(&self, node: &str) -> Result<Vec<ContainerInfo>> {
+    /// Every container of the node, or with `pod_uid` only that pod's.
+    /// Docker's list is cheap; only containers not yet inspected in the
+    /// state the list shows are inspected (see [`super::inspected`]).
+    pub(super) async fn list(
+        &self,
+        node: &str,
+        pod_uid: Option<&str>,
+    ) -> Result<Vec<ContainerInfo>> {
         let docker = self.client().await?;
+        let mut wanted = vec![format!("{}={node}", labels::NODE)];
+        if let Some(uid) = pod_uid {
+            wanted.push(format!("{}={uid}", labels::POD_UID));
+        }
         let options = ListContainersOptions {
             all: true,
-            filters: Some(HashMap::from([(
-                "label".to_string(),
-                vec![format!("{}={node}", labels::NODE)],
-            )])),
+            filters: Some(HashMap::from([("label".to_string(), wanted)])),
             ..Default::default()
         };
         let summaries = docker
             .list_containers(Some(options))
             .await
             .map_err(docker_err)?;
-        let ids: Vec<String> = summaries.into_iter().filter_map(|s| s.id).collect();
-        let inspected: Vec<Option<ContainerInspectResponse>> = futures::stream::iter(ids)
-            .map(|id| async move {
-                match self.inspect_raw(&id).await {
-                    Ok(c) => Ok(Some(c)),
+        if pod_uid.is_none() {
+            let listed = summaries.iter().filter_map(|s| s.id.as_deref()).collect();
+            self.inspected.keep_only(&listed);
+        }
+        let listed: Vec<(String, Option<ContainerSummaryStateEnum>)> = summaries
+            .into_iter()
+            .filter_map(|s| Some((s.id?, s.state)))
+            .collect();
+        let found: Vec<Option<ContainerInfo>> = futures::stream::iter(listed)
+            .map(|(id, state)| async move {
+                if let Some(info) = self.inspected.get(&id, state) {
+                    return Ok(Some(info));
+                }
+                let inspected = match self.inspect_raw(&id).await {
+                    Ok(c) => c,
                     // Removed between the list and the inspect.
-                    Err(RuntimeError::NotFound(_)) => Ok(None),
-                    Err(e) => Err(e),
+                    Err(RuntimeError::NotFound(_)) => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                match to_info(inspected) {
+                    Ok(info) => {
+                        self.inspected.put(state, &info);
+                        Ok(Some(info))
+                    }
+                    Err(e) => {
+                        tracing::warn!(node, "skipping a container: {e}");
+                        Ok(None)
+                    }
                 }
             })
             .buffered(8)
             .try_collect()
             .await?;
-        let mut infos: Vec<ContainerInfo> = inspected
-            .into_iter()
-            .flatten()
-            .filter_map(|c| match to_info(c) {
-                Ok(info) => Some(info),
-                Err(e) => {
-                    tracing::warn!(node, "skipping a container: {e}");
-                    None
-                }
-            })
-            .collect();
+        let mut infos: Vec<ContainerInfo> = found.into_iter().flatten().collect();
         infos.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(infos)
     }

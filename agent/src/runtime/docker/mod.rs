@@ -20,6 +20,7 @@
 mod containers;
 mod errors;
 mod images;
+mod inspected;
 mod network;
 mod purge;
 mod sandbox;
@@ -60,6 +61,8 @@ pub struct DockerRuntime {
     host: String,
     /// Pod CIDRs whose iptables rule this runtime has already checked.
     iptables_done: Mutex<HashSet<String>>,
+    /// What inspect said of the node's containers, by id.
+    inspected: inspected::Inspected,
 }
 
 impl std::fmt::Debug for DockerRuntime {
@@ -95,6 +98,7 @@ impl DockerRuntime {
             docker: OnceCell::new(),
             host,
             iptables_done: Mutex::new(HashSet::new()),
+            inspected: Default::default(),
         })
     }
 
@@ -190,7 +194,11 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn list_containers(&self, node: &str) -> Result<Vec<ContainerInfo>> {
-        self.list(node).await
+        self.list(node, None).await
+    }
+
+    async fn list_pod_containers(&self, node: &str, uid: &str) -> Result<Vec<ContainerInfo>> {
+        self.list(node, Some(uid)).await
     }
 
     async fn inspect_container(&self, id: &str) -> Result<ContainerInfo> {
