@@ -22,7 +22,7 @@ SECONDS_IDLE="${2:-60}"
 shift $(( $# > 2 ? 2 : $# ))
 BINS=("$@")
 if [ ${#BINS[@]} = 0 ]; then
-  cargo build --release --bin bosun-control --bin bosun-agent --quiet
+  cargo build --release -p bosun-control -p bosun-agent --bins --quiet
   BINS=("$PWD/target/release")
 fi
 bash scripts/build-images.sh >/dev/null
