@@ -10,7 +10,7 @@
 //! chain `BOSUN-FORWARD`, jumped to from `DOCKER-USER` (see
 //! `runtime/docker/network.rs`).
 
-use crate::runtime::docker::iptables;
+use super::firewall::iptables;
 
 /// bosun's chain in the nat table.
 pub const CHAIN: &str = "BOSUN-POSTROUTING";
