@@ -14,6 +14,7 @@
 pub mod address;
 pub mod firewall;
 pub mod masquerade;
+pub mod netlink;
 pub mod routes;
 
 use std::net::Ipv4Addr;
