@@ -142,3 +142,96 @@ async fn the_kernel_answers_dumps() {
     let ports = nl.bridge_ports(lo).await.expect("link dump");
     assert!(ports.is_empty(), "lo is no bridge: {ports:?}");
 }
+
+/// As root, in a network namespace of its own (gone with the thread): a
+/// route is added, changed, listed and removed, and a bridge port gets
+/// hairpin mode, as the agent does them. Passes without doing anything
+/// where no namespace can be made (not root).
+#[test]
+fn routes_and_hairpin_in_a_namespace_of_its_own() {
+    std::thread::spawn(|| {
+        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
+            eprintln!("skipped: no network namespace of our own ({e})");
+            return;
+        }
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(in_a_namespace_of_its_own());
+    })
+    .join()
+    .unwrap();
+}
+
+async fn in_a_namespace_of_its_own() {
+    use rtnetlink::{LinkBridge, LinkUnspec, LinkVeth};
+    let (connection, handle, _) = rtnetlink::new_connection().unwrap();
+    tokio::spawn(connection);
+    let links = handle.link();
+    links
+        .add(LinkBridge::new("br-test").build())
+        .execute()
+        .await
+        .unwrap();
+    links
+        .add(LinkVeth::new("veth-a", "veth-b").build())
+        .execute()
+        .await
+        .unwrap();
+    let index = |name| nix::net::if_::if_nametoindex(name).unwrap();
+    let (br, a, b) = (index("br-test"), index("veth-a"), index("veth-b"));
+    for msg in [
+        LinkUnspec::new_with_index(a).controller(br).up().build(),
+        LinkUnspec::new_with_index(b).up().build(),
+        LinkUnspec::new_with_index(br).up().build(),
+    ] {
+        links.set(msg).execute().await.unwrap();
+    }
+    handle
+        .address()
+        .add(br, "192.0.2.1".parse().unwrap(), 24)
+        .execute()
+        .await
+        .unwrap();
+
+    let nl = Netlink::connect().unwrap();
+    let ports = nl.bridge_ports(br).await.unwrap();
+    let port = |hairpin| Port {
+        index: a,
+        name: "veth-a".into(),
+        master: br,
+        hairpin,
+    };
+    assert_eq!(ports, [port(false)]);
+    nl.set_hairpin(a).await.unwrap();
+    assert_eq!(nl.bridge_ports(br).await.unwrap(), [port(true)]);
+
+    let dest: Ipv4Net = "10.244.2.0/24".parse().unwrap();
+    let r = route("10.244.2.0/24", "192.0.2.2");
+    nl.replace_route(r, 235).await.unwrap();
+    assert_eq!(nl.routes(235).await.unwrap(), [(dest, r.via)].into());
+    assert!(
+        nl.routes(4).await.unwrap().is_empty(),
+        "of another protocol"
+    );
+    let moved = route("10.244.2.0/24", "192.0.2.3");
+    nl.replace_route(moved, 235).await.unwrap();
+    assert_eq!(nl.routes(235).await.unwrap(), [(dest, moved.via)].into());
+    nl.delete_route(dest, 235).await.unwrap();
+    assert!(nl.routes(235).await.unwrap().is_empty());
+    let err = nl.delete_route(dest, 235).await.unwrap_err().to_string();
+    assert!(
+        err.starts_with("removing the route to 10.244.2.0/24: No such process"),
+        "{err}"
+    );
+    let err = nl
+        .replace_route(route("10.244.3.0/24", "198.51.100.1"), 235)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("routing 10.244.3.0/24 via 198.51.100.1: Network is unreachable"),
+        "{err}"
+    );
+}
