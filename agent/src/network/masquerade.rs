@@ -8,7 +8,7 @@
 //! which must come back from the gateway's address), so its chain, later
 //! in POSTROUTING, still sees it. Forwarding itself is allowed by bosun's filter
 //! chain `BOSUN-FORWARD`, jumped to from `DOCKER-USER` (see
-//! `runtime/docker/network.rs`).
+//! [`super::firewall`]).
 
 use super::firewall::iptables;
 
