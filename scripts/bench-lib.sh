@@ -12,7 +12,7 @@ start_control() {
 }
 
 # bosun's filter chain BOSUN-FORWARD, which an agent on this engine makes
-# (agent/src/runtime/docker/network.rs) and leaves when it stops: noted
+# (agent/src/network/firewall.rs) and leaves when it stops: noted
 # when this file is sourced, removed by remove_forward_chain_if_new at the
 # end if the run made it.
 FORWARD_CHAIN_WAS_THERE=0

@@ -91,7 +91,7 @@ sweep_stale_test_resources
 
 # The test agents let pods of different nodes on this engine reach each
 # other through bosun's filter chain BOSUN-FORWARD, jumped to from
-# DOCKER-USER (agent/src/runtime/docker/network.rs). Leave the host as
+# DOCKER-USER (agent/src/network/firewall.rs). Leave the host as
 # found: remove the chain and its jump at the end if this run made them.
 forward_chain_present() { iptables -w -S BOSUN-FORWARD >/dev/null 2>&1; }
 remove_forward_chain=0

@@ -19,6 +19,7 @@ pub mod resources;
 pub mod selector;
 pub mod serving;
 pub mod snapshot;
+pub mod time;
 pub mod validation;
 pub mod version;
 pub mod well_known;

@@ -389,7 +389,7 @@ async fn main() -> anyhow::Result<()> {
         None => bosun_agent::startup::published_cluster_cidr(&client)
             .await
             .context("reading the cluster's pod network from cluster-info")?
-            .or_else(|| bosun_agent::runtime::docker::supernet16(&pod_cidr))
+            .or_else(|| network::firewall::supernet16(&pod_cidr))
             .and_then(|c| c.parse().ok())
             .with_context(|| {
                 format!("no cluster CIDR for pod CIDR {pod_cidr}: give --cluster-cidr")

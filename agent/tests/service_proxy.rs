@@ -39,20 +39,15 @@ const HTML: &str = "/usr/share/nginx/html";
 /// This host's one global IPv4 address outside Docker's bridges: the
 /// node's address (a NodePort answers on it; loopback is not served).
 fn host_address() -> String {
-    let out = Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .expect("ip addr (iproute2)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let dev = f.nth(1)?;
-            let addr = f.nth(1)?.split('/').next()?;
+    bosun_agent::network::address::host_addresses()
+        .expect("listing this host's addresses")
+        .into_iter()
+        .filter(|(dev, ip)| {
             let docker =
                 dev.starts_with("docker") || dev.starts_with("br-") || dev.starts_with("veth");
-            (!docker).then(|| addr.to_string())
+            !docker && !ip.is_loopback() && !ip.is_link_local()
         })
+        .map(|(_, ip)| ip.to_string())
         .next()
         .expect("this host has no global IPv4 address outside Docker's bridges")
 }

@@ -79,7 +79,7 @@ pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
             "metadata": {
                 "name": ns,
                 "uid": uuid::Uuid::new_v4().to_string(),
-                "creationTimestamp": api::object::now_rfc3339(),
+                "creationTimestamp": bosun::time::now_rfc3339(),
                 "labels": {"kubernetes.io/metadata.name": ns},
             },
             "spec": {"finalizers": [bosun::well_known::NAMESPACE_FINALIZER]},
@@ -122,7 +122,7 @@ fn local_path_class() -> serde_json::Value {
         "metadata": {
             "name": LOCAL_PATH_CLASS,
             "uid": uuid::Uuid::new_v4().to_string(),
-            "creationTimestamp": api::object::now_rfc3339(),
+            "creationTimestamp": bosun::time::now_rfc3339(),
             "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
         },
         "provisioner": crate::controllers::volumebinding::LOCAL_PATH_PROVISIONER,

@@ -8,9 +8,9 @@
 //! which must come back from the gateway's address), so its chain, later
 //! in POSTROUTING, still sees it. Forwarding itself is allowed by bosun's filter
 //! chain `BOSUN-FORWARD`, jumped to from `DOCKER-USER` (see
-//! `runtime/docker/network.rs`).
+//! [`super::firewall`]).
 
-use crate::runtime::docker::iptables;
+use super::firewall::iptables;
 
 /// bosun's chain in the nat table.
 pub const CHAIN: &str = "BOSUN-POSTROUTING";

@@ -3,14 +3,18 @@
 //! ([`routes`]), and pod-to-pod traffic keeps the pods' own addresses
 //! ([`masquerade`]); traffic leaving the cluster is still masqueraded by
 //! Docker. Routes of Nodes that leave are removed. The node's own address
-//! is chosen by [`address`].
+//! is chosen by [`address`]. Pods of nodes sharing one engine reach each
+//! other across Docker's bridges through the forward chain of
+//! [`firewall`].
 //!
 //! Routes, the NAT exception and the forward chain stay when the agent
 //! stops (its pods keep running and keep talking); `bosun-agent --purge`
 //! removes them.
 
 pub mod address;
+pub mod firewall;
 pub mod masquerade;
+pub mod netlink;
 pub mod routes;
 
 use std::net::Ipv4Addr;
@@ -94,11 +98,11 @@ impl HostGw {
             }
             *said = refused;
         }
-        let cluster = crate::runtime::docker::supernet16(&self.pod_cidr)
+        let cluster = firewall::supernet16(&self.pod_cidr)
             .ok_or_else(|| format!("pod CIDR {} is not IPv4", self.pod_cidr))?;
         // Put back the forward chain's jump if a firewall reload or a
         // hand took it away.
-        let forward = crate::runtime::docker::ensure_forward_chain(&cluster).await;
+        let forward = firewall::ensure_forward_chain(&cluster).await;
         if !want.is_empty() {
             masquerade::ensure(&cluster).await?;
         }

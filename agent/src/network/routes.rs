@@ -1,7 +1,8 @@
 //! host-gw routes: to every other Node's pod CIDR via that Node's
 //! InternalIP, as flannel's host-gw backend keeps them. Routes bosun made
 //! carry their own routing protocol number ([`ROUTE_PROTO`]), so the
-//! agent finds and removes exactly its own, also after a restart.
+//! agent finds and removes exactly its own, also after a restart. They
+//! are read and written over rtnetlink ([`super::netlink`]).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -9,8 +10,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use ipnet::Ipv4Net;
 use k8s_openapi::api::core::v1::Node;
 
+use super::netlink::{self, Netlink, Route};
+
 /// The `proto` of bosun's routes (`ip route show proto 235`).
-pub const ROUTE_PROTO: &str = "235";
+pub const ROUTE_PROTO: u8 = 235;
 
 /// The routes this host should have: pod CIDR → gateway, and the pod
 /// CIDRs refused because they lie outside the cluster's pod network
@@ -25,7 +28,7 @@ pub fn desired(
     own_cidr: &str,
     local: &[Ipv4Addr],
     cluster: &Ipv4Net,
-) -> (BTreeMap<String, Ipv4Addr>, Vec<String>) {
+) -> (BTreeMap<Ipv4Net, Ipv4Addr>, Vec<String>) {
     let mut routes = BTreeMap::new();
     let mut refused = Vec::new();
     for node in nodes {
@@ -35,13 +38,13 @@ pub fn desired(
         let Some(cidr) = node.spec.as_ref().and_then(|s| s.pod_cidr.clone()) else {
             continue;
         };
-        if cidr == own_cidr || !is_ipv4_cidr(&cidr) {
+        if cidr == own_cidr {
             continue;
         }
-        let inside = cidr
-            .parse::<Ipv4Net>()
-            .is_ok_and(|net| net == net.trunc() && cluster.contains(&net));
-        if !inside {
+        let Ok(net) = cidr.parse::<Ipv4Net>() else {
+            continue;
+        };
+        if net != net.trunc() || !cluster.contains(&net) {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             refused.push(format!("{name}: {cidr}"));
             continue;
@@ -61,75 +64,33 @@ pub fn desired(
         if local.contains(&via) || via.is_loopback() {
             continue;
         }
-        routes.insert(cidr, via);
+        routes.insert(net, via);
     }
     (routes, refused)
 }
 
-fn is_ipv4_cidr(s: &str) -> bool {
-    s.split_once('/').is_some_and(|(ip, len)| {
-        ip.parse::<Ipv4Addr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 32)
-    })
-}
-
-/// bosun's routes in `ip -4 route show proto 235` output.
-pub fn parse_routes(out: &str) -> BTreeMap<String, Ipv4Addr> {
-    out.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let dest = words.next()?.to_string();
-            let mut via = None;
-            while let Some(w) = words.next() {
-                if w == "via" {
-                    via = words.next()?.parse().ok();
-                }
-            }
-            Some((dest, via?))
-        })
-        .collect()
-}
-
-/// Runs `ip` with `args`; the error says what failed.
-async fn ip(args: &[&str]) -> Result<String, String> {
-    let out = tokio::process::Command::new("ip")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .map_err(|e| format!("running ip {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The routes bosun has on this host now.
-pub async fn current() -> Result<BTreeMap<String, Ipv4Addr>, String> {
-    Ok(parse_routes(
-        &ip(&["-4", "route", "show", "proto", ROUTE_PROTO]).await?,
-    ))
-}
-
 /// Makes bosun's routes exactly `want`: adds and changes what differs,
 /// removes the rest. Returns how many routes changed.
-pub async fn apply(want: &BTreeMap<String, Ipv4Addr>) -> Result<usize, String> {
-    let have = current().await?;
+pub async fn apply(want: &BTreeMap<Ipv4Net, Ipv4Addr>) -> Result<usize, String> {
+    apply_over_netlink(want).await.map_err(|e| e.to_string())
+}
+
+async fn apply_over_netlink(want: &BTreeMap<Ipv4Net, Ipv4Addr>) -> Result<usize, netlink::Error> {
+    let netlink = Netlink::connect()?;
+    let have = netlink.routes(ROUTE_PROTO).await?;
     let mut changed = 0;
     for dest in have.keys().filter(|d| !want.contains_key(*d)) {
-        ip(&["route", "del", dest, "proto", ROUTE_PROTO]).await?;
+        netlink.delete_route(*dest, ROUTE_PROTO).await?;
         tracing::info!(%dest, "removed the route to a node that left");
         changed += 1;
     }
-    for (dest, via) in want {
-        if have.get(dest) == Some(via) {
+    for (&dest, &via) in want {
+        if have.get(&dest) == Some(&via) {
             continue;
         }
-        let via = via.to_string();
-        ip(&["route", "replace", dest, "via", &via, "proto", ROUTE_PROTO]).await?;
+        netlink
+            .replace_route(Route { dest, via }, ROUTE_PROTO)
+            .await?;
         tracing::info!(%dest, %via, "routing another node's pods");
         changed += 1;
     }
@@ -138,11 +99,16 @@ pub async fn apply(want: &BTreeMap<String, Ipv4Addr>) -> Result<usize, String> {
 
 /// Removes every route bosun made; returns their destinations.
 pub async fn remove_all() -> Result<Vec<String>, String> {
-    let have = current().await?;
-    for dest in have.keys() {
-        ip(&["route", "del", dest, "proto", ROUTE_PROTO]).await?;
+    async {
+        let netlink = Netlink::connect()?;
+        let have = netlink.routes(ROUTE_PROTO).await?;
+        for dest in have.keys() {
+            netlink.delete_route(*dest, ROUTE_PROTO).await?;
+        }
+        Ok::<_, netlink::Error>(have.into_keys().map(|d| d.to_string()).collect())
     }
-    Ok(have.into_keys().collect())
+    .await
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -178,13 +144,13 @@ mod tests {
         let cluster: Ipv4Net = "10.244.0.0/16".parse().unwrap();
         let (got, refused) = desired(&nodes, "a", "10.244.1.0/24", &local, &cluster);
         assert!(refused.is_empty(), "{refused:?}");
-        let want: BTreeMap<String, Ipv4Addr> = [
+        let want: BTreeMap<Ipv4Net, Ipv4Addr> = [
             (
-                "10.244.2.0/24".to_string(),
+                "10.244.2.0/24".parse().unwrap(),
                 "172.31.250.12".parse().unwrap(),
             ),
             (
-                "10.244.3.0/24".to_string(),
+                "10.244.3.0/24".parse().unwrap(),
                 "172.31.250.13".parse().unwrap(),
             ),
         ]
@@ -204,7 +170,8 @@ mod tests {
         ];
         let cluster: Ipv4Net = "10.244.0.0/16".parse().unwrap();
         let (got, refused) = desired(&nodes, "a", "10.244.1.0/24", &[], &cluster);
-        assert_eq!(got.keys().collect::<Vec<_>>(), ["10.244.2.0/24"]);
+        let got: Vec<String> = got.keys().map(|k| k.to_string()).collect();
+        assert_eq!(got, ["10.244.2.0/24"]);
         assert_eq!(
             refused,
             [
@@ -214,15 +181,5 @@ mod tests {
                 "host-bits: 10.244.3.7/24"
             ]
         );
-    }
-
-    #[test]
-    fn ip_route_output_is_read() {
-        let out = "10.244.2.0/24 via 172.31.250.12 dev eth0 \n\
-                   10.244.3.0/24 via 172.31.250.13 dev eth0 onlink\n\
-                   blackhole 10.9.0.0/16\n";
-        let got = parse_routes(out);
-        assert_eq!(got.len(), 2);
-        assert_eq!(got["10.244.3.0/24"].to_string(), "172.31.250.13");
     }
 }

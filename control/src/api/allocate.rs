@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use bosun::validation::FieldError;
-use ipnet::Ipv4Net;
+use ipnet::{IpAdd, Ipv4Net};
 use rand::Rng;
 use serde_json::{json, Value};
 
@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 /// (kube-apiserver's `--service-cluster-ip-range`).
 pub const DEFAULT_SERVICE_RANGE: &str = "10.96.0.0/12";
 /// `.1` is the API's own service and `.10` cluster DNS, by convention;
-/// neither is handed out at random.
+/// neither is handed out at random (offsets from the range's network
+/// address).
 const RESERVED: [u32; 2] = [1, 10];
 const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 
@@ -52,18 +53,29 @@ impl ServiceRange {
         Ok(ServiceRange(net))
     }
 
-    fn base(&self) -> u32 {
-        u32::from(self.0.network())
+    /// The address `offset` past the range's network address.
+    fn at(&self, offset: u32) -> Ipv4Addr {
+        self.0.network().saturating_add(offset)
     }
 
-    fn size(&self) -> u32 {
-        1u32 << (32 - self.0.prefix_len())
+    /// A random address for a Service: one of the range's hosts (neither
+    /// its network nor its broadcast address), not a reserved one.
+    fn random_ip(&self, rng: &mut impl Rng) -> Ipv4Addr {
+        // The hosts run from offset 1 to the last before the broadcast
+        // address; a /28 at most leaves 14.
+        let last = self.0.hosts().count() as u32;
+        loop {
+            let offset = rng.random_range(2..=last);
+            if !RESERVED.contains(&offset) {
+                return self.at(offset);
+            }
+        }
     }
 
     /// The range's first address: the `kubernetes` Service's ClusterIP,
     /// which only that Service may hold.
     pub fn kubernetes_service_ip(&self) -> Ipv4Addr {
-        Ipv4Addr::from(self.base() + 1)
+        self.at(1)
     }
 
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
@@ -101,11 +113,7 @@ pub fn service(
         "" => {
             let mut rng = rand::rng();
             loop {
-                let offset = rng.random_range(2..range.size() - 1);
-                if RESERVED.contains(&offset) {
-                    continue;
-                }
-                let ip = Ipv4Addr::from(range.base() + offset).to_string();
+                let ip = range.random_ip(&mut rng).to_string();
                 if !used_ips.contains(&ip) {
                     break ip;
                 }
@@ -241,6 +249,28 @@ mod tests {
         let mut api = json!({"metadata": {"name": "kubernetes", "namespace": "default"},
             "spec": {"clusterIP": "10.96.0.1"}});
         service(&range, &mut api, &HashSet::new(), &HashSet::new()).unwrap();
+    }
+
+    #[test]
+    fn random_cluster_ips_skip_the_network_broadcast_and_reserved_addresses() {
+        let range = ServiceRange::parse("10.112.0.16/28").unwrap();
+        assert_eq!(range.kubernetes_service_ip(), Ipv4Addr::new(10, 112, 0, 17));
+        let mut rng = rand::rng();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            seen.insert(range.random_ip(&mut rng).octets()[3] - 16);
+        }
+        let all_but_reserved: Vec<u8> = (2..=14).filter(|o| *o != 10).collect();
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), all_but_reserved);
+        // With one address left, that one is given.
+        let used: HashSet<String> = all_but_reserved
+            .iter()
+            .filter(|o| **o != 7)
+            .map(|o| format!("10.112.0.{}", 16 + o))
+            .collect();
+        let mut svc = json!({"spec": {"ports": [{"port": 80}]}});
+        service(&range, &mut svc, &used, &HashSet::new()).unwrap();
+        assert_eq!(svc["spec"]["clusterIP"], "10.112.0.23");
     }
 
     #[test]

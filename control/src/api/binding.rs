@@ -5,12 +5,13 @@
 //! PodScheduled condition turns True.
 
 use axum::response::Response;
+use bosun::time::now_rfc3339;
 use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::decode::decode_body;
 use super::error::{ApiError, ApiResult};
-use super::object::{self, meta_str, metadata_mut, now_rfc3339};
+use super::object::{self, meta_str, metadata_mut};
 use super::request::MAX_ATTEMPTS;
 use super::{json_response, ApiRequest, ApiState};
 use crate::store::StoreError;

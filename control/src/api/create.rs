@@ -4,6 +4,7 @@
 
 use axum::response::Response;
 use bosun::resources::ResourceInfo;
+use bosun::time::now_rfc3339;
 use bosun::{defaults, validation};
 use http::StatusCode;
 use serde_json::{json, Value};
@@ -11,7 +12,7 @@ use serde_json::{json, Value};
 use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::managed;
-use super::object::{self, meta_str, metadata_mut, now_rfc3339};
+use super::object::{self, meta_str, metadata_mut};
 use super::request::{dry_run, namespace_of, respond};
 use super::{admission, storage_resource, strategy, ApiRequest, ApiState};
 

@@ -5,11 +5,12 @@
 
 use bosun::fieldmanager::managed::{self, UPDATE};
 use bosun::fieldmanager::{Actor, Conflict, Entry, Scope, MAX_MANAGER_LEN};
+use bosun::time::now_rfc3339;
 use serde_json::{json, Value};
 
 use super::decode::content_type;
 use super::error::{ApiError, ApiResult};
-use super::object::{metadata_mut, now_rfc3339};
+use super::object::metadata_mut;
 use super::ApiRequest;
 
 /// The apply patch media types.

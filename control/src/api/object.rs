@@ -3,17 +3,11 @@
 //! objects are encoded in the store.
 
 use bosun::resources::ResourceInfo;
-use chrono::{SecondsFormat, Utc};
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
 use crate::store::KeyValue;
-
-/// RFC 3339 with second precision, as Kubernetes writes timestamps.
-pub fn now_rfc3339() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
-}
 
 /// `generateName` plus five characters from Kubernetes' alphabet (no
 /// vowels, no look-alike digits).

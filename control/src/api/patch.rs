@@ -8,15 +8,14 @@
 use axum::response::Response;
 use bosun::fieldmanager::managed::{self as fields, APPLY};
 use bosun::patch;
+use bosun::time::now_rfc3339;
 use serde_json::{json, Value};
 
 use super::create::create_object;
 use super::decode::{content_type, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::managed::{self, APPLY_MEDIA_TYPES};
-use super::object::{
-    from_storage_version, meta_str, metadata_mut, now_rfc3339, requested_revision,
-};
+use super::object::{from_storage_version, meta_str, metadata_mut, requested_revision};
 use super::request::load;
 use super::request::name_of;
 use super::update::read_modify_write;

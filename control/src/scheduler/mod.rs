@@ -463,7 +463,7 @@ impl Scheduler {
             _ => None,
         }
         .map(|t| serde_json::to_value(t).unwrap_or_default())
-        .unwrap_or_else(|| json!(crate::api::object::now_rfc3339()));
+        .unwrap_or_else(|| json!(bosun::time::now_rfc3339()));
         let patch = json!({"status": {"conditions": [{
             "type": "PodScheduled",
             "status": "False",

@@ -36,7 +36,6 @@ use tokio::sync::OnceCell;
 
 use self::errors::docker_err;
 pub use self::images::PAUSE_REPOSITORY;
-pub use self::network::{ensure_forward_chain, iptables, supernet16, FORWARD_CHAIN};
 use super::{
     ByteStream, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerUsage, ExecOutput,
     LogOptions, PodRef, Result, Role, RuntimeError, SandboxConfig, Session, SessionId, StreamFlags,

@@ -8,8 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 use bollard::query_parameters::{ListContainersOptions, ListNetworksOptions};
 
 use super::errors::docker_err;
-use super::network::{remove_forward_rule, subnets_of, supernet16};
+use super::network::subnets_of;
 use super::DockerRuntime;
+use crate::network::firewall::{remove_forward_rule, supernet16};
 use crate::runtime::{labels, Result};
 
 /// What a purge removed.

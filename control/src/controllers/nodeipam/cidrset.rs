@@ -5,63 +5,29 @@
 //! that was just freed is the last to be handed out again.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::net::Ipv4Addr;
-use std::str::FromStr;
 
-/// An IPv4 CIDR (`10.244.0.0/16`), with its address masked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Cidr {
-    pub base: u32,
-    pub prefix: u8,
-}
+use ipnet::Ipv4Net;
 
-impl Cidr {
-    fn mask(prefix: u8) -> u32 {
-        if prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - prefix)
-        }
+/// An IPv4 CIDR (`10.244.0.0/16`) with no host bits set; the error says
+/// what is wrong with `s`.
+pub fn parse(s: &str) -> Result<Ipv4Net, String> {
+    let net: Ipv4Net = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not an IPv4 CIDR like 10.244.0.0/16"))?;
+    if net != net.trunc() {
+        return Err(format!(
+            "{s:?} has host bits set (did you mean {}?)",
+            net.trunc()
+        ));
     }
-
-    /// Whether `other` lies wholly inside this CIDR.
-    pub fn contains(&self, other: &Cidr) -> bool {
-        other.prefix >= self.prefix && other.base & Cidr::mask(self.prefix) == self.base
-    }
-}
-
-impl FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("{s:?} is not an IPv4 CIDR like 10.244.0.0/16");
-        let (addr, prefix) = s.split_once('/').ok_or_else(bad)?;
-        let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
-        let prefix: u8 = prefix.parse().map_err(|_| bad())?;
-        if prefix > 32 {
-            return Err(bad());
-        }
-        let base = u32::from(addr);
-        if base & Cidr::mask(prefix) != base {
-            return Err(format!(
-                "{s:?} has host bits set (did you mean {}/{prefix}?)",
-                Ipv4Addr::from(base & Cidr::mask(prefix))
-            ));
-        }
-        Ok(Cidr { base, prefix })
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", Ipv4Addr::from(self.base), self.prefix)
-    }
+    Ok(net)
 }
 
 /// Which node subnets of the cluster CIDR are taken.
 #[derive(Debug, Clone)]
 pub struct CidrSet {
-    cluster: Cidr,
+    cluster: Ipv4Net,
     node_prefix: u8,
     used: BTreeSet<u32>,
     /// Where the next search starts.
@@ -71,15 +37,16 @@ pub struct CidrSet {
 impl CidrSet {
     /// `cluster` cut into subnets of `/node_prefix`; the node mask must be
     /// at least the cluster's and leave a host part.
-    pub fn new(cluster: Cidr, node_prefix: u8) -> Result<CidrSet, String> {
-        if node_prefix < cluster.prefix || node_prefix > 30 {
+    pub fn new(cluster: Ipv4Net, node_prefix: u8) -> Result<CidrSet, String> {
+        let cluster = cluster.trunc();
+        if node_prefix < cluster.prefix_len() || node_prefix > 30 {
             return Err(format!(
                 "--node-cidr-mask-size {node_prefix} must be between the cluster CIDR's \
                  prefix ({}) and 30",
-                cluster.prefix
+                cluster.prefix_len()
             ));
         }
-        if node_prefix - cluster.prefix > 16 {
+        if node_prefix - cluster.prefix_len() > 16 {
             return Err(format!(
                 "--node-cidr-mask-size {node_prefix}: {cluster} would be cut into more \
                  than 65536 node subnets"
@@ -95,20 +62,24 @@ impl CidrSet {
 
     /// How many node subnets there are.
     pub fn size(&self) -> u32 {
-        1 << (self.node_prefix - self.cluster.prefix)
+        1 << (self.node_prefix - self.cluster.prefix_len())
     }
 
-    fn subnet(&self, index: u32) -> Cidr {
-        Cidr {
-            base: self.cluster.base + (index << (32 - self.node_prefix)),
-            prefix: self.node_prefix,
-        }
+    /// The node subnet at `index` (below [`Self::size`]).
+    fn subnet(&self, index: u32) -> Ipv4Net {
+        let base = u32::from(self.cluster.network()) + (index << (32 - self.node_prefix));
+        Ipv4Net::new(Ipv4Addr::from(base), self.node_prefix).expect("a prefix of at most 30")
     }
 
     /// The index of `cidr` if it is one of this set's node subnets.
-    fn index_of(&self, cidr: &Cidr) -> Option<u32> {
-        (cidr.prefix == self.node_prefix && self.cluster.contains(cidr))
-            .then(|| (cidr.base - self.cluster.base) >> (32 - self.node_prefix))
+    fn index_of(&self, cidr: &Ipv4Net) -> Option<u32> {
+        (cidr.prefix_len() == self.node_prefix
+            && *cidr == cidr.trunc()
+            && self.cluster.contains(cidr))
+        .then(|| {
+            (u32::from(cidr.network()) - u32::from(self.cluster.network()))
+                >> (32 - self.node_prefix)
+        })
     }
 
     /// Where the next search starts, to carry the round robin from one
@@ -122,7 +93,7 @@ impl CidrSet {
     }
 
     /// Takes the next free subnet, or None when all are used.
-    pub fn allocate(&mut self) -> Option<Cidr> {
+    pub fn allocate(&mut self) -> Option<Ipv4Net> {
         let size = self.size();
         (0..size)
             .map(|i| (self.next + i) % size)
@@ -137,7 +108,7 @@ impl CidrSet {
     /// Marks `cidr` used; false if it is not one of this set's subnets
     /// (outside the cluster CIDR or another size), which the caller
     /// leaves alone.
-    pub fn occupy(&mut self, cidr: &Cidr) -> bool {
+    pub fn occupy(&mut self, cidr: &Ipv4Net) -> bool {
         match self.index_of(cidr) {
             Some(i) => {
                 self.used.insert(i);
@@ -148,14 +119,10 @@ impl CidrSet {
     }
 
     /// Frees `cidr` for later nodes.
-    pub fn release(&mut self, cidr: &Cidr) {
+    pub fn release(&mut self, cidr: &Ipv4Net) {
         if let Some(i) = self.index_of(cidr) {
             self.used.remove(&i);
         }
-    }
-
-    pub fn is_used(&self, cidr: &Cidr) -> bool {
-        self.index_of(cidr).is_some_and(|i| self.used.contains(&i))
     }
 }
 
@@ -163,18 +130,22 @@ impl CidrSet {
 mod tests {
     use super::*;
 
-    fn cidr(s: &str) -> Cidr {
-        s.parse().unwrap()
+    fn cidr(s: &str) -> Ipv4Net {
+        parse(s).unwrap()
     }
 
     #[test]
     fn cidrs_parse_and_print() {
         assert_eq!(cidr("10.244.0.0/16").to_string(), "10.244.0.0/16");
-        let err = "10.244.1.0/16".parse::<Cidr>().unwrap_err();
-        assert!(err.contains("10.244.0.0/16"), "{err}");
-        assert!("10.244.0.0".parse::<Cidr>().is_err());
-        assert!("10.244.0.0/33".parse::<Cidr>().is_err());
-        assert!("fd00::/64".parse::<Cidr>().is_err());
+        let err = parse("10.244.1.0/16").unwrap_err();
+        assert_eq!(
+            err,
+            "\"10.244.1.0/16\" has host bits set (did you mean 10.244.0.0/16?)"
+        );
+        let err = parse("10.244.0.0").unwrap_err();
+        assert_eq!(err, "\"10.244.0.0\" is not an IPv4 CIDR like 10.244.0.0/16");
+        assert!(parse("10.244.0.0/33").is_err());
+        assert!(parse("fd00::/64").is_err());
     }
 
     #[test]
@@ -201,6 +172,10 @@ mod tests {
             "outside the cluster CIDR"
         );
         assert!(!set.occupy(&cidr("10.0.0.0/25")), "not a node-sized subnet");
+        assert!(
+            !set.occupy(&"10.0.1.7/24".parse().unwrap()),
+            "host bits set"
+        );
         assert_eq!(set.allocate(), Some(cidr("10.0.1.0/24")));
         set.release(&cidr("10.0.1.0/24"));
         assert_eq!(set.allocate(), Some(cidr("10.0.2.0/24")));

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use ipnet::Ipv4Net;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
@@ -33,7 +34,7 @@ use serde_json::json;
 use bosun::events::{reference_to, EventRecorder, EventType};
 
 use crate::toolkit::{synced, Shared};
-pub use cidrset::{Cidr, CidrSet};
+pub use cidrset::CidrSet;
 
 const COMPONENT: &str = "node-ipam-controller";
 /// The event reason upstream uses when a node's CIDR cannot be had.
@@ -45,14 +46,14 @@ const RESYNC: Duration = Duration::from_secs(30);
 /// `--cluster-cidr` and `--node-cidr-mask-size`.
 #[derive(Debug, Clone)]
 pub struct NodeIpamOptions {
-    pub cluster_cidr: Cidr,
+    pub cluster_cidr: Ipv4Net,
     pub node_mask_size: u8,
 }
 
 impl Default for NodeIpamOptions {
     fn default() -> Self {
         NodeIpamOptions {
-            cluster_cidr: "10.244.0.0/16".parse().expect("a valid CIDR"),
+            cluster_cidr: cidrset::parse("10.244.0.0/16").expect("a valid CIDR"),
             node_mask_size: 24,
         }
     }
@@ -61,9 +62,8 @@ impl Default for NodeIpamOptions {
 impl NodeIpamOptions {
     /// From the flags' text; the error names the flag.
     pub fn parse(cluster_cidr: &str, node_mask_size: u8) -> Result<Self, String> {
-        let cluster_cidr = cluster_cidr
-            .parse()
-            .map_err(|e| format!("--cluster-cidr: {e}"))?;
+        let cluster_cidr =
+            cidrset::parse(cluster_cidr).map_err(|e| format!("--cluster-cidr: {e}"))?;
         let options = NodeIpamOptions {
             cluster_cidr,
             node_mask_size,
@@ -89,9 +89,9 @@ pub struct Context {
 #[derive(Default)]
 struct State {
     /// Subnets written to a Node that the cache has not shown yet.
-    pending: HashMap<String, Cidr>,
+    pending: HashMap<String, Ipv4Net>,
     /// Which Node held each subnet at the last pass.
-    owners: BTreeMap<Cidr, String>,
+    owners: BTreeMap<Ipv4Net, String>,
     /// Where the next allocation search starts (round robin).
     next: u32,
     /// (node, message) warnings already posted, so a pass does not
@@ -161,7 +161,7 @@ pub async fn pass(ctx: &Context) {
         // last pass keeps it, else the older one.
         let held = |n: &Node| {
             let cidr = n.spec.as_ref().and_then(|s| s.pod_cidr.as_deref());
-            cidr.and_then(|c| c.parse::<Cidr>().ok())
+            cidr.and_then(|c| cidrset::parse(c).ok())
                 .and_then(|c| state.owners.get(&c))
                 .is_some_and(|owner| *owner == n.name_any())
         };
@@ -172,7 +172,7 @@ pub async fn pass(ctx: &Context) {
                 n.name_any(),
             )
         });
-        let mut owner: BTreeMap<Cidr, String> = BTreeMap::new();
+        let mut owner: BTreeMap<Ipv4Net, String> = BTreeMap::new();
         let mut without = Vec::new();
         for node in &nodes {
             let name = node.name_any();
@@ -181,7 +181,7 @@ pub async fn pass(ctx: &Context) {
                 continue;
             };
             state.pending.remove(&name);
-            let cidr: Cidr = match text.parse() {
+            let cidr = match cidrset::parse(&text) {
                 Ok(c) => c,
                 Err(e) => {
                     warnings.push((node.clone(), format!("spec.podCIDR: {e}")));
@@ -248,7 +248,7 @@ pub async fn pass(ctx: &Context) {
 
 /// Writes `cidr` into the Node; on failure it is free again for the next
 /// pass.
-async fn assign(ctx: &Context, node: &Node, cidr: Cidr) {
+async fn assign(ctx: &Context, node: &Node, cidr: Ipv4Net) {
     let name = node.name_any();
     let api: Api<Node> = Api::all(ctx.client.clone());
     let text = cidr.to_string();

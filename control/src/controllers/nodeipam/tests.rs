@@ -67,11 +67,11 @@ async fn all_assigned(api: &TestApi, ctx: &Context, count: usize) -> BTreeMap<St
 }
 
 fn assert_distinct_inside(cidrs: &BTreeMap<String, String>, cluster: &str) {
-    let cluster: Cidr = cluster.parse().unwrap();
+    let cluster = cidrset::parse(cluster).unwrap();
     let mut seen = BTreeSet::new();
     for (node, c) in cidrs {
-        let cidr: Cidr = c.parse().unwrap();
-        assert_eq!(cidr.prefix, 24, "{node}: {c}");
+        let cidr = cidrset::parse(c).unwrap();
+        assert_eq!(cidr.prefix_len(), 24, "{node}: {c}");
         assert!(cluster.contains(&cidr), "{node}: {c} outside {cluster}");
         assert!(seen.insert(cidr), "{node}: {c} handed out twice: {cidrs:?}");
     }
