@@ -17,10 +17,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+use super::lookup::{parse_reverse, Answer, MAX_CHAIN};
+use super::pods::{PodInfo, Pods};
 use super::udp::Encoded;
 use super::upstream::{host_resolvers, parse_resolv_conf};
-use super::zone::{parse_reverse, Answer, ClusterState, PodInfo, SliceInfo, SvcInfo};
 use super::{gateway_of, DnsHandler, DnsServer, DnsSettings, SharedZone, Zone};
+use crate::services::{ServiceState, SliceInfo, SvcInfo};
 
 pub(super) const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 244, 1, 9));
 
@@ -60,14 +62,27 @@ fn key(ns: &str, name: &str) -> (String, String) {
 /// service `nginx` with web-0 and web-1 ready and web-2 not ready, an
 /// ExternalName service, and the client pod `client` (10.244.1.9) in
 /// `default`.
+/// The cluster a test zone is built from.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ClusterState {
+    pub api: ServiceState,
+    pub pods: Pods,
+}
+
+impl ClusterState {
+    pub(super) fn zone(&self) -> Zone {
+        Zone::build(&self.api, &self.pods, "cluster.local", 5)
+    }
+}
+
 pub(super) fn state() -> ClusterState {
     let mut st = ClusterState::default();
     let ports = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
-    st.services.insert(
+    st.api.services.insert(
         key("default", "web"),
         SvcInfo::from_service(&service("default", "web", "10.96.0.20", ports.clone())),
     );
-    st.services.insert(
+    st.api.services.insert(
         key("default", "nginx"),
         SvcInfo::from_service(&service("default", "nginx", "None", ports)),
     );
@@ -76,7 +91,8 @@ pub(super) fn state() -> ClusterState {
         "spec": {"type": "ExternalName", "externalName": "db.example.org"}
     }))
     .unwrap();
-    st.services
+    st.api
+        .services
         .insert(key("default", "ext"), SvcInfo::from_service(&ext));
     let s = slice(
         "default",
@@ -89,7 +105,7 @@ pub(super) fn state() -> ClusterState {
             {"addresses": ["10.244.1.13"], "conditions": {"ready": true}}
         ]),
     );
-    st.slices.insert(
+    st.api.slices.insert(
         key("default", "nginx-abc"),
         SliceInfo::from_slice(&s).unwrap(),
     );
@@ -111,7 +127,7 @@ pub(super) fn state() -> ClusterState {
 }
 
 fn zone() -> Zone {
-    Zone::build(&state(), "cluster.local", 5)
+    state().zone()
 }
 
 fn name(n: &str) -> Name {
@@ -354,14 +370,15 @@ fn external_names_naming_each_other_give_a_bounded_chain() {
             "spec": {"type": "ExternalName", "externalName": target}
         }))
         .unwrap();
-        st.services
+        st.api
+            .services
             .insert(key("default", name), SvcInfo::from_service(&svc));
     }
-    let z = Zone::build(&st, "cluster.local", 5);
+    let z = st.zone();
     // A loop ends after MAX_CHAIN CNAMEs (it overflowed the stack).
     let (rcode, answers, _, _) = ask_zone(&z, "a.default.svc.cluster.local.", RecordType::A);
     assert_eq!(rcode, ResponseCode::NoError);
-    assert_eq!(answers.len(), super::zone::MAX_CHAIN);
+    assert_eq!(answers.len(), MAX_CHAIN);
     assert!(answers.iter().all(|r| r.record_type() == RecordType::CNAME));
     // A chain into the zone ends at the addresses.
     let (_, answers, _, _) = ask_zone(&z, "c.default.svc.cluster.local.", RecordType::A);
@@ -420,9 +437,9 @@ fn finished_and_host_network_pods_have_no_names() {
 #[test]
 fn the_zone_follows_deletions() {
     let mut st = state();
-    st.slices.clear();
-    st.services.remove(&key("default", "web"));
-    let z = Zone::build(&st, "cluster.local", 5);
+    st.api.slices.clear();
+    st.api.services.remove(&key("default", "web"));
+    let z = st.zone();
     let (rcode, _, _, _) = ask_zone(&z, "web.default.svc.cluster.local.", RecordType::A);
     assert_eq!(rcode, ResponseCode::NXDomain);
     let (rcode, _, _, _) = ask_zone(&z, "web-0.nginx.default.svc.cluster.local.", RecordType::A);
@@ -472,7 +489,7 @@ fn the_gateway_is_the_first_address_of_the_pod_cidr() {
 // --- the server on real sockets ---
 
 pub(super) fn shared(st: &ClusterState) -> SharedZone {
-    Arc::new(RwLock::new(Arc::new(Zone::build(st, "cluster.local", 5))))
+    Arc::new(RwLock::new(Arc::new(st.zone())))
 }
 
 pub(super) async fn start_server(upstreams: Vec<SocketAddr>, timeout: Duration) -> DnsServer {
@@ -491,6 +508,7 @@ pub(super) async fn serve_zone(
         upstreams,
         ttl: 5,
         forward_timeout: timeout,
+        services: None,
     };
     DnsServer::serve(&settings, zone).await.unwrap()
 }
@@ -781,78 +799,6 @@ async fn garbage_on_the_socket_leaves_the_server_answering() {
     server.shutdown().await;
 }
 
-#[test]
-fn the_cache_follows_watch_events_and_a_relist_drops_what_went_meanwhile() {
-    use super::cache::apply;
-    use kube::runtime::watcher::Event;
-    let slim: fn(&Service) -> Option<SvcInfo> = |s| Some(SvcInfo::from_service(s));
-    let a = service("default", "a", "10.96.0.1", json!([]));
-    let b = service("default", "b", "10.96.0.2", json!([]));
-    let mut map = std::collections::BTreeMap::new();
-    let mut relist = None;
-    // The first list.
-    assert!(!apply(&mut map, &mut relist, Event::Init, slim));
-    assert!(!apply(
-        &mut map,
-        &mut relist,
-        Event::InitApply(a.clone()),
-        slim
-    ));
-    assert!(!apply(
-        &mut map,
-        &mut relist,
-        Event::InitApply(b.clone()),
-        slim
-    ));
-    assert!(
-        map.is_empty(),
-        "nothing is swapped in before the list is done"
-    );
-    assert!(apply(&mut map, &mut relist, Event::InitDone, slim));
-    assert_eq!(map.len(), 2);
-    // An update that changes nothing DNS sees does not rebuild the zone.
-    let mut a_labelled = a.clone();
-    a_labelled.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
-    assert!(!apply(
-        &mut map,
-        &mut relist,
-        Event::Apply(a_labelled),
-        slim
-    ));
-    let a2 = service("default", "a", "10.96.0.9", json!([]));
-    assert!(apply(&mut map, &mut relist, Event::Apply(a2.clone()), slim));
-    assert_eq!(map[&key("default", "a")].cluster_ips, [ip("10.96.0.9")]);
-    // The watch broke (control plane down) and b was deleted meanwhile:
-    // the re-list has only a, and b goes.
-    assert!(!apply(&mut map, &mut relist, Event::Init, slim));
-    assert!(!apply(&mut map, &mut relist, Event::InitApply(a2), slim));
-    assert_eq!(
-        map.len(),
-        2,
-        "the old objects answer until the re-list is done"
-    );
-    assert!(apply(&mut map, &mut relist, Event::InitDone, slim));
-    assert_eq!(
-        map.keys().cloned().collect::<Vec<_>>(),
-        [key("default", "a")]
-    );
-    assert!(apply(&mut map, &mut relist, Event::Delete(a), slim));
-    assert!(map.is_empty());
-
-    // Slices without a service-name label are not kept.
-    let slim: fn(&EndpointSlice) -> Option<SliceInfo> = SliceInfo::from_slice;
-    let mut unlabelled = slice("default", "s", "web", json!([]));
-    unlabelled.metadata.labels = None;
-    let mut slices = std::collections::BTreeMap::new();
-    assert!(!apply(
-        &mut slices,
-        &mut None,
-        Event::Apply(unlabelled),
-        slim
-    ));
-    assert!(slices.is_empty());
-}
-
 // --- names that exist before the DNS server starts ---
 
 /// An API server on 127.0.0.1 that answers the DNS cache's three watches
@@ -959,6 +905,7 @@ async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
         upstreams: vec![],
         ttl: 5,
         forward_timeout: Duration::from_millis(300),
+        services: None,
     };
     let server = DnsServer::start(client, settings).await.unwrap();
 
