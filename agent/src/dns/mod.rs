@@ -85,11 +85,9 @@ pub type SharedZone = Arc<RwLock<Arc<Zone>>>;
 /// Docker gives the bridge of a network created with that subnet
 /// (`10.244.3.0/24` → `10.244.3.1`).
 pub fn gateway_of(pod_cidr: &str) -> Option<Ipv4Addr> {
-    let (addr, len) = pod_cidr.split_once('/')?;
-    let ip: Ipv4Addr = addr.parse().ok()?;
-    let len: u32 = len.parse().ok().filter(|l| *l <= 30)?;
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    Some(Ipv4Addr::from((u32::from(ip) & mask) + 1))
+    let net: ipnet::Ipv4Net = pod_cidr.parse().ok()?;
+    // A /31 or /32 has no gateway besides its hosts.
+    net.hosts().next().filter(|_| net.prefix_len() <= 30)
 }
 
 /// A running DNS server: its sockets and the watches that feed it.

@@ -483,6 +483,11 @@ fn the_gateway_is_the_first_address_of_the_pod_cidr() {
         gateway_of("10.244.3.7/24"),
         Some(Ipv4Addr::new(10, 244, 3, 1))
     );
+    assert_eq!(
+        gateway_of("10.244.3.6/30"),
+        Some(Ipv4Addr::new(10, 244, 3, 5))
+    );
+    assert_eq!(gateway_of("10.244.3.6/31"), None, "no room for a gateway");
     assert_eq!(gateway_of("nonsense"), None);
 }
 
@@ -956,6 +961,90 @@ async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
             >= 3,
         "{asked:?}"
     );
+    server.shutdown().await;
+    api_task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_and_the_proxy_share_one_watch_of_services_and_of_slices() {
+    use crate::services::ServiceCache;
+    let ports = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
+    let (api, asked, api_task) = api_with(
+        vec![service("default", "web", "10.96.0.20", ports)],
+        vec![slice(
+            "default",
+            "web-abc",
+            "web",
+            json!([{"addresses": ["10.244.1.10"]}]),
+        )],
+        vec![],
+    )
+    .await;
+    let config = kube::Config::new(format!("http://{api}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let services = ServiceCache::new(client.clone());
+    // The proxy's subscription, as `ServiceProxy::start` makes it (first):
+    // what it reads each time it is woken.
+    let proxy = Arc::new(tokio::sync::Notify::new());
+    services.subscribe(&proxy);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let proxy_task = tokio::spawn({
+        let (services, seen) = (services.clone(), seen.clone());
+        async move {
+            loop {
+                proxy.notified().await;
+                let st = services.read();
+                seen.lock()
+                    .unwrap()
+                    .push((st.services.len(), st.slices.len()));
+            }
+        }
+    });
+    let settings = DnsSettings {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        domain: "cluster.local".into(),
+        upstreams: vec![],
+        ttl: 5,
+        forward_timeout: Duration::from_millis(300),
+        services: Some(services.clone()),
+    };
+    let server = DnsServer::start(client, settings).await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = ask_udp(
+            server.local_addr,
+            "web.default.svc.cluster.local.",
+            RecordType::A,
+        )
+        .await;
+        if ips(&m.answers) == [ip("10.96.0.20")] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "web did not resolve: {m:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The proxy was woken by the same watches and read what DNS did.
+    while !seen.lock().unwrap().contains(&(1, 1)) {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy never saw the service and its slice: {:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy_task.abort();
+    let asked = asked.lock().unwrap().clone();
+    for path in [
+        "/api/v1/services?",
+        "/apis/discovery.k8s.io/v1/endpointslices?",
+    ] {
+        assert_eq!(
+            asked.iter().filter(|u| u.starts_with(path)).count(),
+            1,
+            "one watch of {path} for both: {asked:?}"
+        );
+    }
     server.shutdown().await;
     api_task.abort();
 }
