@@ -1,8 +1,8 @@
 //! The sync loop: once per burst of changes ([`COALESCE`]) of the agent's
 //! shared Services and EndpointSlices ([`ServiceCache`]) the desired
-//! service ports are worked out, and
-//! the applier renders them with the backend of the [`ProxyMode`] and
-//! makes the host's rules those, over the last ones, when they differ.
+//! service ports are worked out, and the applier renders them with the
+//! backend of the [`ProxyMode`] and makes the host's rules those, over the
+//! last ones, when they differ.
 
 use std::sync::Arc;
 use std::time::Duration;
