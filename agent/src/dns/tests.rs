@@ -22,28 +22,10 @@ use super::pods::{PodInfo, Pods};
 use super::udp::Encoded;
 use super::upstream::{host_resolvers, parse_resolv_conf};
 use super::{gateway_of, DnsHandler, DnsServer, DnsSettings, SharedZone, Zone};
+use crate::services::tests::{service, slice};
 use crate::services::{ServiceState, SliceInfo, SvcInfo};
 
 pub(super) const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 244, 1, 9));
-
-fn service(ns: &str, name: &str, cluster_ip: &str, ports: serde_json::Value) -> Service {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"clusterIP": cluster_ip, "ports": ports}
-    }))
-    .unwrap()
-}
-
-fn slice(ns: &str, name: &str, svc: &str, endpoints: serde_json::Value) -> EndpointSlice {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns,
-            "labels": {"kubernetes.io/service-name": svc}},
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": [{"name": "web", "port": 80, "protocol": "TCP"}]
-    }))
-    .unwrap()
-}
 
 fn pod(ns: &str, name: &str, ip: &str) -> Pod {
     serde_json::from_value(json!({
@@ -883,6 +865,18 @@ async fn api_with(
     (addr, asked, task)
 }
 
+/// A server on 127.0.0.1 that forwards nowhere.
+fn local_settings(services: Option<crate::services::ServiceCache>) -> DnsSettings {
+    DnsSettings {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        domain: "cluster.local".into(),
+        upstreams: vec![],
+        ttl: 5,
+        forward_timeout: Duration::from_millis(300),
+        services,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
     // The objects are in the cluster before the DNS server starts: its
@@ -904,15 +898,9 @@ async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
     .await;
     let config = kube::Config::new(format!("http://{api}").parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
-    let settings = DnsSettings {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        domain: "cluster.local".into(),
-        upstreams: vec![],
-        ttl: 5,
-        forward_timeout: Duration::from_millis(300),
-        services: None,
-    };
-    let server = DnsServer::start(client, settings).await.unwrap();
+    let server = DnsServer::start(client, local_settings(None))
+        .await
+        .unwrap();
 
     let expect = [
         (
@@ -1000,15 +988,9 @@ async fn dns_and_the_proxy_share_one_watch_of_services_and_of_slices() {
             }
         }
     });
-    let settings = DnsSettings {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        domain: "cluster.local".into(),
-        upstreams: vec![],
-        ttl: 5,
-        forward_timeout: Duration::from_millis(300),
-        services: Some(services.clone()),
-    };
-    let server = DnsServer::start(client, settings).await.unwrap();
+    let server = DnsServer::start(client, local_settings(Some(services.clone())))
+        .await
+        .unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -12,7 +12,7 @@ pub mod model;
 pub mod watch;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use cache::ServiceCache;
 pub use model::{Key, Proto, ServiceState, SliceInfo, SvcInfo, SvcPort};

@@ -18,7 +18,7 @@ use super::watch::{apply, rebuild_on_change};
 /// The DNS's and the proxy's window.
 const COALESCE: Duration = Duration::from_millis(100);
 
-fn service(ns: &str, name: &str, cluster_ip: &str, ports: serde_json::Value) -> Service {
+pub(crate) fn service(ns: &str, name: &str, cluster_ip: &str, ports: serde_json::Value) -> Service {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": ns},
         "spec": {"clusterIP": cluster_ip, "ports": ports}
@@ -26,7 +26,12 @@ fn service(ns: &str, name: &str, cluster_ip: &str, ports: serde_json::Value) -> 
     .unwrap()
 }
 
-fn slice(ns: &str, name: &str, svc: &str, endpoints: serde_json::Value) -> EndpointSlice {
+pub(crate) fn slice(
+    ns: &str,
+    name: &str,
+    svc: &str,
+    endpoints: serde_json::Value,
+) -> EndpointSlice {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": ns,
             "labels": {"kubernetes.io/service-name": svc}},
