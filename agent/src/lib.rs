@@ -20,6 +20,7 @@ pub mod proxy;
 pub mod runtime;
 pub mod safe_path;
 pub mod service_env;
+pub mod services;
 pub mod spec;
 pub mod startup;
 pub mod status;

@@ -14,6 +14,7 @@ use bosun_agent::network::{self, HostGw};
 use bosun_agent::node;
 use bosun_agent::proxy::{self, ServiceProxy};
 use bosun_agent::runtime::docker::DockerRuntime;
+use bosun_agent::services::ServiceCache;
 use bosun_agent::streams::{self, StreamServer};
 use bosun_agent::sync_loop::Agent;
 use clap::Parser;
@@ -369,12 +370,15 @@ async fn main() -> anyhow::Result<()> {
     } else {
         args.cluster_dns
     };
+    // One watch of Services and one of EndpointSlices for DNS and the proxy.
+    let services = ServiceCache::new(client.clone());
     let dns_settings = (!args.no_dns).then(|| dns::DnsSettings {
         bind: dns_bind,
         domain: args.cluster_domain.clone(),
         upstreams,
         ttl: dns::DEFAULT_TTL,
         forward_timeout: dns::DEFAULT_FORWARD_TIMEOUT,
+        services: Some(services.clone()),
     });
     let service_range = match (&args.service_cluster_ip_range, args.no_proxy) {
         (Some(r), _) => r.clone(),
@@ -399,10 +403,10 @@ async fn main() -> anyhow::Result<()> {
         .then(|| -> anyhow::Result<proxy::Settings> {
             Ok(proxy::Settings {
                 table: proxy::table_name(&node_name),
-                service_cidr: proxy::Cidr::parse(&service_range).with_context(|| {
+                service_cidr: proxy::parse_cidr(&service_range).with_context(|| {
                     format!("--service-cluster-ip-range {service_range}: not an IPv4 CIDR")
                 })?,
-                pod_cidr: proxy::Cidr::parse(&pod_cidr)
+                pod_cidr: proxy::parse_cidr(&pod_cidr)
                     .with_context(|| format!("--pod-cidr {pod_cidr}: not an IPv4 CIDR"))?,
                 bridge_netfilter: proxy::render::host_bridge_netfilter(),
             })
@@ -501,7 +505,7 @@ async fn main() -> anyhow::Result<()> {
                 }
             };
             Some(
-                ServiceProxy::start(client.clone(), cfg.node_name.clone(), settings, mode)
+                ServiceProxy::start(services, cfg.node_name.clone(), settings, mode)
                     .await
                     .context("starting the service proxy")?,
             )

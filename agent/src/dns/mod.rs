@@ -4,17 +4,22 @@
 //! Every pod of the node reaches it on the pod bridge's gateway address
 //! (Docker's embedded resolver forwards there, from the pod's own IP). It
 //! is authoritative for the cluster domain and answers from caches fed by
-//! watches of Services, EndpointSlices and Pods, so answers follow the
+//! watches of Services and EndpointSlices (the agent's shared ones,
+//! `crate::services`) and of Pods, so answers follow the
 //! cluster within a second and keep coming while the control plane is
 //! down. Everything outside the zone goes to the host's upstream
 //! resolvers.
 //!
 //! - [`zone`]: the records, as the Kubernetes DNS specification defines
-//!   them, built from a snapshot of the cluster ([`zone::ClusterState`]),
-//!   and the lookup that answers one question (A, AAAA, SRV, PTR, CNAME,
+//!   them, built from the Services, EndpointSlices and [`pods`].
+//! - [`arena`]: how a zone is stored (one text, sorted names, flat
+//!   records) and packed by its builder.
+//! - [`lookup`]: the answer to one question (A, AAAA, SRV, PTR, CNAME,
 //!   NXDOMAIN/NODATA, autopath for relative names).
-//! - [`cache`]: the watches that keep a [`zone::ClusterState`] and rebuild
-//!   the [`zone::Zone`] once per burst of changes (within 100 ms).
+//! - [`pods`]: what DNS keeps of a Pod.
+//! - [`cache`]: the Pod watch and the subscription to the shared
+//!   Services/EndpointSlices, which rebuild the [`zone::Zone`] once per
+//!   burst of changes (within 100 ms).
 //! - [`server`]: the hickory-server request handler: answers from the
 //!   zone, forwards the rest with a short timeout (SERVFAIL on failure).
 //! - [`udp`]: the UDP workers: answers the zone gave before are sent
@@ -25,8 +30,11 @@
 //!   where the real ones are listed (never a systemd stub, never
 //!   ourselves).
 
+pub mod arena;
 pub mod cache;
+pub mod lookup;
 pub mod memory;
+pub mod pods;
 pub mod server;
 pub mod udp;
 pub mod upstream;
@@ -44,7 +52,10 @@ use tokio::task::JoinHandle;
 
 pub use server::DnsHandler;
 use udp::UdpFront;
-pub use zone::{ClusterState, Zone};
+
+use crate::services::{ServiceCache, ServiceState};
+pub use lookup::Answer;
+pub use zone::Zone;
 
 /// TTL of the records in the zone, as CoreDNS's default for Kubernetes.
 pub const DEFAULT_TTL: u32 = 5;
@@ -62,6 +73,9 @@ pub struct DnsSettings {
     pub upstreams: Vec<SocketAddr>,
     pub ttl: u32,
     pub forward_timeout: Duration,
+    /// The Services and EndpointSlices shared with the service proxy;
+    /// None: the server watches them itself.
+    pub services: Option<ServiceCache>,
 }
 
 /// The zone as the handler reads it: swapped whole on every rebuild.
@@ -71,11 +85,9 @@ pub type SharedZone = Arc<RwLock<Arc<Zone>>>;
 /// Docker gives the bridge of a network created with that subnet
 /// (`10.244.3.0/24` → `10.244.3.1`).
 pub fn gateway_of(pod_cidr: &str) -> Option<Ipv4Addr> {
-    let (addr, len) = pod_cidr.split_once('/')?;
-    let ip: Ipv4Addr = addr.parse().ok()?;
-    let len: u32 = len.parse().ok().filter(|l| *l <= 30)?;
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    Some(Ipv4Addr::from((u32::from(ip) & mask) + 1))
+    let net: ipnet::Ipv4Net = pod_cidr.parse().ok()?;
+    // A /31 or /32 has no gateway besides its hosts.
+    net.hosts().next().filter(|_| net.prefix_len() <= 30)
 }
 
 /// A running DNS server: its sockets and the watches that feed it.
@@ -145,12 +157,21 @@ impl DnsServer {
     /// Starts the watches and the server: the agent's entry point.
     pub async fn start(client: kube::Client, settings: DnsSettings) -> anyhow::Result<DnsServer> {
         let zone: SharedZone = Arc::new(RwLock::new(Arc::new(Zone::build(
-            &ClusterState::default(),
+            &ServiceState::default(),
+            &pods::Pods::new(),
             &settings.domain,
             settings.ttl,
         ))));
         let mut server = Self::serve(&settings, zone.clone()).await?;
-        server.feeders = cache::spawn(client, zone, settings.domain.clone(), settings.ttl);
+        let services =
+            (settings.services.clone()).unwrap_or_else(|| ServiceCache::new(client.clone()));
+        server.feeders = cache::spawn(
+            client,
+            &services,
+            zone,
+            settings.domain.clone(),
+            settings.ttl,
+        );
         tracing::info!(
             addr = %server.local_addr,
             domain = %settings.domain,

@@ -15,7 +15,8 @@ use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseI
 use hickory_server::zone_handler::MessageResponseBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::zone::{Answer, Zone};
+use super::lookup::Answer;
+use super::zone::Zone;
 use super::SharedZone;
 
 /// The UDP payload size we advertise with EDNS (the DNS flag day's).

@@ -17,31 +17,15 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+use super::lookup::{parse_reverse, Answer, MAX_CHAIN};
+use super::pods::{PodInfo, Pods};
 use super::udp::Encoded;
 use super::upstream::{host_resolvers, parse_resolv_conf};
-use super::zone::{parse_reverse, Answer, ClusterState, PodInfo, SliceInfo, SvcInfo};
 use super::{gateway_of, DnsHandler, DnsServer, DnsSettings, SharedZone, Zone};
+use crate::services::tests::{service, slice};
+use crate::services::{ServiceState, SliceInfo, SvcInfo};
 
 pub(super) const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 244, 1, 9));
-
-fn service(ns: &str, name: &str, cluster_ip: &str, ports: serde_json::Value) -> Service {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"clusterIP": cluster_ip, "ports": ports}
-    }))
-    .unwrap()
-}
-
-fn slice(ns: &str, name: &str, svc: &str, endpoints: serde_json::Value) -> EndpointSlice {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns,
-            "labels": {"kubernetes.io/service-name": svc}},
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": [{"name": "web", "port": 80, "protocol": "TCP"}]
-    }))
-    .unwrap()
-}
 
 fn pod(ns: &str, name: &str, ip: &str) -> Pod {
     serde_json::from_value(json!({
@@ -60,14 +44,27 @@ fn key(ns: &str, name: &str) -> (String, String) {
 /// service `nginx` with web-0 and web-1 ready and web-2 not ready, an
 /// ExternalName service, and the client pod `client` (10.244.1.9) in
 /// `default`.
+/// The cluster a test zone is built from.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ClusterState {
+    pub api: ServiceState,
+    pub pods: Pods,
+}
+
+impl ClusterState {
+    pub(super) fn zone(&self) -> Zone {
+        Zone::build(&self.api, &self.pods, "cluster.local", 5)
+    }
+}
+
 pub(super) fn state() -> ClusterState {
     let mut st = ClusterState::default();
     let ports = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
-    st.services.insert(
+    st.api.services.insert(
         key("default", "web"),
         SvcInfo::from_service(&service("default", "web", "10.96.0.20", ports.clone())),
     );
-    st.services.insert(
+    st.api.services.insert(
         key("default", "nginx"),
         SvcInfo::from_service(&service("default", "nginx", "None", ports)),
     );
@@ -76,7 +73,8 @@ pub(super) fn state() -> ClusterState {
         "spec": {"type": "ExternalName", "externalName": "db.example.org"}
     }))
     .unwrap();
-    st.services
+    st.api
+        .services
         .insert(key("default", "ext"), SvcInfo::from_service(&ext));
     let s = slice(
         "default",
@@ -89,7 +87,7 @@ pub(super) fn state() -> ClusterState {
             {"addresses": ["10.244.1.13"], "conditions": {"ready": true}}
         ]),
     );
-    st.slices.insert(
+    st.api.slices.insert(
         key("default", "nginx-abc"),
         SliceInfo::from_slice(&s).unwrap(),
     );
@@ -111,7 +109,7 @@ pub(super) fn state() -> ClusterState {
 }
 
 fn zone() -> Zone {
-    Zone::build(&state(), "cluster.local", 5)
+    state().zone()
 }
 
 fn name(n: &str) -> Name {
@@ -354,14 +352,15 @@ fn external_names_naming_each_other_give_a_bounded_chain() {
             "spec": {"type": "ExternalName", "externalName": target}
         }))
         .unwrap();
-        st.services
+        st.api
+            .services
             .insert(key("default", name), SvcInfo::from_service(&svc));
     }
-    let z = Zone::build(&st, "cluster.local", 5);
+    let z = st.zone();
     // A loop ends after MAX_CHAIN CNAMEs (it overflowed the stack).
     let (rcode, answers, _, _) = ask_zone(&z, "a.default.svc.cluster.local.", RecordType::A);
     assert_eq!(rcode, ResponseCode::NoError);
-    assert_eq!(answers.len(), super::zone::MAX_CHAIN);
+    assert_eq!(answers.len(), MAX_CHAIN);
     assert!(answers.iter().all(|r| r.record_type() == RecordType::CNAME));
     // A chain into the zone ends at the addresses.
     let (_, answers, _, _) = ask_zone(&z, "c.default.svc.cluster.local.", RecordType::A);
@@ -420,9 +419,9 @@ fn finished_and_host_network_pods_have_no_names() {
 #[test]
 fn the_zone_follows_deletions() {
     let mut st = state();
-    st.slices.clear();
-    st.services.remove(&key("default", "web"));
-    let z = Zone::build(&st, "cluster.local", 5);
+    st.api.slices.clear();
+    st.api.services.remove(&key("default", "web"));
+    let z = st.zone();
     let (rcode, _, _, _) = ask_zone(&z, "web.default.svc.cluster.local.", RecordType::A);
     assert_eq!(rcode, ResponseCode::NXDomain);
     let (rcode, _, _, _) = ask_zone(&z, "web-0.nginx.default.svc.cluster.local.", RecordType::A);
@@ -466,13 +465,18 @@ fn the_gateway_is_the_first_address_of_the_pod_cidr() {
         gateway_of("10.244.3.7/24"),
         Some(Ipv4Addr::new(10, 244, 3, 1))
     );
+    assert_eq!(
+        gateway_of("10.244.3.6/30"),
+        Some(Ipv4Addr::new(10, 244, 3, 5))
+    );
+    assert_eq!(gateway_of("10.244.3.6/31"), None, "no room for a gateway");
     assert_eq!(gateway_of("nonsense"), None);
 }
 
 // --- the server on real sockets ---
 
 pub(super) fn shared(st: &ClusterState) -> SharedZone {
-    Arc::new(RwLock::new(Arc::new(Zone::build(st, "cluster.local", 5))))
+    Arc::new(RwLock::new(Arc::new(st.zone())))
 }
 
 pub(super) async fn start_server(upstreams: Vec<SocketAddr>, timeout: Duration) -> DnsServer {
@@ -491,6 +495,7 @@ pub(super) async fn serve_zone(
         upstreams,
         ttl: 5,
         forward_timeout: timeout,
+        services: None,
     };
     DnsServer::serve(&settings, zone).await.unwrap()
 }
@@ -781,78 +786,6 @@ async fn garbage_on_the_socket_leaves_the_server_answering() {
     server.shutdown().await;
 }
 
-#[test]
-fn the_cache_follows_watch_events_and_a_relist_drops_what_went_meanwhile() {
-    use super::cache::apply;
-    use kube::runtime::watcher::Event;
-    let slim: fn(&Service) -> Option<SvcInfo> = |s| Some(SvcInfo::from_service(s));
-    let a = service("default", "a", "10.96.0.1", json!([]));
-    let b = service("default", "b", "10.96.0.2", json!([]));
-    let mut map = std::collections::BTreeMap::new();
-    let mut relist = None;
-    // The first list.
-    assert!(!apply(&mut map, &mut relist, Event::Init, slim));
-    assert!(!apply(
-        &mut map,
-        &mut relist,
-        Event::InitApply(a.clone()),
-        slim
-    ));
-    assert!(!apply(
-        &mut map,
-        &mut relist,
-        Event::InitApply(b.clone()),
-        slim
-    ));
-    assert!(
-        map.is_empty(),
-        "nothing is swapped in before the list is done"
-    );
-    assert!(apply(&mut map, &mut relist, Event::InitDone, slim));
-    assert_eq!(map.len(), 2);
-    // An update that changes nothing DNS sees does not rebuild the zone.
-    let mut a_labelled = a.clone();
-    a_labelled.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
-    assert!(!apply(
-        &mut map,
-        &mut relist,
-        Event::Apply(a_labelled),
-        slim
-    ));
-    let a2 = service("default", "a", "10.96.0.9", json!([]));
-    assert!(apply(&mut map, &mut relist, Event::Apply(a2.clone()), slim));
-    assert_eq!(map[&key("default", "a")].cluster_ips, [ip("10.96.0.9")]);
-    // The watch broke (control plane down) and b was deleted meanwhile:
-    // the re-list has only a, and b goes.
-    assert!(!apply(&mut map, &mut relist, Event::Init, slim));
-    assert!(!apply(&mut map, &mut relist, Event::InitApply(a2), slim));
-    assert_eq!(
-        map.len(),
-        2,
-        "the old objects answer until the re-list is done"
-    );
-    assert!(apply(&mut map, &mut relist, Event::InitDone, slim));
-    assert_eq!(
-        map.keys().cloned().collect::<Vec<_>>(),
-        [key("default", "a")]
-    );
-    assert!(apply(&mut map, &mut relist, Event::Delete(a), slim));
-    assert!(map.is_empty());
-
-    // Slices without a service-name label are not kept.
-    let slim: fn(&EndpointSlice) -> Option<SliceInfo> = SliceInfo::from_slice;
-    let mut unlabelled = slice("default", "s", "web", json!([]));
-    unlabelled.metadata.labels = None;
-    let mut slices = std::collections::BTreeMap::new();
-    assert!(!apply(
-        &mut slices,
-        &mut None,
-        Event::Apply(unlabelled),
-        slim
-    ));
-    assert!(slices.is_empty());
-}
-
 // --- names that exist before the DNS server starts ---
 
 /// An API server on 127.0.0.1 that answers the DNS cache's three watches
@@ -932,6 +865,18 @@ async fn api_with(
     (addr, asked, task)
 }
 
+/// A server on 127.0.0.1 that forwards nowhere.
+fn local_settings(services: Option<crate::services::ServiceCache>) -> DnsSettings {
+    DnsSettings {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        domain: "cluster.local".into(),
+        upstreams: vec![],
+        ttl: 5,
+        forward_timeout: Duration::from_millis(300),
+        services,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
     // The objects are in the cluster before the DNS server starts: its
@@ -953,14 +898,9 @@ async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
     .await;
     let config = kube::Config::new(format!("http://{api}").parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
-    let settings = DnsSettings {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        domain: "cluster.local".into(),
-        upstreams: vec![],
-        ttl: 5,
-        forward_timeout: Duration::from_millis(300),
-    };
-    let server = DnsServer::start(client, settings).await.unwrap();
+    let server = DnsServer::start(client, local_settings(None))
+        .await
+        .unwrap();
 
     let expect = [
         (
@@ -1009,6 +949,84 @@ async fn names_that_exist_before_the_server_starts_resolve_once_it_is_up() {
             >= 3,
         "{asked:?}"
     );
+    server.shutdown().await;
+    api_task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_and_the_proxy_share_one_watch_of_services_and_of_slices() {
+    use crate::services::ServiceCache;
+    let ports = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
+    let (api, asked, api_task) = api_with(
+        vec![service("default", "web", "10.96.0.20", ports)],
+        vec![slice(
+            "default",
+            "web-abc",
+            "web",
+            json!([{"addresses": ["10.244.1.10"]}]),
+        )],
+        vec![],
+    )
+    .await;
+    let config = kube::Config::new(format!("http://{api}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let services = ServiceCache::new(client.clone());
+    // The proxy's subscription, as `ServiceProxy::start` makes it (first):
+    // what it reads each time it is woken.
+    let proxy = Arc::new(tokio::sync::Notify::new());
+    services.subscribe(&proxy);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let proxy_task = tokio::spawn({
+        let (services, seen) = (services.clone(), seen.clone());
+        async move {
+            loop {
+                proxy.notified().await;
+                let st = services.read();
+                seen.lock()
+                    .unwrap()
+                    .push((st.services.len(), st.slices.len()));
+            }
+        }
+    });
+    let server = DnsServer::start(client, local_settings(Some(services.clone())))
+        .await
+        .unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = ask_udp(
+            server.local_addr,
+            "web.default.svc.cluster.local.",
+            RecordType::A,
+        )
+        .await;
+        if ips(&m.answers) == [ip("10.96.0.20")] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "web did not resolve: {m:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The proxy was woken by the same watches and read what DNS did.
+    while !seen.lock().unwrap().contains(&(1, 1)) {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy never saw the service and its slice: {:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy_task.abort();
+    let asked = asked.lock().unwrap().clone();
+    for path in [
+        "/api/v1/services?",
+        "/apis/discovery.k8s.io/v1/endpointslices?",
+    ] {
+        assert_eq!(
+            asked.iter().filter(|u| u.starts_with(path)).count(),
+            1,
+            "one watch of {path} for both: {asked:?}"
+        );
+    }
     server.shutdown().await;
     api_task.abort();
 }

@@ -4,16 +4,17 @@
 //! one of the service's ready endpoints (TCP and UDP); whatever else is
 //! addressed to the service range is rejected ("connection refused").
 //!
-//! - [`model`]: what the proxy keeps of Services and EndpointSlices and the
-//!   service ports with their ready endpoints it makes of them.
+//! - [`model`]: the service ports with their ready endpoints it makes of
+//!   the agent's shared Services and EndpointSlices (`crate::services`).
 //! - [`render`]: the nftables table of those (pure).
 //! - [`nft`]: `nft -f -`, one atomic transaction per sync.
 //! - [`render_iptables`], [`iptables`]: the same as iptables chains and
 //!   one `iptables-restore --noflush` transaction per sync, where
 //!   nftables is unavailable (`--proxy-mode iptables`, kube-proxy's
 //!   iptables mode).
-//! - [`sync`]: the watches and the loop that renders once per burst of
-//!   changes (within 100 ms) and applies what changed.
+//! - [`sync`]: the loop that renders once per burst of changes of the
+//!   shared Services and EndpointSlices (within 100 ms) and applies what
+//!   changed.
 //! - [`hairpin`]: hairpin mode on the pod bridge's ports, so a pod reaches
 //!   itself through its own service.
 //!
@@ -37,7 +38,7 @@ pub mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use model::Cidr;
+pub use model::parse_cidr;
 pub use render::{table_name, Settings};
 pub use sync::ServiceProxy;
 

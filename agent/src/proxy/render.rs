@@ -24,7 +24,9 @@
 
 use std::fmt::Write;
 
-use super::model::{Backend, Cidr, ServicePort};
+use ipnet::Ipv4Net;
+
+use super::model::{Backend, ServicePort};
 
 /// The packet mark of connections to masquerade (kube-proxy's).
 const MASQ_MARK: &str = "0x4000";
@@ -35,9 +37,9 @@ pub struct Settings {
     /// The table's name (in family `ip`).
     pub table: String,
     /// The cluster's service range (`--service-cluster-ip-range`).
-    pub service_cidr: Cidr,
+    pub service_cidr: Ipv4Net,
     /// This node's pod subnet.
-    pub pod_cidr: Cidr,
+    pub pod_cidr: Ipv4Net,
     /// Bridged IPv4 packets go through the host's netfilter hooks
     /// (`net.bridge.bridge-nf-call-iptables = 1`), so replies between pods
     /// of one bridge are un-DNATed without masquerading.
@@ -98,7 +100,7 @@ fn port_id(p: &ServicePort) -> String {
     } else {
         p.port_name.clone()
     };
-    format!("{}/{}/{}/{}", p.namespace, p.service, port, p.proto.nft())
+    format!("{}/{}/{}/{}", p.namespace, p.service, port, p.proto.name())
 }
 
 fn ep_id(p: &ServicePort, b: &Backend) -> String {
@@ -121,7 +123,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
             format!(
                 "{} . {} . {} : goto svc-{}",
                 p.cluster_ip,
-                p.proto.nft(),
+                p.proto.name(),
                 p.port,
                 port_id(p)
             )
@@ -139,7 +141,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
             let np = p.node_port?;
             // Without ready endpoints, filter-input rejects it.
             (!p.backends.is_empty())
-                .then(|| format!("{} . {np} : goto ext-{}", p.proto.nft(), port_id(p)))
+                .then(|| format!("{} . {np} : goto ext-{}", p.proto.name(), port_id(p)))
         })
         .collect();
     map(
@@ -151,7 +153,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
     let no_endpoint_ports: Vec<String> = ports
         .iter()
         .filter(|p| p.backends.is_empty())
-        .filter_map(|p| Some(format!("{} . {}", p.proto.nft(), p.node_port?)))
+        .filter_map(|p| Some(format!("{} . {}", p.proto.name(), p.node_port?)))
         .collect();
     let _ = writeln!(
         s,
@@ -269,7 +271,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
                 );
             }
             let mut rules = Vec::new();
-            if pod_cidr.contains(b.ip) {
+            if pod_cidr.contains(&b.ip) {
                 // Same bridge as the node's pods: the pod itself always
                 // (its reply would not leave it), its neighbours unless
                 // the bridge passes the reply through conntrack.
@@ -285,7 +287,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> String {
             }
             rules.push(format!(
                 "meta l4proto {} dnat to {}:{}",
-                p.proto.nft(),
+                p.proto.name(),
                 b.ip,
                 b.port
             ));

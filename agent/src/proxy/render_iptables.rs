@@ -94,7 +94,7 @@ fn port_id(p: &ServicePort) -> String {
     } else {
         p.port_name.clone()
     };
-    format!("{}/{}/{}/{}", p.namespace, p.service, port, p.proto.nft())
+    format!("{}/{}/{}/{}", p.namespace, p.service, port, p.proto.name())
 }
 
 struct Names {
@@ -134,7 +134,7 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> Ruleset {
     let mut input = Vec::new();
     for p in ports {
         let id = port_id(p);
-        let proto = p.proto.nft();
+        let proto = p.proto.name();
         if p.backends.is_empty() {
             // Left to the reject of the range; a node port is rejected.
             if let Some(np) = p.node_port {
@@ -230,11 +230,11 @@ pub fn render(settings: &Settings, ports: &[ServicePort]) -> Ruleset {
         }
 
         let id = port_id(p);
-        let proto = p.proto.nft();
+        let proto = p.proto.name();
         for b in &p.backends {
             let sep = n.sep(p, b);
             let mut rules = Vec::new();
-            if pod_cidr.contains(b.ip) {
+            if pod_cidr.contains(&b.ip) {
                 // Same bridge as the node's pods: the pod itself always,
                 // its neighbours unless the bridge passes the reply
                 // through conntrack.

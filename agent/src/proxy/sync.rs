@@ -1,25 +1,22 @@
-//! The sync loop: watches of Services and EndpointSlices feed a
-//! [`ProxyState`] (the cluster DNS's watch-cache helper); once per burst
-//! of changes ([`COALESCE`]) the desired service ports are worked out, and
-//! the applier renders them with the backend of the [`ProxyMode`] and
-//! makes the host's rules those, over the last ones, when they differ.
+//! The sync loop: once per burst of changes ([`COALESCE`]) of the agent's
+//! shared Services and EndpointSlices ([`ServiceCache`]) the desired
+//! service ports are worked out, and the applier renders them with the
+//! backend of the [`ProxyMode`] and makes the host's rules those, over the
+//! last ones, when they differ.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::Api;
-use kube::Client;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-use super::model::{desired, ProxyState, ServicePort, SliceInfo, SvcInfo};
+use super::model::{desired, ServicePort};
 use super::render::{render, transaction, Settings};
 use super::render_iptables::{self, Ruleset};
 use super::{iptables, nft, ProxyMode};
-use crate::dns::cache::{feed, rebuild_on_change};
+use crate::services::watch::rebuild_on_change;
+use crate::services::ServiceCache;
 
 /// How long the proxy gathers changes before it renders.
 pub const COALESCE: Duration = Duration::from_millis(100);
@@ -73,7 +70,7 @@ impl ServiceProxy {
     /// Installs the rules with no services (so every service address is
     /// rejected before anything can send to one), then keeps them in sync.
     pub async fn start(
-        client: Client,
+        services: ServiceCache,
         node: String,
         settings: Settings,
         mode: ProxyMode,
@@ -106,8 +103,8 @@ impl ServiceProxy {
             }
         }
         tracing::info!(mode = mode.name(), table = %settings.table, chains = %render_iptables::chain_prefix(&settings.table), service_cidr = %settings.service_cidr, bridge_netfilter = settings.bridge_netfilter, "service proxy: rules installed");
-        let state = Arc::new(Mutex::new(ProxyState::default()));
         let changed = Arc::new(Notify::new());
+        services.subscribe(&changed);
         let (tx, rx) = watch::channel(Vec::new());
         let table = settings.table.clone();
         let applier_settings = settings.clone();
@@ -116,28 +113,8 @@ impl ServiceProxy {
             tasks.push(tokio::spawn(super::hairpin::run(gateway)));
         }
         tasks.extend([
-            tokio::spawn(feed(
-                "service proxy",
-                Api::<Service>::all(client.clone()),
-                state.clone(),
-                changed.clone(),
-                SvcInfo::from_service,
-                |st: &mut ProxyState| &mut st.services,
-            )),
-            tokio::spawn(feed(
-                "service proxy",
-                Api::<EndpointSlice>::all(client),
-                state.clone(),
-                changed.clone(),
-                SliceInfo::from_slice,
-                |st: &mut ProxyState| &mut st.slices,
-            )),
             tokio::spawn(rebuild_on_change(changed, COALESCE, move || {
-                let ports = desired(
-                    &state.lock().expect("proxy state"),
-                    &node,
-                    settings.pod_cidr,
-                );
+                let ports = desired(&services.read(), &node, settings.pod_cidr);
                 tx.send_if_modified(|current| {
                     let differs = *current != ports;
                     if differs {

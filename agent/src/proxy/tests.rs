@@ -7,14 +7,15 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::json;
 
-use super::model::{desired, Backend, Cidr, Proto, ProxyState, ServicePort, SliceInfo, SvcInfo};
+use super::model::{cluster_ipv4, desired, parse_cidr, Backend, Proto, ServicePort};
 use super::render::{render, transaction, Settings};
+use crate::services::{ServiceState, SliceInfo, SvcInfo};
 
 fn settings() -> Settings {
     Settings {
         table: "bosun-n1".into(),
-        service_cidr: Cidr::parse("10.96.0.0/12").unwrap(),
-        pod_cidr: Cidr::parse("10.244.1.0/24").unwrap(),
+        service_cidr: parse_cidr("10.96.0.0/12").unwrap(),
+        pod_cidr: parse_cidr("10.244.1.0/24").unwrap(),
         bridge_netfilter: false,
     }
 }
@@ -235,7 +236,7 @@ fn udp_ports_are_dnatted_as_udp() {
 }
 
 fn service(v: serde_json::Value) -> SvcInfo {
-    SvcInfo::from_service(&serde_json::from_value::<Service>(v).unwrap()).unwrap()
+    SvcInfo::from_service(&serde_json::from_value::<Service>(v).unwrap())
 }
 
 fn slice(v: serde_json::Value) -> SliceInfo {
@@ -244,7 +245,7 @@ fn slice(v: serde_json::Value) -> SliceInfo {
 
 #[test]
 fn only_ready_endpoints_of_the_services_slices_serve_it() {
-    let mut state = ProxyState::default();
+    let mut state = ServiceState::default();
     state.services.insert(
         ("default".into(), "web".into()),
         service(json!({"metadata": {"name": "web"}, "spec": {
@@ -271,7 +272,7 @@ fn only_ready_endpoints_of_the_services_slices_serve_it() {
             "addressType": "IPv4", "ports": [{"name": "http", "port": 9}],
             "endpoints": [{"addresses": ["10.244.1.9"]}]})),
     );
-    let ports = desired(&state, "n1", Cidr::parse("10.244.1.0/24").unwrap());
+    let ports = desired(&state, "n1", parse_cidr("10.244.1.0/24").unwrap());
     assert_eq!(ports.len(), 1);
     let p = &ports[0];
     assert_eq!(p.node_port, Some(31234));
@@ -302,7 +303,7 @@ fn headless_and_external_name_services_are_not_proxied() {
     ] {
         let svc: Service =
             serde_json::from_value(json!({"metadata": {"name": "h"}, "spec": spec})).unwrap();
-        assert!(SvcInfo::from_service(&svc).is_none());
+        assert!(cluster_ipv4(&SvcInfo::from_service(&svc)).is_none());
     }
 }
 

@@ -177,12 +177,13 @@ async fn a_new_zone_is_answered_at_once() {
 
     // web moves to another cluster IP and `new` appears.
     let web_key = ("default".to_string(), "web".to_string());
-    let mut moved = st.services[&web_key].clone();
+    let mut moved = st.api.services[&web_key].clone();
     moved.cluster_ips = vec!["10.96.0.99".parse().unwrap()];
-    st.services.insert(web_key, moved.clone());
-    st.services
+    st.api.services.insert(web_key, moved.clone());
+    st.api
+        .services
         .insert(("default".into(), "new".into()), moved.clone());
-    *zone.write().unwrap() = Arc::new(Zone::build(&st, "cluster.local", 5));
+    *zone.write().unwrap() = Arc::new(st.zone());
     assert_eq!(
         answer_of(ask(server.local_addr, &web).await),
         (ResponseCode::NoError, vec!["10.96.0.99".to_string()])
