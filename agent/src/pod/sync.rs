@@ -26,7 +26,7 @@ use chrono::Utc;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use super::worker::{uid_of, PodWorker};
+use super::worker_state::{uid_of, PodWorker};
 use crate::events::PodEvent;
 use crate::probes::HookState;
 use crate::runtime::{ContainerInfo, Role, RuntimeError};

@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::Notify;
 
 use super::backoff::Backoff;
+use crate::config::service_env::ServiceEnv;
+use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
-use crate::config_sources::ConfigSources;
 use crate::events::PodEvent;
 use crate::probes::ProbeRunner;
 use crate::runtime::{ContainerInfo, ContainerRuntime, Role, RuntimeError};
-use crate::service_env::ServiceEnv;
 use crate::status::Waiting;
 
 /// What one pod's syncs remember, and what one sync collects.
@@ -37,10 +37,10 @@ pub struct PodWorker {
     /// This sync's events.
     pub(super) events: Vec<PodEvent>,
     /// Why claim-backed volumes cannot be mounted yet (claims missing or
-    /// not bound), as [`crate::claims::resolve`] found before this sync.
+    /// not bound), as [`crate::volumes::persistent_claim::resolve`] found before this sync.
     pub unmountable_claims: Vec<String>,
     /// The ConfigMaps and Secrets the containers' environment reads, as
-    /// [`crate::config_sources::resolve`] found them before this sync.
+    /// [`crate::config::sources::resolve`] found them before this sync.
     pub config_sources: ConfigSources,
     /// The Services whose variables containers get; none in unit tests.
     pub services: Option<ServiceEnv>,

@@ -17,11 +17,11 @@ use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::{watch, Notify};
 
-use super::worker::{uid_of, PodWorker};
+use super::worker_state::{uid_of, PodWorker};
+use crate::config::service_env::ServiceEnv;
 use crate::config::AgentConfig;
 use crate::events::Recorder;
 use crate::runtime::ContainerRuntime;
-use crate::service_env::ServiceEnv;
 
 /// One pod's worker task, as the agent's sync loop holds it.
 struct WorkerHandle {
@@ -192,16 +192,16 @@ pub async fn pod_worker_loop(
 
         let seen = with_own_status(&pod, last_status.as_ref());
         // Claim-backed volumes as the hostPaths of their bound volumes.
-        let (seen, unmountable) = crate::claims::resolve(&client, &seen).await;
+        let (seen, unmountable) = crate::volumes::persistent_claim::resolve(&client, &seen).await;
         let waiting_for_claims = !unmountable.is_empty();
         worker.unmountable_claims = unmountable;
         // ConfigMaps and Secrets the environment reads, read afresh each
         // sync: a container waiting for one starts on the sync after it
         // appears.
-        let reads_config = crate::config_sources::references_any(&seen);
+        let reads_config = crate::config::sources::references_any(&seen);
         if reads_config {
             worker.config_sources =
-                crate::config_sources::resolve(&client, &seen, &worker.config_sources).await;
+                crate::config::sources::resolve(&client, &seen, &worker.config_sources).await;
         }
         let wake_after = match worker.sync_pod(&seen).await {
             Ok(synced) => {
@@ -236,7 +236,7 @@ pub async fn pod_worker_loop(
         let waiting_for_config = reads_config && worker_waits_on_config(&last_status);
         let wake_after = if waiting_for_claims || waiting_for_config {
             wake_after.min(Duration::from_secs(1))
-        } else if crate::config_sources::has_config_volumes(&seen) {
+        } else if crate::config::sources::has_config_volumes(&seen) {
             // configMap and secret volumes follow their objects within
             // seconds: read them again every two.
             wake_after.min(Duration::from_secs(2))

@@ -1,24 +1,29 @@
 //! Pod volumes on the node: emptyDir (a directory under the agent's data
 //! dir, tmpfs with `medium: Memory`, removed with the pod), hostPath
 //! (with Kubernetes' `type` checks), and configMap and secret volumes
-//! (made by [`crate::config_volumes`], written by
-//! [`crate::atomic_writer`]; a secret's directory is a tmpfs).
+//! (made by [`crate::volumes::config_volumes`], written by
+//! [`crate::volumes::atomic_writer`]; a secret's directory is a tmpfs).
 //!
 //! The pods directory and each pod's are `0750` and root's: volumes hold
 //! secrets and tokens, and no other user of the host may reach them
 //! (containers get their volumes by bind mounts, which do not pass
 //! through these directories).
 
+pub mod atomic_writer;
+pub mod config_volumes;
+pub mod downward_api;
+pub mod persistent_claim;
+pub mod safe_path;
+pub mod subpath;
+
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
-use crate::atomic_writer::{self, Ownership};
+use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
-use crate::config_sources::ConfigSources;
-use crate::config_volumes;
-use crate::subpath;
+use atomic_writer::Ownership;
 
 /// The mode of the pods directory and of each pod's.
 const POD_DIR_MODE: u32 = 0o750;

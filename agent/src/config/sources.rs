@@ -4,7 +4,7 @@
 //! `makeEnvironmentVariables` makes it.
 //!
 //! [`resolve`] reads every referenced object from the API server before
-//! each sync of the pod (as [`crate::claims::resolve`] does for claims);
+//! each sync of the pod (as [`crate::volumes::persistent_claim::resolve`] does for claims);
 //! a container whose object or key is missing (and not `optional`) waits
 //! with CreateContainerConfigError and the kubelet's message
 //! (`configmap "x" not found`), and starts on a later sync once it
