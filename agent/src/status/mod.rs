@@ -2,6 +2,8 @@
 //! container's state (waiting, running, terminated) with its last state
 //! and restart count, the pod's phase, and its conditions.
 
+pub mod status_manager;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, SecondsFormat, Utc};

@@ -15,6 +15,7 @@ pub mod downward_api;
 pub mod persistent_claim;
 pub mod safe_path;
 pub mod subpath;
+pub mod volume_manager;
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
