@@ -9,18 +9,19 @@
 //! - the watch's copy of the pod, which may still be from before the last
 //!   write, is seen with that write merged in ([`StatusManager::with_own_status`]).
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::Client;
 use serde_json::{json, Value};
 
+use super::to_json;
 use crate::observe::PodStart;
 
 /// What one pod's status writes remember.
 pub struct StatusManager {
     client: Client,
-    /// The status last written (the merge patch's `status`).
-    written: Option<Value>,
+    /// The status last written, and as JSON (the merge patch's `status`).
+    written: Option<(PodStatus, Value)>,
     /// Pod start latency, observed from the statuses written.
     start: PodStart,
 }
@@ -41,26 +42,27 @@ impl StatusManager {
     /// pod's status, so its own last write is never older than the
     /// watched copy.
     pub fn with_own_status(&self, pod: &Pod) -> Pod {
-        with_own_status(pod, self.written.as_ref())
+        with_own_status(pod, self.written.as_ref().map(|(_, json)| json))
     }
 
     /// Writes `status` as the status of `pod` (a merge patch of the status
     /// subresource), unless it is what was last written. A failed write
     /// is logged and tried again with the next status.
-    pub async fn set_pod_status(&mut self, pod: &Pod, status: Value) {
-        if self.written.as_ref() == Some(&status) {
+    pub async fn set_pod_status(&mut self, pod: &Pod, status: PodStatus) {
+        if self.written.as_ref().is_some_and(|(w, _)| *w == status) {
             return;
         }
+        let json = to_json(&status);
         let name = pod.metadata.name.clone().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace(pod));
-        let patch = Patch::Merge(json!({ "status": status }));
+        let patch = Patch::Merge(json!({ "status": json }));
         match api
             .patch_status(&name, &PatchParams::default(), &patch)
             .await
         {
             Ok(_) => {
                 self.start.status_written(pod, &status);
-                self.written = Some(status);
+                self.written = Some((status, json));
             }
             Err(e) => tracing::warn!(pod = %name, error = %e, "writing pod status"),
         }
@@ -69,16 +71,18 @@ impl StatusManager {
     /// Whether a container of the pod waits with CreateContainerConfigError
     /// (a ConfigMap or Secret it reads is missing), as last written.
     pub fn waits_on_config(&self) -> bool {
-        let Some(status) = &self.written else {
+        let Some((status, _)) = &self.written else {
             return false;
         };
-        ["containerStatuses", "initContainerStatuses"]
-            .iter()
-            .any(|k| {
-                status[k].as_array().is_some_and(|list| {
-                    list.iter()
-                        .any(|c| c["state"]["waiting"]["reason"] == "CreateContainerConfigError")
-                })
+        let containers = status.container_statuses.iter().flatten();
+        containers
+            .chain(status.init_container_statuses.iter().flatten())
+            .any(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.waiting.as_ref())
+                    .and_then(|w| w.reason.as_deref())
+                    == Some("CreateContainerConfigError")
             })
     }
 
