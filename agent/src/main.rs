@@ -6,16 +6,16 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bosun::serving::connections::{ConnectionFlags, Limits};
 use bosun::serving::LogFormat;
-use bosun_agent::certificate;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
 use bosun_agent::metrics::MetricsCollector;
 use bosun_agent::network::{self, HostGw};
 use bosun_agent::node;
+use bosun_agent::node::certificate;
 use bosun_agent::proxy::{self, ServiceProxy};
 use bosun_agent::runtime::docker::DockerRuntime;
+use bosun_agent::server::{self, NodeServer};
 use bosun_agent::services::ServiceCache;
-use bosun_agent::streams::{self, StreamServer};
 use bosun_agent::sync_loop::Agent;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -338,7 +338,7 @@ async fn main() -> anyhow::Result<()> {
     if token.is_none() && client_cas.is_empty() {
         bail!("the stream API would accept nobody: the kubeconfig has no cluster CA and its user no token; pass --client-ca-file");
     }
-    let serving = streams::tls::load_or_create(&data_dir, &cert_names, &client_cas)
+    let serving = server::tls::load_or_create(&data_dir, &cert_names, &client_cas)
         .context("making the stream API's certificate")?;
     let (client, rotation) = certificate::client(&kubeconfig_path, client_config)?;
     let pod_cidr = match args.pod_cidr {
@@ -471,10 +471,10 @@ async fn main() -> anyhow::Result<()> {
         }
         .run(stop_rx.clone()),
     );
-    tokio::spawn(streams::serve(
+    tokio::spawn(server::serve(
         stream_listener,
         serving.config,
-        Arc::new(StreamServer {
+        Arc::new(NodeServer {
             rt: rt.clone(),
             node: cfg.node_name.clone(),
             token,

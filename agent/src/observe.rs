@@ -12,14 +12,13 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use bosun::observe::{IMAGE_PULL_BUCKETS, POD_START_BUCKETS};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role, RuntimeError};
 
@@ -158,17 +157,18 @@ impl Default for PodStart {
 
 impl PodStart {
     /// The worker wrote `status` for `pod`.
-    pub fn status_written(&mut self, pod: &Pod, status: &Value) {
-        if !self.running && status["phase"] == "Running" {
+    pub fn status_written(&mut self, pod: &Pod, status: &PodStatus) {
+        if !self.running && status.phase.as_deref() == Some("Running") {
             self.running = true;
             metrics()
                 .pod_start
                 .observe(self.first_seen.elapsed().as_secs_f64());
         }
-        let ready = status["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        });
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         if !self.ready && ready {
             self.ready = true;
             if let Some(created) = &pod.metadata.creation_timestamp {

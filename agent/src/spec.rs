@@ -8,10 +8,10 @@ use std::hash::{Hash, Hasher};
 use bosun::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
-use crate::config_sources::ConfigSources;
 use crate::runtime::{ContainerConfig, DnsConfig, Mount, PodRef, PortMapping, SandboxConfig};
-use crate::{subpath, volumes};
+use crate::volumes::{self, subpath};
 
 /// A problem with the spec that stops a container from being made
 /// (Kubernetes' CreateContainerConfigError).

@@ -17,12 +17,12 @@ use kube::runtime::WatchStreamExt;
 use kube::Client;
 use tokio::sync::watch;
 
+use crate::config::service_env::ServiceEnv;
 use crate::config::AgentConfig;
 use crate::dns::{DnsServer, DnsSettings};
 use crate::events::Recorder;
 use crate::pod::{ensure_pod_network, PodWorkers};
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role};
-use crate::service_env::ServiceEnv;
 
 pub struct Agent {
     pub client: Client,
@@ -106,7 +106,7 @@ impl Agent {
         tracing::info!(node = %self.cfg.node_name, "node registered");
         let heartbeat = self.spawn_heartbeat(runtime_version);
         // Directories of this node's deleted local-path volumes.
-        let volume_cleanup = tokio::spawn(crate::claims::run_cleanup(
+        let volume_cleanup = tokio::spawn(crate::volumes::persistent_claim::run_cleanup(
             self.client.clone(),
             self.cfg.clone(),
         ));

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::backoff::BackoffKey;
 use super::sandbox::Sandbox;
-use super::worker::{app_containers, init_containers, latest, PodWorker};
+use super::worker_state::{app_containers, init_containers, latest, PodWorker};
 use crate::events::PodEvent;
 use crate::runtime::{ContainerInfo, ContainerState, Role, RuntimeError};
 use crate::spec;

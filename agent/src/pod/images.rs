@@ -7,7 +7,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Container;
 
 use super::backoff::BackoffKey;
-use super::worker::PodWorker;
+use super::worker_state::PodWorker;
 use crate::events::PodEvent;
 use crate::runtime::{Role, RuntimeError};
 

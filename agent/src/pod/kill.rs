@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::worker::{app_containers, uid_of, PodWorker};
+use super::worker_state::{app_containers, uid_of, PodWorker};
 use crate::events::PodEvent;
 use crate::probes::{self, Target};
 use crate::runtime::{ContainerInfo, ContainerState, Role, RuntimeError};

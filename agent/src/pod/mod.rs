@@ -1,9 +1,9 @@
 //! One pod's life on this node, as the kubelet's pod workers and
 //! kuberuntime run it.
 //!
-//! - [`workers`]: [`PodWorkers`], one task per pod running
+//! - [`pod_workers`]: [`PodWorkers`], one task per pod running
 //!   [`pod_worker_loop`] (the kubelet's `podWorkerLoop`);
-//! - [`worker`]: [`PodWorker`], what one pod's syncs remember;
+//! - [`worker_state`]: [`PodWorker`], what one pod's syncs remember;
 //! - [`sync`]: one sync of a pod ([`PodWorker::sync_pod`]), a sequence of
 //!   named steps;
 //! - `sandbox`, `containers`, `images`, `probing`: those steps (the
@@ -16,16 +16,16 @@ mod backoff;
 mod containers;
 mod images;
 mod kill;
+pub mod pod_workers;
 mod probing;
 mod sandbox;
 pub mod sync;
-pub mod worker;
-pub mod workers;
+pub mod worker_state;
 
+pub use pod_workers::{pod_worker_loop, PodWorkers};
 pub use sandbox::{ensure_pod_network, Sandbox};
 pub use sync::Synced;
-pub use worker::PodWorker;
-pub use workers::{pod_worker_loop, PodWorkers};
+pub use worker_state::PodWorker;
 
 #[cfg(test)]
 mod tests;

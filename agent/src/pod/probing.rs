@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::kill::stop_container;
-use super::worker::{app_containers, latest, PodWorker};
+use super::worker_state::{app_containers, latest, PodWorker};
 use crate::events::PodEvent;
 use crate::probes::{self, Action, KillReason, ProbeRunner, Target};
 use crate::runtime::{ContainerInfo, ContainerState, Role, RuntimeError};

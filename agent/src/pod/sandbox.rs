@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::worker::{host_network, PodWorker};
+use super::worker_state::{host_network, PodWorker};
 use crate::config::AgentConfig;
 use crate::events::PodEvent;
 use crate::runtime::{ContainerInfo, ContainerRuntime, ContainerState, Role, RuntimeError};
@@ -96,7 +96,9 @@ impl PodWorker {
             .rt
             .run_sandbox(&self.cfg.node_name, &spec::sandbox_config(pod, &self.cfg))
             .await?;
-        *containers = self.pod_containers(&super::worker::uid_of(pod)).await?;
+        *containers = self
+            .pod_containers(&super::worker_state::uid_of(pod))
+            .await?;
         containers
             .iter()
             .find(|c| c.id == id)

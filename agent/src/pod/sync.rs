@@ -23,10 +23,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::Value;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
-use super::worker::{uid_of, PodWorker};
+use super::worker_state::{uid_of, PodWorker};
 use crate::events::PodEvent;
 use crate::probes::HookState;
 use crate::runtime::{ContainerInfo, Role, RuntimeError};
@@ -37,10 +36,17 @@ use crate::volumes;
 #[derive(Debug)]
 pub struct Synced {
     /// The pod's status as it now is.
-    pub status: Value,
+    pub status: PodStatus,
     /// When the worker should look again even if nothing happens.
     pub wake_after: Duration,
     pub events: Vec<PodEvent>,
+}
+
+impl Synced {
+    /// The status as the status manager writes it.
+    pub fn status_json(&self) -> serde_json::Value {
+        status::to_json(&self.status)
+    }
 }
 
 fn is_finished(phase: Option<&str>) -> bool {
@@ -77,7 +83,7 @@ impl PodWorker {
         }
         self.ensure_runners(pod, &containers, pod_ip);
         let status = self.compute_status(pod, &containers, sandbox.pod_ip.clone());
-        if is_finished(status["phase"].as_str()) {
+        if is_finished(status.phase.as_deref()) {
             self.stop_sandbox(&containers).await;
         }
         Ok(Synced {
@@ -93,8 +99,7 @@ impl PodWorker {
         self.runners.clear();
         self.stop_sandbox(containers).await;
         Synced {
-            status: serde_json::to_value(pod.status.clone().unwrap_or_default())
-                .unwrap_or_default(),
+            status: pod.status.clone().unwrap_or_default(),
             wake_after: self.cfg.sync_period,
             events: std::mem::take(&mut self.events),
         }
@@ -143,7 +148,7 @@ impl PodWorker {
         pod: &Pod,
         containers: &[ContainerInfo],
         pod_ip: Option<String>,
-    ) -> Value {
+    ) -> PodStatus {
         let mut ready = BTreeMap::new();
         let mut started = BTreeMap::new();
         let mut creating = Vec::new();

@@ -59,13 +59,16 @@ async fn sandbox_first_then_app_containers() {
             .collect::<Vec<_>>(),
         ["sandbox p", "create app a", "start a"]
     );
-    assert_eq!(s.status["phase"], "Running");
-    assert!(s.status["podIP"].as_str().unwrap().starts_with("10.244."));
+    assert_eq!(s.status_json()["phase"], "Running");
+    assert!(s.status_json()["podIP"]
+        .as_str()
+        .unwrap()
+        .starts_with("10.244."));
     let reasons: Vec<&str> = s.events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, ["Pulled", "Created", "Started"]);
     // A second sync changes nothing.
     let before = rt.calls().len();
-    w.sync_pod(&with_status(p, &s.status)).await.unwrap();
+    w.sync_pod(&with_status(p, &s.status_json())).await.unwrap();
     assert_eq!(rt.calls().len(), before);
 }
 
@@ -78,7 +81,7 @@ async fn init_containers_run_in_order() {
         "containers": [{"name": "a", "image": "bosun.local/busybox:1.35"}]}));
     let s = w.sync_pod(&p).await.unwrap();
     assert_eq!(
-        bosun::printers::pod_status(&json!({"spec": p.spec, "status": s.status})),
+        bosun::printers::pod_status(&json!({"spec": p.spec, "status": s.status_json()})),
         "Init:0/2"
     );
     assert!(rt.calls().contains(&"start i1".to_string()));
@@ -90,7 +93,7 @@ async fn init_containers_run_in_order() {
     rt.exit(&id_of(&rt, "i2"), 0);
     let s = w.sync_pod(&p).await.unwrap();
     assert!(rt.calls().contains(&"start a".to_string()));
-    assert_eq!(s.status["phase"], "Running");
+    assert_eq!(s.status_json()["phase"], "Running");
 }
 
 #[tokio::test]
@@ -101,25 +104,25 @@ async fn crash_loop_backs_off_and_counts_restarts() {
     rt.exit(&id_of(&rt, "a"), 1);
     // The first restart is immediate.
     let s = w.sync_pod(&p).await.unwrap();
-    assert_eq!(s.status["containerStatuses"][0]["restartCount"], 1);
+    assert_eq!(s.status_json()["containerStatuses"][0]["restartCount"], 1);
     assert_eq!(
-        s.status["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+        s.status_json()["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
         1
     );
     rt.exit(&id_of(&rt, "a"), 1);
     // The second waits out the back-off.
     let s = w.sync_pod(&p).await.unwrap();
     assert_eq!(
-        s.status["containerStatuses"][0]["state"]["waiting"]["reason"],
+        s.status_json()["containerStatuses"][0]["state"]["waiting"]["reason"],
         "CrashLoopBackOff"
     );
-    assert_eq!(s.status["phase"], "Running");
+    assert_eq!(s.status_json()["phase"], "Running");
     assert!(s.wake_after <= Duration::from_millis(400));
     assert!(s.events.iter().any(|e| e.reason == "BackOff"));
     tokio::time::sleep(s.wake_after).await;
     let s = w.sync_pod(&p).await.unwrap();
-    assert_eq!(s.status["containerStatuses"][0]["restartCount"], 2);
-    assert!(s.status["containerStatuses"][0]["state"]["running"].is_object());
+    assert_eq!(s.status_json()["containerStatuses"][0]["restartCount"], 2);
+    assert!(s.status_json()["containerStatuses"][0]["state"]["running"].is_object());
 }
 
 #[tokio::test]
@@ -135,8 +138,8 @@ async fn restart_policies() {
         w.sync_pod(&p).await.unwrap();
         rt.exit(&id_of(&rt, "a"), code);
         let s = w.sync_pod(&p).await.unwrap();
-        assert_eq!(s.status["phase"], phase, "{policy} exit {code}");
-        assert_eq!(s.status["containerStatuses"][0]["restartCount"], 0);
+        assert_eq!(s.status_json()["phase"], phase, "{policy} exit {code}");
+        assert_eq!(s.status_json()["containerStatuses"][0]["restartCount"], 0);
     }
 }
 
@@ -148,19 +151,19 @@ async fn missing_image_with_never_and_failed_pull() {
         {"name": "b", "image": "elsewhere:1", "imagePullPolicy": "IfNotPresent"}]}));
     let s = w.sync_pod(&p).await.unwrap();
     assert_eq!(
-        s.status["containerStatuses"][0]["state"]["waiting"]["reason"],
+        s.status_json()["containerStatuses"][0]["state"]["waiting"]["reason"],
         "ErrImageNeverPull"
     );
     assert_eq!(
-        s.status["containerStatuses"][1]["state"]["waiting"]["reason"],
+        s.status_json()["containerStatuses"][1]["state"]["waiting"]["reason"],
         "ErrImagePull"
     );
     let s = w.sync_pod(&p).await.unwrap();
     assert_eq!(
-        s.status["containerStatuses"][1]["state"]["waiting"]["reason"],
+        s.status_json()["containerStatuses"][1]["state"]["waiting"]["reason"],
         "ImagePullBackOff"
     );
-    assert_eq!(s.status["phase"], "Pending");
+    assert_eq!(s.status_json()["phase"], "Pending");
 }
 
 #[tokio::test]
@@ -177,7 +180,7 @@ async fn dead_sandbox_recreates_the_pod() {
         2,
         "one new sandbox and one new app container: {live:?}"
     );
-    assert_eq!(s.status["containerStatuses"][0]["restartCount"], 1);
+    assert_eq!(s.status_json()["containerStatuses"][0]["restartCount"], 1);
 }
 
 /// Syncs whenever the worker's probes wake it until `check` holds;
@@ -201,17 +204,17 @@ async fn sync_until(
         assert!(
             tokio::time::timeout(left, wake.notified()).await.is_ok(),
             "timed out waiting for {what}: {:#}\nevents: {events:?}",
-            s.status
+            s.status_json()
         );
     }
 }
 
-fn cstatus(s: &Synced) -> &Value {
-    &s.status["containerStatuses"][0]
+fn cstatus(s: &Synced) -> Value {
+    s.status_json()["containerStatuses"][0].clone()
 }
 
 fn condition(s: &Synced, kind: &str) -> String {
-    s.status["conditions"]
+    s.status_json()["conditions"]
         .as_array()
         .unwrap()
         .iter()
@@ -256,7 +259,7 @@ async fn failed_liveness_kills_and_restarts_the_container() {
         reasons.ends_with(&["Killing", "Pulled", "Created", "Started"]),
         "{reasons:?}"
     );
-    assert_eq!(s.status["phase"], "Running");
+    assert_eq!(s.status_json()["phase"], "Running");
     assert!(cstatus(&s)["state"]["running"].is_object());
     assert_eq!(cstatus(&s)["lastState"]["terminated"]["exitCode"], 137);
     let calls = rt.calls();
@@ -292,7 +295,7 @@ async fn readiness_drives_ready_and_conditions_without_restarts() {
         "readinessProbe": {"exec": {"command": ["ready"]},
                            "periodSeconds": 1, "failureThreshold": 1}}]}));
     let s = w.sync_pod(&p).await.unwrap();
-    assert_eq!(s.status["phase"], "Running");
+    assert_eq!(s.status_json()["phase"], "Running");
     assert_eq!(
         cstatus(&s)["ready"],
         false,
@@ -326,7 +329,7 @@ async fn startup_probe_holds_started_and_ready() {
     rt.set_exec_result(&id_of(&rt, "a"), 1);
     assert_eq!(cstatus(&s)["started"], false);
     assert_eq!(cstatus(&s)["ready"], false);
-    assert_eq!(s.status["phase"], "Running");
+    assert_eq!(s.status_json()["phase"], "Running");
     // Let it fail once, then pass.
     let (s, _) = sync_until(&mut w, &p, "a failed startup probe", |s| {
         s.events.iter().any(|e| e.reason == "Unhealthy")
@@ -357,7 +360,7 @@ async fn post_start_holds_the_container_and_its_failure_restarts_it() {
         cstatus(&s)["state"]["waiting"]["reason"],
         "ContainerCreating"
     );
-    assert_eq!(s.status["phase"], "Pending");
+    assert_eq!(s.status_json()["phase"], "Pending");
     let (_, events) =
         sync_until(&mut w, &p, "a restart", |s| cstatus(s)["restartCount"] == 1).await;
     let failed = events
@@ -378,7 +381,7 @@ async fn post_start_holds_the_container_and_its_failure_restarts_it() {
         cstatus(s)["state"]["running"].is_object()
     })
     .await;
-    assert_eq!(s.status["phase"], "Running");
+    assert_eq!(s.status_json()["phase"], "Running");
     let second = id_of(&rt, "a");
     assert!(rt.calls().contains(&format!("exec {second} hook")));
     // A sync that finds the instance running does not run the hook again.

@@ -192,14 +192,27 @@ pub fn anonymous_allowed(method: &Method, path: &str) -> bool {
             )
 }
 
+/// The name a list or watch asks for by its field selector
+/// (`metadata.name=NAME` or `==`), which names the object as upstream's
+/// RequestInfo takes it (a node may watch one referenced Secret so).
+pub fn selected_name(query: &[(String, String)]) -> Option<String> {
+    let (_, selector) = query.iter().find(|(k, _)| k == "fieldSelector")?;
+    selector.split(',').find_map(|term| {
+        let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+        (field.trim() == "metadata.name" && !value.contains('=')).then(|| value.trim().to_string())
+    })
+}
+
 /// A 403 unless `who` may do what the request asks of `target` (`body`:
-/// what it sends, whose name a create is judged by).
+/// what it sends, whose name a create is judged by; `selected`: the name
+/// a list or watch selects, see [`selected_name`]).
 pub async fn authorize(
     state: &ApiState,
     who: &Identity,
     method: &Method,
     target: &Target,
     watch: bool,
+    selected: Option<&str>,
     body: Option<&Bytes>,
 ) -> ApiResult<()> {
     if *who == Identity::Anonymous {
@@ -230,7 +243,7 @@ pub async fn authorize(
         resource: target.res.plural,
         subresource: target.subresource.as_deref(),
         namespace: target.namespace.as_deref(),
-        name: target.name.as_deref(),
+        name: target.name.as_deref().or(selected),
         created_name: created.as_deref(),
     };
     auth::authorize(state.store.as_ref(), &state.rbac, who, &attrs)

@@ -326,13 +326,15 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let watch = bosun::serving::query_pairs(&uri)
         .iter()
         .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
+    let selected = authn::selected_name(&bosun::serving::query_pairs(&uri));
+    let selected = selected.as_deref().filter(|_| target.name.is_none());
     if proxy::is_proxied(&target) {
-        authn::authorize(&state, &who, &method, &target, watch, None).await?;
+        authn::authorize(&state, &who, &method, &target, watch, selected, None).await?;
         let pairs = bosun::serving::query_pairs(&uri);
         return proxy::serve(&state, &target, pairs, parts).await;
     }
     let body = read_body(body, state.options.body_limit).await?;
-    authn::authorize(&state, &who, &method, &target, watch, Some(&body)).await?;
+    authn::authorize(&state, &who, &method, &target, watch, selected, Some(&body)).await?;
     let req = ApiRequest {
         who,
         method,

@@ -70,6 +70,7 @@ fn is_write(verb: &str) -> bool {
 pub fn needs(a: &Attributes) -> Needs {
     match (a.group, a.resource, a.subresource, a.verb) {
         ("", r, None, "get") if READ_REFERENCED.contains(&r) => Needs::Pods,
+        ("", "secrets" | "configmaps", None, "list" | "watch") if a.name.is_some() => Needs::Pods,
         ("", "serviceaccounts", Some("token"), "create") => Needs::Pods,
         ("", "pods", Some("status"), v) if is_write(v) => Needs::Object,
         ("", "pods", None, "delete") => Needs::Object,
@@ -88,7 +89,13 @@ pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), Strin
         (g, r, None) if is_read(verb) && READ_ALL.contains(&(g, r)) => Ok(()),
         ("", "pods" | "nodes", Some("status")) if verb == "get" => Ok(()),
         ("", r, None) if READ_REFERENCED.contains(&r) => {
-            if verb != "get" || name.is_empty() {
+            // Secrets and ConfigMaps may also be listed and watched one at
+            // a time (`fieldSelector=metadata.name=NAME`, which names the
+            // object as upstream's RequestInfo takes it), as the kubelet's
+            // watch-based managers do.
+            let by_name = verb == "get"
+                || (matches!(verb, "list" | "watch") && matches!(r, "secrets" | "configmaps"));
+            if !by_name || name.is_empty() {
                 return Err(a.forbidden(&format!(
                     "can only {verb} individual {r} referenced by pods bound to node '{node}'"
                 )));
@@ -362,11 +369,22 @@ mod tests {
         // Without a pod of its own using it, node a gets nothing (the
         // facts hold only the pods bound to the node asking).
         assert!(decide("a", &get("secrets", "mounted"), &facts_of(vec![])).is_err());
-        // Listing or watching secrets is never a node's business.
+        // Listing or watching all secrets is never a node's business.
         let list = attrs("list", "", "secrets", None, Some("default"), None);
         assert!(decide("a", &list, &own)
             .unwrap_err()
             .contains("cannot list"));
+        // One referenced Secret or ConfigMap by name (a field selector on
+        // metadata.name) may be listed and watched; nothing else may.
+        for verb in ["list", "watch"] {
+            let one = |r, n| attrs(verb, "", r, None, Some("default"), Some(n));
+            assert_eq!(needs(&one("secrets", "mounted")), Needs::Pods);
+            assert_eq!(decide("a", &one("secrets", "mounted"), &own), Ok(()));
+            assert_eq!(decide("a", &one("configmaps", "env-cm"), &own), Ok(()));
+            assert!(decide("a", &one("secrets", "db-password"), &own).is_err());
+            assert!(decide("a", &one("persistentvolumeclaims", "data"), &own).is_err());
+            assert!(decide("a", &one("serviceaccounts", "web"), &own).is_err());
+        }
         // Token requests only for service accounts its pods run as.
         let token = |sa| {
             attrs(

@@ -2,7 +2,7 @@
 //! files of a ConfigMap's or Secret's keys (all of them, or `items`
 //! key→path), of the pod's own fields, of a service account token, or of
 //! several of those at once (projected), with `defaultMode` / per-item
-//! `mode`. [`crate::atomic_writer`] writes them.
+//! `mode`. [`crate::volumes::atomic_writer`] writes them.
 //!
 //! A Secret's or projected volume's directory is a tmpfs mount, so its
 //! contents (tokens too) never reach the node's disk; a ConfigMap's or
@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{KeyToPath, Pod, Volume};
 
-pub use crate::atomic_writer::File;
-use crate::atomic_writer::Ownership;
-use crate::config_sources::{token_key, ConfigSources};
-use crate::downward_api;
+use crate::config::sources::{token_key, ConfigSources};
+pub use crate::volumes::atomic_writer::File;
+use crate::volumes::atomic_writer::Ownership;
+use crate::volumes::downward_api;
 
 /// A mode from the API (`defaultMode`, an item's `mode`), or `default`.
 fn mode_of(mode: Option<i32>, default: u32) -> u32 {

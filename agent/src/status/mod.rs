@@ -1,18 +1,37 @@
 //! A pod's status from its containers, by Kubernetes' rules: each
 //! container's state (waiting, running, terminated) with its last state
-//! and restart count, the pod's phase, and its conditions.
+//! and restart count, the pod's phase, and its conditions, as the typed
+//! [`PodStatus`]; [`to_json`] is what the status manager writes.
+
+pub mod status_manager;
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use k8s_openapi::api::core::v1::{Container, Pod};
-use serde_json::{json, Value};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState as State, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
 
 use crate::runtime::{ContainerInfo, ContainerState};
 
-fn ts(t: Option<DateTime<Utc>>) -> Value {
-    t.map(|t| json!(t.to_rfc3339_opts(SecondsFormat::Secs, true)))
-        .unwrap_or(Value::Null)
+/// A time as the API has it (whole seconds).
+fn ts(t: DateTime<Utc>) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(t.timestamp()).unwrap_or_default())
+}
+
+/// The status as JSON, as the kubelet writes it: a condition's unset
+/// `lastProbeTime` is `null` (Go's zero `metav1.Time`), not left out.
+pub fn to_json(status: &PodStatus) -> Value {
+    let mut v = serde_json::to_value(status).unwrap_or_else(|_| Value::Object(Default::default()));
+    for c in v["conditions"].as_array_mut().into_iter().flatten() {
+        if let Some(c) = c.as_object_mut() {
+            c.entry("lastProbeTime").or_insert(Value::Null);
+        }
+    }
+    v
 }
 
 /// Why a container is waiting, when the agent knows better than "it has
@@ -53,19 +72,38 @@ fn instances<'a>(
     (latest, mine.pop())
 }
 
-fn terminated(c: &ContainerInfo) -> Value {
+fn terminated(c: &ContainerInfo) -> State {
     let code = c.exit_code.unwrap_or(0);
     let reason = c
         .reason
         .clone()
         .unwrap_or_else(|| if code == 0 { "Completed" } else { "Error" }.into());
-    json!({"terminated": {
-        "exitCode": code,
-        "reason": reason,
-        "startedAt": ts(c.started_at),
-        "finishedAt": ts(c.finished_at),
-        "containerID": format!("docker://{}", c.id),
-    }})
+    State {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: code as i32,
+            reason: Some(reason),
+            started_at: c.started_at.map(ts),
+            finished_at: c.finished_at.map(ts),
+            container_id: Some(format!("docker://{}", c.id)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn waiting(reason: &str, message: &str) -> State {
+    State {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()).filter(|m| !m.is_empty()),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Whether `state` is a terminated one with exit code 0.
+fn exited_ok(state: &State) -> bool {
+    state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
 }
 
 /// One container's status.
@@ -73,25 +111,26 @@ fn container_status(
     spec: &Container,
     obs: &Observed<'_>,
     default_waiting: &str,
-) -> (Value, Option<&'static str>) {
+) -> (ContainerStatus, Option<&'static str>) {
     let (latest, previous) = instances(obs.containers, &spec.name);
     let waiting_override = obs.waiting.get(&spec.name);
-    let mut last_state = json!({});
+    let mut last_state = State::default();
     let (state, class) = match (latest, waiting_override) {
         (_, Some(w)) => {
             if let Some(l) = latest.filter(|l| l.state == ContainerState::Exited) {
                 last_state = terminated(l);
             }
-            let mut waiting = json!({"reason": w.reason});
-            if !w.message.is_empty() {
-                waiting["message"] = json!(w.message);
-            }
-            (json!({ "waiting": waiting }), "waiting")
+            (waiting(&w.reason, &w.message), "waiting")
         }
-        (None, None) => (json!({"waiting": {"reason": default_waiting}}), "waiting"),
+        (None, None) => (waiting(default_waiting, ""), "waiting"),
         (Some(l), None) => match l.state {
             ContainerState::Running => (
-                json!({"running": {"startedAt": ts(l.started_at)}}),
+                State {
+                    running: Some(ContainerStateRunning {
+                        started_at: l.started_at.map(ts),
+                    }),
+                    ..Default::default()
+                },
                 "running",
             ),
             ContainerState::Exited => (
@@ -102,14 +141,11 @@ fn container_status(
                     "failed"
                 },
             ),
-            ContainerState::Created => (
-                json!({"waiting": {"reason": "ContainerCreating"}}),
-                "waiting",
-            ),
-            ContainerState::Unknown => (json!({"waiting": {"reason": "Unknown"}}), "unknown"),
+            ContainerState::Created => (waiting("ContainerCreating", ""), "waiting"),
+            ContainerState::Unknown => (waiting("Unknown", ""), "unknown"),
         },
     };
-    if last_state == json!({}) {
+    if last_state == State::default() {
         if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
             last_state = terminated(p);
         }
@@ -117,70 +153,63 @@ fn container_status(
     let running = class == "running";
     let started = running && obs.started.get(&spec.name).copied().unwrap_or(true);
     let ready = started && obs.ready.get(&spec.name).copied().unwrap_or(true);
-    let mut status = json!({
-        "name": spec.name,
-        "state": state,
-        "lastState": last_state,
-        "ready": ready,
-        "started": started,
-        "restartCount": latest.map(|l| l.restart_count).unwrap_or(0),
-        "image": spec.image.clone().unwrap_or_default(),
-        "imageID": latest.map(|l| l.image_id.clone()).unwrap_or_default(),
-    });
-    if let Some(l) = latest {
-        status["containerID"] = json!(format!("docker://{}", l.id));
-    }
     let class = match class {
         "running" => Some("running"),
         "succeeded" => Some("succeeded"),
         "failed" => Some("failed"),
         "unknown" => Some("unknown"),
-        _ => None,
-    };
-    // A container waiting to restart after a failure counts as stopped.
-    let class = match class {
-        None if last_state.get("terminated").is_some() => {
-            if last_state["terminated"]["exitCode"] == 0 {
+        // A container waiting to restart after a failure counts as stopped.
+        _ if last_state.terminated.is_some() => {
+            if exited_ok(&last_state) {
                 Some("succeeded")
             } else {
                 Some("failed")
             }
         }
-        other => other,
+        _ => None,
+    };
+    let status = ContainerStatus {
+        name: spec.name.clone(),
+        state: Some(state),
+        last_state: Some(last_state),
+        ready,
+        started: Some(started),
+        restart_count: latest.map(|l| l.restart_count as i32).unwrap_or(0),
+        image: spec.image.clone().unwrap_or_default(),
+        image_id: latest.map(|l| l.image_id.clone()).unwrap_or_default(),
+        container_id: latest.map(|l| format!("docker://{}", l.id)),
+        ..Default::default()
     };
     (status, class)
 }
 
 fn condition(
-    previous: &[Value],
+    previous: &[PodCondition],
     kind: &str,
     ok: bool,
     reason: Option<&str>,
     now: DateTime<Utc>,
-) -> Value {
+) -> PodCondition {
     let status = if ok { "True" } else { "False" };
     let since = previous
         .iter()
-        .find(|c| c["type"] == kind && c["status"] == status)
-        .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| ts(Some(now)));
-    let mut c =
-        json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
-    if let Some(r) = reason.filter(|_| !ok) {
-        c["reason"] = json!(r);
+        .find(|c| c.type_ == kind && c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| ts(now));
+    PodCondition {
+        type_: kind.to_string(),
+        status: status.to_string(),
+        last_transition_time: Some(since),
+        reason: reason.filter(|_| !ok).map(String::from),
+        ..Default::default()
     }
-    c
 }
 
 /// The pod's status.
-pub fn pod_status(obs: &Observed<'_>) -> Value {
+pub fn pod_status(obs: &Observed<'_>) -> PodStatus {
     let spec = obs.pod.spec.clone().unwrap_or_default();
-    let previous =
-        serde_json::to_value(obs.pod.status.clone().unwrap_or_default()).unwrap_or(json!({}));
-    let prev_conditions: Vec<Value> = previous["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let previous = obs.pod.status.clone().unwrap_or_default();
+    let prev_conditions = previous.conditions.clone().unwrap_or_default();
     let restart_policy = spec.restart_policy.as_deref().unwrap_or("Always");
 
     let inits = spec.init_containers.clone().unwrap_or_default();
@@ -189,9 +218,7 @@ pub fn pod_status(obs: &Observed<'_>) -> Value {
     let mut init_failed_for_good = false;
     for c in &inits {
         let (s, class) = container_status(c, obs, "PodInitializing");
-        let done =
-            s["state"]["terminated"]["exitCode"] == 0 && s["state"].get("terminated").is_some();
-        if !done {
+        if !s.state.as_ref().is_some_and(exited_ok) {
             initialized = false;
             if class == Some("failed") && restart_policy == "Never" {
                 init_failed_for_good = true;
@@ -209,7 +236,7 @@ pub fn pod_status(obs: &Observed<'_>) -> Value {
     let mut all_ready = true;
     for c in &spec.containers {
         let (s, class) = container_status(c, obs, app_default);
-        all_ready &= s["ready"] == true;
+        all_ready &= s.ready;
         match class {
             Some("running") => running += 1,
             Some("succeeded") => {
@@ -222,7 +249,6 @@ pub fn pod_status(obs: &Observed<'_>) -> Value {
         }
         statuses.push(s);
     }
-
     let phase = if obs.failed.is_some() || init_failed_for_good {
         "Failed"
     } else if !initialized || waiting > 0 {
@@ -289,38 +315,32 @@ pub fn pod_status(obs: &Observed<'_>) -> Value {
         ),
         condition(&prev_conditions, "PodScheduled", true, None, obs.now),
     ];
-    let start_time = previous
-        .get("startTime")
-        .filter(|t| !t.is_null())
-        .cloned()
-        .unwrap_or_else(|| ts(Some(obs.now)));
-    let mut status = json!({
-        "phase": phase,
-        "conditions": conditions,
-        "hostIP": obs.host_ip,
-        "hostIPs": [{"ip": obs.host_ip}],
-        "startTime": start_time,
-        "containerStatuses": statuses,
-        "qosClass": previous.get("qosClass").cloned().unwrap_or(json!("BestEffort")),
-    });
-    if !inits.is_empty() {
-        status["initContainerStatuses"] = json!(init_statuses);
+    let start_time = previous.start_time.clone().unwrap_or_else(|| ts(obs.now));
+    let (reason, message) = obs.failed.clone().unzip();
+    PodStatus {
+        phase: Some(phase.to_string()),
+        conditions: Some(conditions),
+        host_ip: Some(obs.host_ip.clone()),
+        host_ips: Some(vec![HostIP {
+            ip: obs.host_ip.clone(),
+        }]),
+        start_time: Some(start_time),
+        container_statuses: Some(statuses),
+        init_container_statuses: Some(init_statuses).filter(|_| !inits.is_empty()),
+        qos_class: Some(previous.qos_class.unwrap_or_else(|| "BestEffort".into())),
+        pod_ip: obs.pod_ip.clone(),
+        pod_ips: obs.pod_ip.clone().map(|ip| vec![PodIP { ip }]),
+        reason,
+        message,
+        ..Default::default()
     }
-    if let Some(ip) = &obs.pod_ip {
-        status["podIP"] = json!(ip);
-        status["podIPs"] = json!([{"ip": ip}]);
-    }
-    if let Some((reason, message)) = &obs.failed {
-        status["reason"] = json!(reason);
-        status["message"] = json!(message);
-    }
-    status
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::{PodRef, Role};
+    use serde_json::json;
 
     fn pod(spec: Value) -> Pod {
         serde_json::from_value(
@@ -373,7 +393,7 @@ mod tests {
                 )
             })
             .collect();
-        pod_status(&Observed {
+        to_json(&pod_status(&Observed {
             pod: &pod,
             containers,
             waiting: &waiting,
@@ -383,7 +403,7 @@ mod tests {
             host_ip: "192.168.1.10".into(),
             failed: None,
             now: Utc::now(),
-        })
+        }))
     }
 
     fn one(policy: &str) -> Value {

@@ -55,7 +55,7 @@ use crate::runtime::{
 };
 
 /// What the stream server needs.
-pub struct StreamServer {
+pub struct NodeServer {
     pub rt: Arc<dyn ContainerRuntime>,
     pub node: String,
     /// The bearer token callers without a client certificate may present
@@ -155,7 +155,7 @@ fn flag(query: &HashMap<String, String>, name: &str) -> bool {
     matches!(query.get(name).map(String::as_str), Some("true" | "1"))
 }
 
-impl StreamServer {
+impl NodeServer {
     /// The instances of a pod's container, newest first.
     async fn instances(&self, ns: &str, pod: &str, container: &str) -> Result<Vec<ContainerInfo>> {
         let mut found: Vec<ContainerInfo> = self
@@ -211,14 +211,14 @@ impl StreamServer {
     }
 }
 
-async fn handle(State(server): State<Arc<StreamServer>>, req: Request) -> Response {
+async fn handle(State(server): State<Arc<NodeServer>>, req: Request) -> Response {
     match route(server, req).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
+async fn route(server: Arc<NodeServer>, req: Request) -> Result<Response> {
     let path = req.uri().path().to_string();
     if path == "/healthz" {
         return Ok((StatusCode::OK, "ok").into_response());
@@ -322,12 +322,7 @@ async fn route(server: Arc<StreamServer>, req: Request) -> Result<Response> {
 
 /// `/portForward/{ns}/{pod}`: a WebSocket whose channels carry one
 /// connection per requested port into the pod's network namespace.
-async fn port_forward(
-    server: &StreamServer,
-    ns: &str,
-    pod: &str,
-    req: Request,
-) -> Result<Response> {
+async fn port_forward(server: &NodeServer, ns: &str, pod: &str, req: Request) -> Result<Response> {
     let pairs = bosun::serving::query_pairs(req.uri());
     let ports = portforward::parse_ports(&pairs).map_err(StatusError::bad_request)?;
     let (mut parts, _body) = req.into_parts();
@@ -372,7 +367,7 @@ async fn port_forward(
     Ok(upgrade.on_upgrade(move |ws| portforward::serve(ws, ports, network, who)))
 }
 
-fn stats_summary(server: &StreamServer) -> Result<Response> {
+fn stats_summary(server: &NodeServer) -> Result<Response> {
     let metrics = server.metrics.as_ref().ok_or_else(|| {
         StatusError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -403,7 +398,7 @@ fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<i64>> {
 }
 
 async fn logs(
-    server: &StreamServer,
+    server: &NodeServer,
     ns: &str,
     pod: &str,
     container: &str,
@@ -479,7 +474,7 @@ fn limit_bytes(
 }
 
 /// The stream API as an axum router.
-pub fn router(server: Arc<StreamServer>) -> Router {
+pub fn router(server: Arc<NodeServer>) -> Router {
     Router::new().fallback(handle).with_state(server)
 }
 
@@ -488,7 +483,7 @@ pub fn router(server: Arc<StreamServer>) -> Router {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    server: Arc<StreamServer>,
+    server: Arc<NodeServer>,
     limits: bosun::serving::connections::Limits,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -553,7 +548,7 @@ mod tests {
             fake.set_logs(&id, &format!("run {restart_count}\nbye {restart_count}\n"));
             ids.push(id);
         }
-        let server = StreamServer {
+        let server = NodeServer {
             rt: fake.clone(),
             node: "n1".into(),
             token: Some("t".into()),

@@ -1,21 +1,25 @@
 //! The ConfigMaps and Secrets a pod's containers read their environment
-//! from (`env[].valueFrom.configMapKeyRef|secretKeyRef`, `envFrom`), and
-//! the environment made from them as the kubelet's
+//! from (`env[].valueFrom.configMapKeyRef|secretKeyRef`, `envFrom`) and
+//! its volumes show, and the environment made from them as the kubelet's
 //! `makeEnvironmentVariables` makes it.
 //!
-//! [`resolve`] reads every referenced object from the API server before
-//! each sync of the pod (as [`crate::claims::resolve`] does for claims);
+//! [`ConfigManagers::resolve`] reads every referenced object from the
+//! node's watches ([`super::watch_manager`]) before each sync of the pod;
 //! a container whose object or key is missing (and not `optional`) waits
 //! with CreateContainerConfigError and the kubelet's message
-//! (`configmap "x" not found`), and starts on a later sync once it
-//! appears: the pod worker re-syncs within a second while one waits.
+//! (`configmap "x" not found`), and starts once it appears: the object's
+//! watch wakes the pod's worker.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Container, Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::Client;
+use tokio::sync::Notify;
+
+use super::watch_manager::{ConfigMapManager, SecretManager};
 
 use bosun::names::is_env_var_name;
 
@@ -46,6 +50,23 @@ pub struct Token {
     /// When it was issued and when it expires (Unix seconds).
     pub issued: i64,
     pub expires: i64,
+}
+
+impl ConfigSources {
+    /// How long until one of the tokens must be asked for again (a
+    /// failed one: in two seconds), if the pod has any.
+    pub fn refresh_after(&self, now: i64) -> Option<std::time::Duration> {
+        self.tokens
+            .values()
+            .map(|t| match t {
+                Ok(t) => {
+                    let at = (t.issued + (t.expires - t.issued) * 8 / 10).min(t.issued + 24 * 3600);
+                    std::time::Duration::from_secs((at - now).max(1) as u64)
+                }
+                Err(_) => std::time::Duration::from_secs(2),
+            })
+            .min()
+    }
 }
 
 impl Token {
@@ -163,77 +184,103 @@ fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
     })
 }
 
-/// Reads every ConfigMap and Secret the pod refers to, and gets the
-/// tokens of its projected service account sources (keeping those in
-/// `previous` that are still fresh).
-pub async fn resolve(client: &Client, pod: &Pod, previous: &ConfigSources) -> ConfigSources {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let mut out = ConfigSources::default();
-    let now = chrono::Utc::now().timestamp();
-    for (key, audience, seconds) in token_sources(pod) {
-        let token = match previous.tokens.get(&key) {
-            Some(Ok(t)) if !t.needs_refresh(now) => Ok(t.clone()),
-            _ => request_token(client, pod, audience, seconds, now).await,
-        };
-        out.tokens.insert(key, token);
+/// The node's ConfigMap and Secret managers (one watch per object the
+/// node's pods reference), and the client that asks for tokens.
+#[derive(Clone)]
+pub struct ConfigManagers {
+    client: Client,
+    pub config_maps: ConfigMapManager,
+    pub secrets: SecretManager,
+}
+
+impl ConfigManagers {
+    pub fn new(client: Client) -> Self {
+        ConfigManagers {
+            config_maps: ConfigMapManager::new(client.clone()),
+            secrets: SecretManager::new(client.clone()),
+            client,
+        }
     }
-    let (cms, secrets) = pod_refs(pod);
-    for name in cms {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-        let got = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| format!("couldn't get configMap {ns}/{name}: {e}"));
-        let env = got
-            .as_ref()
-            .map(|cm| cm.as_ref().map(|cm| cm.data.clone().unwrap_or_default()))
-            .map_err(Clone::clone);
-        let files = got.map(|cm| {
-            cm.map(|cm| {
-                let mut f: BTreeMap<String, Vec<u8>> = cm
-                    .data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_bytes()))
-                    .collect();
-                f.extend(
-                    cm.binary_data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.0)),
-                );
-                f
-            })
-        });
-        out.config_maps.insert(name.clone(), env);
-        out.config_map_files.insert(name, files);
+
+    /// Registers what `pod` references with the managers (`wake` is
+    /// notified when one of those objects changes).
+    pub fn register_pod(&self, pod: &Pod, wake: &Arc<Notify>) {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let (cms, secrets) = pod_refs(pod);
+        self.config_maps.register_pod(uid, ns, cms, wake);
+        self.secrets.register_pod(uid, ns, secrets, wake);
     }
-    for name in secrets {
-        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let got = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| format!("couldn't get secret {ns}/{name}: {e}"))
-            .map(|s| {
+
+    /// Pod `uid` is gone.
+    pub fn release_pod(&self, uid: &str) {
+        self.config_maps.release_pod(uid);
+        self.secrets.release_pod(uid);
+    }
+
+    /// Every ConfigMap and Secret the pod refers to, as watched, and the
+    /// tokens of its projected service account sources (keeping those in
+    /// `previous` that are still fresh).
+    pub async fn resolve(&self, pod: &Pod, previous: &ConfigSources) -> ConfigSources {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let mut out = ConfigSources::default();
+        let now = chrono::Utc::now().timestamp();
+        for (key, audience, seconds) in token_sources(pod) {
+            let token = match previous.tokens.get(&key) {
+                Some(Ok(t)) if !t.needs_refresh(now) => Ok(t.clone()),
+                _ => request_token(&self.client, pod, audience, seconds, now).await,
+            };
+            out.tokens.insert(key, token);
+        }
+        let (cms, secrets) = pod_refs(pod);
+        for name in cms {
+            let got = self.config_maps.get(ns, &name).await;
+            let env = got
+                .as_ref()
+                .map(|cm| cm.as_ref().map(|cm| cm.data.clone().unwrap_or_default()))
+                .map_err(Clone::clone);
+            let files = got.map(|cm| {
+                cm.map(|cm| {
+                    let mut f: BTreeMap<String, Vec<u8>> = cm
+                        .data
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                        .collect();
+                    f.extend(
+                        cm.binary_data
+                            .iter()
+                            .flatten()
+                            .map(|(k, v)| (k.clone(), v.0.clone())),
+                    );
+                    f
+                })
+            });
+            out.config_maps.insert(name.clone(), env);
+            out.config_map_files.insert(name, files);
+        }
+        for name in secrets {
+            let got = self.secrets.get(ns, &name).await.map(|s| {
                 s.map(|s| {
                     s.data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.0))
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.0.clone()))
                         .collect::<BTreeMap<String, Vec<u8>>>()
                 })
             });
-        let env = got.as_ref().map_err(Clone::clone).map(|s| {
-            s.as_ref().map(|s| {
-                s.iter()
-                    .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
-                    .collect()
-            })
-        });
-        out.secrets.insert(name.clone(), env);
-        out.secret_files.insert(name, got);
+            let env = got.as_ref().map_err(Clone::clone).map(|s| {
+                s.as_ref().map(|s| {
+                    s.iter()
+                        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+                        .collect()
+                })
+            });
+            out.secrets.insert(name.clone(), env);
+            out.secret_files.insert(name, got);
+        }
+        out
     }
-    out
 }
 
 /// Asks the API for a token of the pod's service account, bound to the

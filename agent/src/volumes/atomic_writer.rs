@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Every path is checked as the kubelet's `validatePayload` does and
-//! opened below the volume's directory ([`crate::safe_path`]), so neither
+//! opened below the volume's directory ([`crate::volumes::safe_path`]), so neither
 //! a bad item path nor a symlink put into the directory leads a write
 //! outside it. The files and directories belong to the pod's user and
 //! group ([`Ownership`]): directories `0700` for a known user (`02750`
@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use nix::fcntl::{renameat, OFlag};
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
-use crate::safe_path::{validate_payload_path, VolumeRoot};
+use crate::volumes::safe_path::{validate_payload_path, VolumeRoot};
 
 /// One file of a volume's payload: its bytes and mode.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,6 +4,8 @@
 //! Node's status only when it changed (Ready, capacity, addresses ...) or
 //! when the last report is older than the report period.
 
+pub mod certificate;
+
 use chrono::{SecondsFormat, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -138,8 +140,8 @@ pub async fn register(client: &Client, cfg: &AgentConfig, health: &Health) -> ku
     // The stream API's certificate, for the control plane to pin (null
     // removes a stale one).
     let annotations = json!({
-        crate::streams::tls::SERVING_CERT_ANNOTATION: cfg.serving_cert,
-        crate::claims::DATA_DIR_ANNOTATION: crate::claims::data_dir(cfg),
+        crate::server::tls::SERVING_CERT_ANNOTATION: cfg.serving_cert,
+        crate::volumes::persistent_claim::DATA_DIR_ANNOTATION: crate::volumes::persistent_claim::data_dir(cfg),
     });
     let existing = nodes.get_opt(&cfg.node_name).await?;
     if existing.is_none() {

@@ -10,13 +10,14 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::Notify;
 
 use super::backoff::Backoff;
+use crate::config::service_env::ServiceEnv;
+use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
-use crate::config_sources::ConfigSources;
 use crate::events::PodEvent;
 use crate::probes::ProbeRunner;
 use crate::runtime::{ContainerInfo, ContainerRuntime, Role, RuntimeError};
-use crate::service_env::ServiceEnv;
 use crate::status::Waiting;
+use crate::volumes::volume_manager::PreparedVolumes;
 
 /// What one pod's syncs remember, and what one sync collects.
 pub struct PodWorker {
@@ -37,10 +38,10 @@ pub struct PodWorker {
     /// This sync's events.
     pub(super) events: Vec<PodEvent>,
     /// Why claim-backed volumes cannot be mounted yet (claims missing or
-    /// not bound), as [`crate::claims::resolve`] found before this sync.
+    /// not bound), as the volume manager found before this sync.
     pub unmountable_claims: Vec<String>,
     /// The ConfigMaps and Secrets the containers' environment reads, as
-    /// [`crate::config_sources::resolve`] found them before this sync.
+    /// the volume manager found them before this sync.
     pub config_sources: ConfigSources,
     /// The Services whose variables containers get; none in unit tests.
     pub services: Option<ServiceEnv>,
@@ -108,6 +109,14 @@ impl PodWorker {
         uid: &str,
     ) -> Result<Vec<ContainerInfo>, RuntimeError> {
         self.rt.list_pod_containers(&self.cfg.node_name, uid).await
+    }
+
+    /// Takes what the volume manager found before this sync, and gives
+    /// the pod as the sync sees it (bound claims as hostPaths).
+    pub fn use_volumes(&mut self, prepared: &PreparedVolumes) -> Pod {
+        self.unmountable_claims = prepared.unmountable_claims.clone();
+        self.config_sources = prepared.config_sources.clone();
+        prepared.pod.clone()
     }
 
     /// The pod's IP: the node's with hostNetwork, else the sandbox's.

@@ -1,37 +1,39 @@
-//! Pod volumes on the node: emptyDir (a directory under the agent's data
-//! dir, tmpfs with `medium: Memory`, removed with the pod), hostPath
-//! (with Kubernetes' `type` checks), and configMap and secret volumes
-//! (made by [`crate::config_volumes`], written by
-//! [`crate::atomic_writer`]; a secret's directory is a tmpfs).
+//! Pod volumes on the node: emptyDir (`empty_dir`: a directory under the
+//! agent's data dir, tmpfs with `medium: Memory`, removed with the pod),
+//! hostPath (`host_path`: with Kubernetes' `type` checks), claims
+//! ([`persistent_claim`], found by the [`volume_manager`]), and configMap,
+//! secret, downwardAPI and projected volumes
+//! (made by [`crate::volumes::config_volumes`], written by
+//! [`crate::volumes::atomic_writer`]; a secret's directory is a tmpfs).
 //!
 //! The pods directory and each pod's are `0750` and root's: volumes hold
 //! secrets and tokens, and no other user of the host may reach them
 //! (containers get their volumes by bind mounts, which do not pass
 //! through these directories).
 
-use std::os::unix::fs::FileTypeExt;
+pub mod atomic_writer;
+pub mod config_volumes;
+pub mod downward_api;
+mod empty_dir;
+mod host_path;
+pub mod persistent_claim;
+pub mod safe_path;
+pub mod subpath;
+pub mod volume_manager;
+
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
-use crate::atomic_writer::{self, Ownership};
+use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
-use crate::config_sources::ConfigSources;
-use crate::config_volumes;
-use crate::subpath;
+use atomic_writer::Ownership;
 
 /// The mode of the pods directory and of each pod's.
 const POD_DIR_MODE: u32 = 0o750;
 
 pub fn pod_dir(cfg: &AgentConfig, uid: &str) -> PathBuf {
     cfg.data_dir.join("pods").join(uid)
-}
-
-fn empty_dir_path(cfg: &AgentConfig, uid: &str, name: &str) -> PathBuf {
-    pod_dir(cfg, uid)
-        .join("volumes")
-        .join("empty-dir")
-        .join(name)
 }
 
 /// Where a configMap (`configmap`) or secret (`secret`) volume lives.
@@ -53,7 +55,7 @@ pub fn host_path_of(pod: &Pod, name: &str, cfg: &AgentConfig) -> Result<String, 
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let v = volume(pod, name).ok_or_else(|| format!("no volume named {name:?} in the pod"))?;
     if v.empty_dir.is_some() {
-        return Ok(empty_dir_path(cfg, uid, name)
+        return Ok(empty_dir::path(cfg, uid, name)
             .to_string_lossy()
             .into_owned());
     }
@@ -89,7 +91,7 @@ pub fn is_api_data(pod: &Pod, name: &str) -> bool {
     volume(pod, name).is_some_and(|v| file_volume_kind(v).is_some())
 }
 
-fn is_mounted(path: &Path) -> bool {
+pub(super) fn is_mounted(path: &Path) -> bool {
     let target = path.to_string_lossy();
     std::fs::read_to_string("/proc/mounts")
         .map(|m| {
@@ -97,48 +99,6 @@ fn is_mounted(path: &Path) -> bool {
                 .any(|l| l.split_whitespace().nth(1) == Some(&*target))
         })
         .unwrap_or(false)
-}
-
-/// Checks a hostPath against its `type`, creating it where the type says
-/// so; `path` is the engine's, seen here under `root`.
-fn check_host_path(root: &Path, path: &str, kind: &str) -> Result<(), String> {
-    let seen = root.join(path.trim_start_matches('/'));
-    let p = seen.as_path();
-    let meta = std::fs::metadata(p);
-    let must_be = |ok: bool, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("hostPath type check failed: {path} is not {what}"))
-        }
-    };
-    let is =
-        |test: fn(&std::fs::FileType) -> bool| meta.as_ref().is_ok_and(|m| test(&m.file_type()));
-    match kind {
-        "" => Ok(()),
-        "DirectoryOrCreate" | "Directory" => {
-            if kind == "DirectoryOrCreate" && !p.exists() {
-                std::fs::create_dir_all(p).map_err(|e| format!("creating {path}: {e}"))?;
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
-            }
-            must_be(p.is_dir(), "a directory")
-        }
-        "FileOrCreate" | "File" => {
-            if kind == "FileOrCreate" && !p.exists() {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| format!("creating {path}: {e}"))?;
-            }
-            must_be(p.is_file(), "a file")
-        }
-        "Socket" => must_be(is(FileTypeExt::is_socket), "a socket"),
-        "CharDevice" => must_be(is(FileTypeExt::is_char_device), "a character device"),
-        "BlockDevice" => must_be(is(FileTypeExt::is_block_device), "a block device"),
-        other => Err(format!("unknown hostPath type {other:?}")),
-    }
 }
 
 fn mount_tmpfs(dir: &Path, opts: &str) -> Result<(), String> {
@@ -240,30 +200,11 @@ pub fn setup(pod: &Pod, cfg: &AgentConfig, sources: &ConfigSources) -> Result<()
         .unwrap_or_default();
     for v in volumes {
         if let Some(ed) = &v.empty_dir {
-            let dir = empty_dir_path(cfg, uid, &v.name);
-            std::fs::create_dir_all(&dir).map_err(|e| format!("emptyDir {}: {e}", v.name))?;
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
-            if ed.medium.as_deref() == Some("Memory") && !is_mounted(&dir) {
-                let mut opts = String::from("mode=0777");
-                if let Some(limit) = &ed.size_limit {
-                    if let Ok(q) = bosun::quantity::parse_quantity(&limit.0) {
-                        opts.push_str(&format!(",size={}", q.value()));
-                    }
-                }
-                let status = std::process::Command::new("mount")
-                    .args(["-t", "tmpfs", "-o", &opts, "tmpfs"])
-                    .arg(&dir)
-                    .status()
-                    .map_err(|e| format!("emptyDir {} (Memory): mount: {e}", v.name))?;
-                if !status.success() {
-                    return Err(format!("emptyDir {} (Memory): mount tmpfs failed", v.name));
-                }
-            }
+            empty_dir::set_up(cfg, uid, &v.name, ed)?;
         }
         setup_config_volume(&v, pod, cfg, sources)?;
         if let Some(hp) = &v.host_path {
-            check_host_path(&cfg.host_root, &hp.path, hp.type_.as_deref().unwrap_or(""))
+            host_path::check_host_path(&cfg.host_root, &hp.path, hp.type_.as_deref().unwrap_or(""))
                 .map_err(|e| format!("hostPath {}: {e}", v.name))?;
         }
     }
@@ -293,42 +234,5 @@ pub fn teardown(cfg: &AgentConfig, uid: &str) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(dir = %dir.display(), error = %e, "removing pod volumes");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_path_types() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().join("made");
-        check_host_path(Path::new("/"), d.to_str().unwrap(), "DirectoryOrCreate").unwrap();
-        assert!(d.is_dir());
-        check_host_path(Path::new("/"), d.to_str().unwrap(), "Directory").unwrap();
-        assert!(check_host_path(Path::new("/"), d.to_str().unwrap(), "File").is_err());
-        let f = dir.path().join("f");
-        check_host_path(Path::new("/"), f.to_str().unwrap(), "FileOrCreate").unwrap();
-        assert!(f.is_file());
-        assert!(check_host_path(
-            Path::new("/"),
-            dir.path().join("nope").to_str().unwrap(),
-            "Directory"
-        )
-        .is_err());
-        assert!(check_host_path(Path::new("/"), "/dev/null", "CharDevice").is_ok());
-        assert!(check_host_path(Path::new("/"), "/dev/null", "Socket").is_err());
-    }
-
-    #[test]
-    fn host_paths_are_the_engines_seen_under_the_host_root() {
-        // An agent in a container sees the engine's / at --host-root.
-        let engine = tempfile::tempdir().unwrap();
-        check_host_path(engine.path(), "/srv/data", "DirectoryOrCreate").unwrap();
-        assert!(engine.path().join("srv/data").is_dir());
-        let err = check_host_path(engine.path(), "/srv/data", "File").unwrap_err();
-        assert!(err.contains("/srv/data is not a file"), "{err}");
-        assert!(!err.contains(&engine.path().display().to_string()), "{err}");
     }
 }

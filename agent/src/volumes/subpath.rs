@@ -5,7 +5,7 @@
 //! emptyDir it mounts writable: `ln -s / /data/escape`), so the subPath is
 //! never joined onto the volume's directory and handed to Docker, which
 //! would follow the link onto the host. Instead it is opened below the
-//! volume ([`crate::safe_path`]: `openat2` with `RESOLVE_BENEATH`), and
+//! volume ([`crate::volumes::safe_path`]: `openat2` with `RESOLVE_BENEATH`), and
 //! the very file or directory that descriptor holds is bind-mounted
 //! through `/proc/self/fd/N` onto
 //! `<pod dir>/volume-subpaths/<volume>/<container>/<mount index>`, which
@@ -20,7 +20,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::{fstat, SFlag};
 
-use crate::safe_path::{is_escape, VolumeRoot};
+use crate::volumes::safe_path::{is_escape, VolumeRoot};
 
 /// The directory of a pod's subPath binds.
 const DIR: &str = "volume-subpaths";

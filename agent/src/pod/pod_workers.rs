@@ -1,0 +1,235 @@
+//! The pod workers and the loop that drives each, as the kubelet's
+//! `podWorkers`: the agent's sync loop hands every pod bound to the node
+//! to [`PodWorkers::update_pod`], which gives each pod a task running
+//! [`pod_worker_loop`]. The loop syncs the pod ([`PodWorker::sync_pod`])
+//! and writes its status whenever the pod object changes, the relist sees
+//! its containers change, a probe result matters, or the sync's
+//! `wake_after` passes; a deleted pod is killed ([`PodWorker::kill_pod`])
+//! and its object removed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use tokio::sync::{watch, Notify};
+
+use super::worker_state::{uid_of, PodWorker};
+use crate::config::service_env::ServiceEnv;
+use crate::config::AgentConfig;
+use crate::events::Recorder;
+use crate::runtime::ContainerRuntime;
+use crate::status::status_manager::StatusManager;
+use crate::volumes::volume_manager::VolumeManager;
+
+/// One pod's worker task, as the agent's sync loop holds it.
+struct WorkerHandle {
+    /// The pod object as last watched; `None` once it is gone.
+    pod: watch::Sender<Option<Pod>>,
+    /// Wakes the worker when the relist sees its containers change.
+    poke: Arc<Notify>,
+}
+
+/// The pod workers of this node, by pod UID (the kubelet's `podWorkers`).
+pub struct PodWorkers {
+    rt: Arc<dyn ContainerRuntime>,
+    cfg: Arc<AgentConfig>,
+    client: Client,
+    recorder: Recorder,
+    /// The node's volume manager (and ConfigMap and Secret managers).
+    volumes: VolumeManager,
+    /// The Services whose variables containers get, if watched.
+    services: Option<ServiceEnv>,
+    workers: HashMap<String, WorkerHandle>,
+}
+
+impl PodWorkers {
+    pub fn new(
+        rt: Arc<dyn ContainerRuntime>,
+        cfg: Arc<AgentConfig>,
+        client: Client,
+        recorder: Recorder,
+    ) -> Self {
+        PodWorkers {
+            rt,
+            cfg,
+            volumes: VolumeManager::new(client.clone()),
+            client,
+            recorder,
+            services: None,
+            workers: HashMap::new(),
+        }
+    }
+
+    /// Gives every container the variables of the Services in `services`.
+    pub fn with_services(mut self, services: ServiceEnv) -> Self {
+        self.services = Some(services);
+        self
+    }
+
+    /// Hands the pod's latest object to its worker, starting a worker
+    /// (a task running [`pod_worker_loop`]) if the pod has none running
+    /// (the kubelet's `UpdatePod`).
+    pub fn update_pod(&mut self, pod: Pod) {
+        let uid = uid_of(&pod);
+        if let Some(w) = self.workers.get(&uid) {
+            if !w.pod.is_closed() {
+                let _ = w.pod.send(Some(pod));
+                return;
+            }
+        }
+        let (tx, rx) = watch::channel(Some(pod));
+        let poke = Arc::new(Notify::new());
+        self.workers.insert(
+            uid,
+            WorkerHandle {
+                pod: tx,
+                poke: poke.clone(),
+            },
+        );
+        let mut worker = PodWorker::new(self.rt.clone(), self.cfg.clone());
+        worker.services = self.services.clone();
+        tokio::spawn(pod_worker_loop(
+            worker,
+            StatusManager::new(self.client.clone()),
+            self.volumes.clone(),
+            self.recorder.clone(),
+            rx,
+            poke,
+        ));
+    }
+
+    /// Tells the worker of pod `uid` that the pod object is gone.
+    pub fn pod_gone(&self, uid: &str) {
+        if let Some(w) = self.workers.get(uid) {
+            let _ = w.pod.send(None);
+        }
+    }
+
+    /// Tells every worker whose pod is not `listed` that its pod is gone.
+    pub fn keep_only(&self, listed: &HashSet<String>) {
+        for (uid, w) in &self.workers {
+            if !listed.contains(uid) {
+                let _ = w.pod.send(None);
+            }
+        }
+    }
+
+    /// Forgets the workers whose loop has ended.
+    pub fn forget_finished(&mut self) {
+        self.workers.retain(|_, w| !w.pod.is_closed());
+    }
+
+    /// Wakes the worker of every pod `changed` holds for.
+    pub fn poke(&self, changed: impl Fn(&str) -> bool) {
+        for (uid, w) in &self.workers {
+            if changed(uid) {
+                w.poke.notify_one();
+            }
+        }
+    }
+
+    /// Whether pod `uid` has a worker (it may be finishing the pod).
+    pub fn contains(&self, uid: &str) -> bool {
+        self.workers.contains_key(uid)
+    }
+}
+
+/// One pod's loop (the kubelet's `podWorkerLoop`): find what the pod's
+/// volumes are made of, sync the pod and have its status written, then
+/// wait for the next reason to look again; kill the pod once it is being
+/// deleted or its object is gone.
+pub async fn pod_worker_loop(
+    mut worker: PodWorker,
+    mut status: StatusManager,
+    volumes: VolumeManager,
+    recorder: Recorder,
+    mut rx: watch::Receiver<Option<Pod>>,
+    poke: Arc<Notify>,
+) {
+    let mut last_pod: Option<Pod> = None;
+    let mut retry = Duration::from_millis(500);
+    // Probe results that change the pod's status or need acting on, and
+    // changes of the ConfigMaps and Secrets it reads.
+    let wake = worker.wake_handle();
+    // However the loop ends, the pod lets go of its ConfigMaps and Secrets.
+    let uid = rx.borrow().as_ref().map(uid_of).unwrap_or_default();
+    let _release = Released(&volumes, uid);
+    loop {
+        let current = rx.borrow_and_update().clone();
+        let Some(pod) = current else {
+            // The pod object is gone (force-deleted): stop at once.
+            if let Some(p) = &last_pod {
+                kill(&mut worker, &recorder, p, Duration::from_secs(0)).await;
+            }
+            return;
+        };
+        last_pod = Some(pod.clone());
+        if pod.metadata.deletion_timestamp.is_some() {
+            let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
+            if kill(
+                &mut worker,
+                &recorder,
+                &pod,
+                Duration::from_secs(grace.max(0) as u64),
+            )
+            .await
+            {
+                status.finish_deletion(&pod).await;
+                return;
+            }
+            tokio::time::sleep(retry).await;
+            continue;
+        }
+        let seen = status.with_own_status(&pod);
+        let prepared = volumes.prepare(&seen, &worker.config_sources, &wake).await;
+        let seen = worker.use_volumes(&prepared);
+        let wake_after = match worker.sync_pod(&seen).await {
+            Ok(synced) => {
+                retry = Duration::from_millis(500);
+                recorder.pod_events(&pod, synced.events);
+                status.set_pod_status(&pod, synced.status).await;
+                synced.wake_after
+            }
+            Err(e) => {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                tracing::warn!(pod = %name, error = %e, "syncing pod; retrying in {retry:?}");
+                retry = (retry * 2).min(Duration::from_secs(10));
+                retry
+            }
+        };
+        let wake_after = wake_after.min(volumes.recheck_after(&prepared, status.waits_on_config()));
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { return },
+            _ = poke.notified() => {}
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(wake_after) => {}
+        }
+    }
+}
+
+/// Releases the pod's references when its loop ends.
+struct Released<'a>(&'a VolumeManager, String);
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        self.0.release_pod(&self.1);
+    }
+}
+
+/// Stops and removes the pod's containers within `grace`, recording what
+/// happened; false (logged) if that failed and must be tried again.
+async fn kill(worker: &mut PodWorker, recorder: &Recorder, pod: &Pod, grace: Duration) -> bool {
+    match worker.kill_pod(pod, grace).await {
+        Ok(events) => {
+            recorder.pod_events(pod, events);
+            true
+        }
+        Err(e) => {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            tracing::warn!(pod = %name, error = %e, "stopping a deleted pod");
+            false
+        }
+    }
+}
