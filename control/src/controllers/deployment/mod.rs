@@ -73,7 +73,7 @@ pub enum Error {
 }
 
 /// What a reconcile needs.
-pub struct Ctx {
+pub struct Context {
     pub client: kube::Client,
     pub replica_sets: Store<ReplicaSet>,
     pub pods: Store<Pod>,
@@ -106,7 +106,7 @@ pub fn start_with(shared: &Arc<Shared>, rollout_resync: Duration) -> BoxFuture<'
         let rs_store = replica_sets.clone();
         move |pod: Pod| deployment_of_pod(&rs_store, &pod)
     });
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: shared.client_for("deployment"),
         replica_sets,
         pods: informers.store::<Pod>(),
@@ -132,7 +132,7 @@ fn deployment_of_pod(replica_sets: &Store<ReplicaSet>, pod: &Pod) -> Option<Obje
 pub(crate) use crate::toolkit::controller_of;
 
 /// One sync of one Deployment (`syncDeployment`).
-pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Context>) -> Result<Action, Error> {
     let mut run = rollout::Rollout::new(&ctx, (*d).clone());
     run.sync_deployment().await?;
     Ok(run.next_action())

@@ -16,7 +16,7 @@ use serde_json::json;
 use bosun::events::EventType;
 
 use super::{
-    reference, Ctx, Error, ANN_PROVISIONED_BY, CLEANUP_FINALIZER, DATA_DIR_ANNOTATION,
+    reference, Context, Error, ANN_PROVISIONED_BY, CLEANUP_FINALIZER, DATA_DIR_ANNOTATION,
     LOCAL_PATH_PROVISIONER,
 };
 
@@ -80,7 +80,7 @@ pub async fn provision(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
     node: Option<&str>,
-    ctx: &Ctx,
+    ctx: &Context,
 ) -> Result<(), Error> {
     let failed = |msg: String| {
         ctx.recorder.record(
