@@ -10,30 +10,22 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use bosun::resources::{by_name, ResourceInfo};
+// Deployment annotations an undo keeps from the deployment rather than
+// taking from the ReplicaSet (kubectl's `annotationsToSkip`).
+use bosun::well_known::{
+    CHANGE_CAUSE, DEPLOYMENT_ANNOTATIONS_TO_SKIP as ANNOTATIONS_TO_SKIP, REVISION,
+};
 
 use super::client::{with_query, Ctx};
 use super::delete::parse_duration;
 use super::describe::{pod_template_text, tabwrite};
 use super::errors;
-use super::record::CHANGE_CAUSE;
 use super::replica_sets::{controlled_by, without_hash};
 use super::rollout_daemonset as daemonset;
 use super::rollout_statefulset as statefulset;
 use super::targets::parse_targets;
 
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
-
-/// Deployment annotations an undo keeps from the deployment rather than
-/// taking from the ReplicaSet (kubectl's `annotationsToSkip`).
-const ANNOTATIONS_TO_SKIP: &[&str] = &[
-    "kubectl.kubernetes.io/last-applied-configuration",
-    REVISION,
-    "deployment.kubernetes.io/revision-history",
-    "deployment.kubernetes.io/desired-replicas",
-    "deployment.kubernetes.io/max-replicas",
-    "deprecated.deployment.rollback.to",
-];
 
 #[derive(Debug, Args)]
 pub struct RolloutArgs {

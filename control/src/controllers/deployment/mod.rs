@@ -46,11 +46,6 @@ pub use hash::compute_hash;
 
 /// The label that tells a Deployment's sets (and their pods) apart.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
-pub const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
-pub const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
-pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
-pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
 /// How often a Deployment whose rollout is not complete is looked at
 /// again even without news (the progress deadline has its own requeue).

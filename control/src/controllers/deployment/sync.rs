@@ -13,30 +13,19 @@ use serde_json::json;
 
 use bosun::events::EventType;
 use bosun::selector::LabelSelector;
+// Deployment annotations not copied onto its new set.
+use bosun::well_known::{DEPLOYMENT_ANNOTATIONS_TO_SKIP as NOT_COPIED, REVISION, REVISION_HISTORY};
 
 use super::hash::{compute_hash, equal_ignore_hash};
 use super::progress::{self, has_progress_deadline};
 use super::replicas::{self, spec_replicas};
 use super::rollout::Rollout;
-use super::{
-    controller_of, Error, DESIRED_REPLICAS, MAX_REPLICAS, POD_TEMPLATE_HASH, RESYNC, REVISION,
-    REVISION_HISTORY,
-};
+use super::{controller_of, Error, POD_TEMPLATE_HASH, RESYNC};
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::{controller_ref, ClaimManager};
 
 /// The longest `revision-history` annotation Kubernetes keeps.
 const MAX_REVISION_HISTORY_CHARS: usize = 2000;
-
-/// Deployment annotations not copied onto its new set.
-const NOT_COPIED: &[&str] = &[
-    "kubectl.kubernetes.io/last-applied-configuration",
-    REVISION,
-    REVISION_HISTORY,
-    DESIRED_REPLICAS,
-    MAX_REPLICAS,
-    "deprecated.deployment.rollback.to",
-];
 
 pub fn revision_of(rs: &ReplicaSet) -> i64 {
     rs.metadata

@@ -57,7 +57,7 @@ use plan::MAX_ENDPOINTS_PER_SLICE;
 const RESYNC: Duration = Duration::from_secs(60);
 
 /// The label naming a slice's service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub use bosun::well_known::SERVICE_NAME_LABEL;
 /// The label naming who manages a slice, and this controller's value.
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";

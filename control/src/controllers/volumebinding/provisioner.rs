@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use bosun::events::EventType;
+use bosun::well_known::HOSTNAME_LABEL;
 
 use super::{
     reference, Context, Error, ANN_PROVISIONED_BY, CLEANUP_FINALIZER, DATA_DIR_ANNOTATION,
@@ -63,7 +64,7 @@ pub fn volume_for(
             "volumeMode": spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
             "hostPath": {"path": path, "type": "DirectoryOrCreate"},
             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}
             ]}]}},
             "claimRef": {
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim",
