@@ -8,8 +8,8 @@
 //!
 //! - [`hash`]: the pod-template-hash and template equality;
 //! - [`replicas`]: maxSurge / maxUnavailable, counts, proportional scaling;
-//! - [`sync`]: claiming sets, the new set and revisions, scaling, history
-//!   cleanup, status;
+//! - [`sync`]: claiming sets, scaling, history cleanup, status;
+//! - [`new_set`]: the new set (found, updated or created) and revisions;
 //! - [`rolling`], [`recreate`]: the two strategies;
 //! - [`progress`]: the Progressing and Available conditions.
 //!
@@ -18,6 +18,7 @@
 //! controller then sees a template change like any other.
 
 mod hash;
+mod new_set;
 mod progress;
 mod recreate;
 mod replicas;
