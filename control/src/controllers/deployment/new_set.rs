@@ -17,7 +17,6 @@ use super::hash::{compute_hash, equal_ignore_hash};
 use super::progress::{self, has_progress_deadline};
 use super::replicas;
 use super::rollout::Rollout;
-use super::sync::name_of;
 use super::{controller_of, Error, POD_TEMPLATE_HASH};
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::controller_ref;
@@ -136,7 +135,7 @@ impl Rollout<'_> {
             let min_ready_changed = spec.min_ready_seconds.unwrap_or(0) != min_ready.unwrap_or(0);
             if annotations_changed || min_ready_changed {
                 spec.min_ready_seconds = min_ready;
-                let name = name_of(&rs.metadata);
+                let name = rs.metadata.name.clone().unwrap_or_default();
                 let updated = self
                     .rs_api()
                     .replace(&name, &PostParams::default(), &rs)
@@ -151,7 +150,7 @@ impl Rollout<'_> {
                 .and_then(|a| a.get(REVISION))
                 .cloned()
                 .unwrap_or_default();
-            let rs_name = name_of(&rs.metadata);
+            let rs_name = rs.metadata.name.clone().unwrap_or_default();
             self.set_deployment_revision(&revision).await?;
             let mut status = self.status();
             if has_progress_deadline(&self.d)

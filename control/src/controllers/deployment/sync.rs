@@ -23,7 +23,7 @@ use super::{controller_of, Error, RESYNC};
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::ClaimManager;
 
-pub(super) fn name_of(md: &ObjectMeta) -> String {
+fn name_of(md: &ObjectMeta) -> String {
     md.name.clone().unwrap_or_default()
 }
 
