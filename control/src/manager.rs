@@ -18,29 +18,60 @@ use crate::controllers::{
 };
 use crate::toolkit::Shared;
 
-/// Every controller `--controllers` can name, in start order.
-pub const ALL: &[&str] = &[
-    "scheduler",
-    "replicaset",
-    "deployment",
-    "statefulset",
-    "daemonset",
-    "job",
-    "cronjob",
-    "horizontalpodautoscaling",
-    "volumebinding",
-    "endpoints",
-    "endpointslice",
-    "nodeipam",
-    "nodelifecycle",
-    "tainteviction",
-    "podgc",
-    "namespace",
-    "serviceaccount",
-    "root-ca-cert-publisher",
-    "garbagecollector",
-    "eventttl",
-    "clusterrole-aggregation",
+/// One loop `--controllers` can name: its name and how to start it, as
+/// kube-controller-manager's `NewControllerDescriptors`.
+pub struct ControllerDescriptor {
+    /// The name `--controllers` uses.
+    pub name: &'static str,
+    /// Sets the loop up (registering the informers it needs) and returns it.
+    pub start: fn(&Arc<Shared>, &ControllerOptions) -> BoxFuture<'static, ()>,
+}
+
+impl ControllerDescriptor {
+    const fn new(
+        name: &'static str,
+        start: fn(&Arc<Shared>, &ControllerOptions) -> BoxFuture<'static, ()>,
+    ) -> Self {
+        ControllerDescriptor { name, start }
+    }
+}
+
+/// Every controller `--controllers` can name, in start order: the one
+/// registry [`start`] and [`ControllerOptions::validate`] read.
+pub const CONTROLLERS: &[ControllerDescriptor] = &[
+    ControllerDescriptor::new("scheduler", |shared, _| crate::scheduler::start(shared)),
+    ControllerDescriptor::new("replicaset", |shared, _| replicaset::start(shared)),
+    ControllerDescriptor::new("deployment", |shared, _| deployment::start(shared)),
+    ControllerDescriptor::new("statefulset", |shared, _| statefulset::start(shared)),
+    ControllerDescriptor::new("daemonset", |shared, _| daemonset::start(shared)),
+    ControllerDescriptor::new("job", |shared, _| job::start(shared)),
+    ControllerDescriptor::new("cronjob", |shared, _| cronjob::start(shared)),
+    ControllerDescriptor::new("horizontalpodautoscaling", |shared, o| {
+        podautoscaler::start(shared, o.pod_autoscaler.clone())
+    }),
+    ControllerDescriptor::new("volumebinding", |shared, _| volumebinding::start(shared)),
+    ControllerDescriptor::new("endpoints", |shared, _| endpoints::start(shared)),
+    ControllerDescriptor::new("endpointslice", |shared, _| endpointslice::start(shared)),
+    ControllerDescriptor::new("nodeipam", |shared, o| {
+        nodeipam::start(shared, o.node_ipam.clone())
+    }),
+    ControllerDescriptor::new("nodelifecycle", |shared, o| {
+        nodelifecycle::start(shared, o.node_lifecycle.clone())
+    }),
+    ControllerDescriptor::new("tainteviction", |shared, _| tainteviction::start(shared)),
+    ControllerDescriptor::new("podgc", |shared, o| podgc::start(shared, o.pod_gc.clone())),
+    ControllerDescriptor::new("namespace", |shared, _| namespace::start(shared)),
+    ControllerDescriptor::new("serviceaccount", |shared, _| serviceaccount::start(shared)),
+    ControllerDescriptor::new("root-ca-cert-publisher", |shared, o| {
+        rootcacertpublisher::start(shared, o.root_ca.clone())
+    }),
+    ControllerDescriptor::new("garbagecollector", |shared, _| {
+        garbagecollector::start(shared)
+    }),
+    ControllerDescriptor::new("eventttl", |shared, o| eventttl::start(shared, o.event_ttl)),
+    ControllerDescriptor::new("clusterrole-aggregation", |shared, _| {
+        clusterroleaggregation::start(shared)
+    }),
 ];
 
 /// Tunables of the controllers.
@@ -78,10 +109,11 @@ impl ControllerOptions {
     pub fn validate(&self) -> Result<(), String> {
         for entry in &self.controllers {
             let name = entry.strip_prefix('-').unwrap_or(entry);
-            if name != "*" && !ALL.contains(&name) {
+            if name != "*" && !CONTROLLERS.iter().any(|c| c.name == name) {
+                let known: Vec<&str> = CONTROLLERS.iter().map(|c| c.name).collect();
                 return Err(format!(
                     "--controllers: unknown controller {name:?}; known: {}",
-                    ALL.join(", ")
+                    known.join(", ")
                 ));
             }
         }
@@ -187,37 +219,12 @@ pub fn shared_in_process(
 /// the controllers' loops (spawn them; abort them to stop).
 pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture<'static, ()>> {
     let mut loops = Vec::new();
-    for name in ALL {
-        if !options.enabled(name) {
+    for controller in CONTROLLERS {
+        if !options.enabled(controller.name) {
             continue;
         }
-        let fut = match *name {
-            "scheduler" => crate::scheduler::start(shared),
-            "replicaset" => replicaset::start(shared),
-            "garbagecollector" => garbagecollector::start(shared),
-            "namespace" => namespace::start(shared),
-            "eventttl" => eventttl::start(shared, options.event_ttl),
-            "deployment" => deployment::start(shared),
-            "statefulset" => statefulset::start(shared),
-            "daemonset" => daemonset::start(shared),
-            "job" => job::start(shared),
-            "cronjob" => cronjob::start(shared),
-            "horizontalpodautoscaling" => {
-                podautoscaler::start(shared, options.pod_autoscaler.clone())
-            }
-            "volumebinding" => volumebinding::start(shared),
-            "endpoints" => endpoints::start(shared),
-            "endpointslice" => endpointslice::start(shared),
-            "nodeipam" => nodeipam::start(shared, options.node_ipam.clone()),
-            "nodelifecycle" => nodelifecycle::start(shared, options.node_lifecycle.clone()),
-            "tainteviction" => tainteviction::start(shared),
-            "podgc" => podgc::start(shared, options.pod_gc.clone()),
-            "serviceaccount" => serviceaccount::start(shared),
-            "root-ca-cert-publisher" => rootcacertpublisher::start(shared, options.root_ca.clone()),
-            "clusterrole-aggregation" => clusterroleaggregation::start(shared),
-            _ => unreachable!("every name in ALL is started"),
-        };
-        tracing::info!(controller = name, "starting");
+        let fut = (controller.start)(shared, options);
+        tracing::info!(controller = controller.name, "starting");
         loops.push(fut);
     }
     shared.informers.start();
@@ -245,6 +252,15 @@ mod tests {
         assert!(!opts(&[]).enabled("eventttl"));
         let err = opts(&["*", "-replicaset-typo"]).validate().unwrap_err();
         assert!(err.contains("replicaset-typo"), "{err}");
+    }
+
+    #[test]
+    fn every_controller_is_named_once() {
+        let mut names: Vec<&str> = CONTROLLERS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        let count = names.len();
+        names.dedup();
+        assert_eq!(names.len(), count, "a name is registered twice");
     }
 
     #[tokio::test]

@@ -238,6 +238,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
              Service; listen on the advertise address (--bind) for in-cluster clients"
         );
     }
+    // The API server's own controller, run by every API server whatever
+    // `--controllers` says (see `controllers/mod.rs`).
     tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
     tasks.spawn(rbac.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(

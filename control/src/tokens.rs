@@ -6,11 +6,17 @@
 //! token is bound to (a pod), by name and uid. A token bound to a pod is
 //! good only while that pod (with that uid) exists; checking that is the
 //! API's part ([`crate::api`]), since it needs the store.
+//!
+//! The JWS itself (encoding, ES256 signing, the signature and algorithm
+//! checks) is jsonwebtoken's; this module holds the key, the claims and
+//! the times, which it checks against the caller's clock.
 
 use std::path::Path;
 
 use anyhow::Context;
 use base64::Engine;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair as _};
 use serde::{Deserialize, Serialize};
@@ -84,9 +90,9 @@ impl Claims {
 
 /// Signs and checks tokens with one key.
 pub struct TokenIssuer {
-    key: EcdsaKeyPair,
+    signing: EncodingKey,
+    checking: DecodingKey,
     key_id: String,
-    rng: SystemRandom,
 }
 
 impl std::fmt::Debug for TokenIssuer {
@@ -123,64 +129,56 @@ impl TokenIssuer {
     }
 
     fn from_pkcs8(der: &[u8]) -> anyhow::Result<TokenIssuer> {
-        let rng = SystemRandom::new();
-        let key = EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, der, &rng)
-            .map_err(|e| anyhow::anyhow!("sa.key is not a P-256 key: {e}"))?;
+        // Loaded once here to refuse any other kind of key at start, and
+        // for its public half.
+        let key = EcdsaKeyPair::from_pkcs8(
+            &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            der,
+            &SystemRandom::new(),
+        )
+        .map_err(|e| anyhow::anyhow!("sa.key is not a P-256 key: {e}"))?;
+        let public = key.public_key().as_ref();
         // kube-apiserver's key id: the hash of the public key.
-        let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref());
-        let key_id = B64.encode(digest.as_ref());
-        Ok(TokenIssuer { key, key_id, rng })
+        let digest = ring::digest::digest(&ring::digest::SHA256, public);
+        Ok(TokenIssuer {
+            signing: EncodingKey::from_ec_der(der),
+            checking: DecodingKey::from_ec_der(public),
+            key_id: B64.encode(digest.as_ref()),
+        })
     }
 
     /// The signed token carrying `claims`.
     pub fn sign(&self, claims: &Claims) -> String {
-        let header = serde_json::json!({"alg": "ES256", "kid": self.key_id});
-        let mut token = format!(
-            "{}.{}",
-            B64.encode(header.to_string()),
-            B64.encode(serde_json::to_vec(claims).expect("claims serialize"))
-        );
-        let sig = self
-            .key
-            .sign(&self.rng, token.as_bytes())
-            .expect("ECDSA signing does not fail");
-        token.push('.');
-        token.push_str(&B64.encode(sig.as_ref()));
-        token
+        // `{"alg":"ES256","kid":...}`, as kube-apiserver's (no `typ`).
+        let header = Header {
+            typ: None,
+            kid: Some(self.key_id.clone()),
+            ..Header::new(Algorithm::ES256)
+        };
+        jsonwebtoken::encode(&header, claims, &self.signing).expect("ES256 signing does not fail")
     }
 
     /// The claims of `token` if this issuer signed it, it is meant for
     /// the API (`audience`) and it is valid at `now`; otherwise why not.
     pub fn verify(&self, token: &str, audience: &str, now: i64) -> Result<Claims, String> {
-        let mut parts = token.split('.');
-        let (Some(h), Some(c), Some(s), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err("not a JWT".into());
-        };
-        let sig = B64.decode(s).map_err(|_| "bad signature encoding")?;
-        let signed = &token[..h.len() + 1 + c.len()];
-        signature::UnparsedPublicKey::new(
-            &signature::ECDSA_P256_SHA256_FIXED,
-            self.key.public_key().as_ref(),
-        )
-        .verify(signed.as_bytes(), &sig)
-        .map_err(|_| "invalid signature")?;
-        let header: serde_json::Value =
-            serde_json::from_slice(&B64.decode(h).map_err(|_| "bad header encoding")?)
-                .map_err(|_| "bad header")?;
-        if header["alg"] != "ES256" {
-            return Err("unexpected algorithm".into());
-        }
-        let claims: Claims =
-            serde_json::from_slice(&B64.decode(c).map_err(|_| "bad claims encoding")?)
-                .map_err(|e| format!("bad claims: {e}"))?;
-        if claims.iss != ISSUER {
-            return Err("unknown issuer".into());
-        }
-        if !claims.aud.iter().any(|a| a == audience) {
-            return Err("token audiences do not include the API".into());
-        }
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[audience]);
+        // The times are checked below against `now`, not the system clock.
+        validation.validate_exp = false;
+        validation.required_spec_claims.clear();
+        let claims = jsonwebtoken::decode::<Claims>(token, &self.checking, &validation)
+            .map_err(|e| match e.kind() {
+                ErrorKind::InvalidToken => "not a JWT".to_string(),
+                ErrorKind::InvalidSignature => "invalid signature".into(),
+                ErrorKind::InvalidAlgorithm => "unexpected algorithm".into(),
+                ErrorKind::InvalidIssuer => "unknown issuer".into(),
+                ErrorKind::InvalidAudience => "token audiences do not include the API".into(),
+                ErrorKind::Base64(_) => "bad encoding".into(),
+                ErrorKind::Json(e) => format!("bad header or claims: {e}"),
+                _ => e.to_string(),
+            })?
+            .claims;
         if now >= claims.exp {
             return Err("token has expired".into());
         }
@@ -251,6 +249,50 @@ mod tests {
             "invalid signature"
         );
         assert_eq!(issuer.verify("abc", ISSUER, 1).unwrap_err(), "not a JWT");
+    }
+
+    /// A token as bosun signed them by hand before jsonwebtoken, and
+    /// still does: `{"alg":"ES256","kid":...}`, the claims, a fixed-size
+    /// P-256 signature, each base64url without padding.
+    fn hand_signed(der: &[u8], key_id: &str, claims: &Claims) -> String {
+        let rng = SystemRandom::new();
+        let key = EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, der, &rng)
+            .unwrap();
+        let header = serde_json::json!({"alg": "ES256", "kid": key_id});
+        let signed = format!(
+            "{}.{}",
+            B64.encode(header.to_string()),
+            B64.encode(serde_json::to_vec(claims).unwrap())
+        );
+        let sig = key.sign(&rng, signed.as_bytes()).unwrap();
+        format!("{signed}.{}", B64.encode(sig.as_ref()))
+    }
+
+    #[test]
+    fn tokens_signed_before_verify_and_new_ones_look_the_same() {
+        let der = rcgen::KeyPair::generate().unwrap().serialize_der();
+        let issuer = TokenIssuer::from_pkcs8(&der).unwrap();
+        let old = hand_signed(&der, &issuer.key_id, &claims(1000));
+        assert_eq!(issuer.verify(&old, ISSUER, 1001).unwrap(), claims_of(&old));
+        // Header and claims byte for byte (the signature is randomized).
+        let new = issuer.sign(&claims_of(&old));
+        let head = |t: &str| t.rsplit_once('.').unwrap().0.to_string();
+        assert_eq!(head(&new), head(&old));
+        // Tokens whose header names another algorithm are refused.
+        let with_alg = |alg: &str| {
+            let header = B64.encode(format!(r#"{{"alg":"{alg}"}}"#));
+            format!("{header}.{}.", old.split('.').nth(1).unwrap())
+        };
+        assert_eq!(
+            issuer.verify(&with_alg("HS256"), ISSUER, 1001).unwrap_err(),
+            "unexpected algorithm"
+        );
+        assert!(issuer.verify(&with_alg("none"), ISSUER, 1001).is_err());
+    }
+
+    fn claims_of(token: &str) -> Claims {
+        let part = token.split('.').nth(1).unwrap();
+        serde_json::from_slice(&B64.decode(part).unwrap()).unwrap()
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::manifest::{load, Manifest};
 use super::output::sort_keys;
 
 /// The annotation kubectl keeps the last applied manifest in.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub use bosun::well_known::LAST_APPLIED;
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {

@@ -11,7 +11,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Command};
 
 /// The annotation `--record` writes.
-pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
+pub use bosun::well_known::CHANGE_CAUSE;
 
 /// Flags never recorded.
 const CONNECTION_FLAGS: &[&str] = &["kubeconfig", "context"];

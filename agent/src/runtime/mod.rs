@@ -1,6 +1,6 @@
 //! The container runtime the agent drives: Docker in production
 //! ([`docker::DockerRuntime`]), a recording fake in unit tests
-//! ([`fake::FakeRuntime`]).
+//! (`fake::FakeRuntime`, compiled into test builds only).
 //!
 //! The interface is pod-shaped, like Kubernetes' CRI: a *sandbox* (the
 //! pause container) owns a pod's network, IPC and UTS namespaces; app and
@@ -9,6 +9,7 @@
 //! restart and never touches another node's.
 
 pub mod docker;
+#[cfg(test)]
 pub mod fake;
 
 use std::collections::BTreeMap;

@@ -24,7 +24,9 @@ pub(super) fn name_of(req: &ApiRequest) -> &str {
     req.target.name.as_deref().unwrap_or("")
 }
 
-pub(super) fn key_of(req: &ApiRequest) -> String {
+/// Where the request's object is kept in the store (not the
+/// `namespace/name` work-queue key of [`crate::toolkit::key_of`]).
+fn storage_key(req: &ApiRequest) -> String {
     req.target.res.storage_key(namespace_of(req), name_of(req))
 }
 
@@ -33,7 +35,7 @@ pub(super) async fn load(state: &ApiState, req: &ApiRequest) -> ApiResult<(KeyVa
     let name = name_of(req);
     let kv = state
         .store
-        .get(&key_of(req))
+        .get(&storage_key(req))
         .await
         .map_err(|e| ApiError::from_store(e, res, name))?
         .ok_or_else(|| ApiError::not_found(res, name))?;

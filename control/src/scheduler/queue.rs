@@ -34,10 +34,6 @@ impl SchedulingQueue {
         self.active.is_empty()
     }
 
-    pub fn is_parked(&self, key: &str) -> bool {
-        self.parked.contains_key(key)
-    }
-
     pub fn is_active(&self, key: &str) -> bool {
         self.active.contains(key)
     }

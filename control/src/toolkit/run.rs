@@ -15,7 +15,9 @@ use serde::de::DeserializeOwned;
 
 use super::{Cached, KeyBackoff};
 
-/// `namespace/name` (or `name`) of an object: the work-queue key.
+/// `namespace/name` (or `name`) of an object: the work-queue key
+/// (client-go's `MetaNamespaceKeyFunc`), the one key of an object the
+/// controllers and the scheduler use.
 pub fn key_of<K: Resource>(obj: &K) -> String {
     match obj.meta().namespace.as_deref() {
         Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),

@@ -2,7 +2,7 @@
 //! package `openapi.v2`), the only form kubectl's discovery client asks
 //! `/openapi/v2` for: `kubectl explain --output plaintext-openapiv2`, and
 //! kubectl's client-side validation when a server does not validate
-//! fields itself. Encoded by hand: the document's definitions (schemas
+//! fields itself. Encoded by hand on the protobuf codec's wire helpers: the document's definitions (schemas
 //! with their vendor extensions), which is what those readers use.
 //!
 //! Paths are left out on purpose: k8s-openapi's schemas carry no
@@ -14,29 +14,18 @@
 
 use serde_json::{Map, Value};
 
+// Strings and messages (wire type 2) are `put_len`.
+use crate::api::protobuf::wire::{put_len, put_tag, VARINT};
+
 /// The media type kubectl sends in Accept (with an `@` Go's mime parser
 /// rejects), and the one the apiserver answers with.
 pub const ACCEPTED_MEDIA_TYPE: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 pub const MEDIA_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// A length-delimited field (wire type 2): strings and messages.
-fn bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
-    varint(out, (field << 3) | 2);
-    varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-fn bool_field(out: &mut Vec<u8>, field: u64, v: bool) {
+/// A bool (wire type 0), left out when false as proto3 does.
+fn bool_field(out: &mut Vec<u8>, field: u32, v: bool) {
     if v {
-        varint(out, field << 3);
+        put_tag(out, field, VARINT);
         out.push(1);
     }
 }
@@ -44,23 +33,23 @@ fn bool_field(out: &mut Vec<u8>, field: u64, v: bool) {
 /// `Any`: gnostic keeps a value as its YAML text (JSON is YAML).
 fn any(v: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    bytes_field(&mut out, 2, v.to_string().as_bytes());
+    put_len(&mut out, 2, v.to_string().as_bytes());
     out
 }
 
 /// `NamedAny`: a vendor extension.
 fn named_any(name: &str, v: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    bytes_field(&mut out, 1, name.as_bytes());
-    bytes_field(&mut out, 2, &any(v));
+    put_len(&mut out, 1, name.as_bytes());
+    put_len(&mut out, 2, &any(v));
     out
 }
 
 /// `NamedSchema`.
 fn named_schema(name: &str, schema: &Value) -> Vec<u8> {
     let mut out = Vec::new();
-    bytes_field(&mut out, 1, name.as_bytes());
-    bytes_field(&mut out, 2, &encode_schema(schema));
+    put_len(&mut out, 1, name.as_bytes());
+    put_len(&mut out, 2, &encode_schema(schema));
     out
 }
 
@@ -73,11 +62,11 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
     let text = |key: &str| map.get(key).and_then(Value::as_str);
     for (field, key) in [(1, "$ref"), (2, "format"), (3, "title"), (4, "description")] {
         if let Some(s) = text(key) {
-            bytes_field(&mut out, field, s.as_bytes());
+            put_len(&mut out, field, s.as_bytes());
         }
     }
     if let Some(d) = map.get("default") {
-        bytes_field(&mut out, 5, &any(d));
+        put_len(&mut out, 5, &any(d));
     }
     for r in map
         .get("required")
@@ -85,7 +74,7 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
         .into_iter()
         .flatten()
     {
-        bytes_field(&mut out, 19, r.as_str().unwrap_or_default().as_bytes());
+        put_len(&mut out, 19, r.as_str().unwrap_or_default().as_bytes());
     }
     for e in map
         .get("enum")
@@ -93,18 +82,18 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
         .into_iter()
         .flatten()
     {
-        bytes_field(&mut out, 20, &any(e));
+        put_len(&mut out, 20, &any(e));
     }
     match map.get("additionalProperties") {
         Some(Value::Bool(b)) => {
             let mut item = Vec::new();
             bool_field(&mut item, 2, *b);
-            bytes_field(&mut out, 21, &item);
+            put_len(&mut out, 21, &item);
         }
         Some(s @ Value::Object(_)) => {
             let mut item = Vec::new();
-            bytes_field(&mut item, 1, &encode_schema(s));
-            bytes_field(&mut out, 21, &item);
+            put_len(&mut item, 1, &encode_schema(s));
+            put_len(&mut out, 21, &item);
         }
         _ => {}
     }
@@ -116,19 +105,19 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
     if !types.is_empty() {
         let mut item = Vec::new();
         for t in types {
-            bytes_field(&mut item, 1, t.as_bytes());
+            put_len(&mut item, 1, t.as_bytes());
         }
-        bytes_field(&mut out, 22, &item);
+        put_len(&mut out, 22, &item);
     }
     if let Some(items) = map.get("items") {
         let mut item = Vec::new();
         match items {
             Value::Array(all) => all
                 .iter()
-                .for_each(|s| bytes_field(&mut item, 1, &encode_schema(s))),
-            s => bytes_field(&mut item, 1, &encode_schema(s)),
+                .for_each(|s| put_len(&mut item, 1, &encode_schema(s))),
+            s => put_len(&mut item, 1, &encode_schema(s)),
         }
-        bytes_field(&mut out, 23, &item);
+        put_len(&mut out, 23, &item);
     }
     for s in map
         .get("allOf")
@@ -136,20 +125,20 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
         .into_iter()
         .flatten()
     {
-        bytes_field(&mut out, 24, &encode_schema(s));
+        put_len(&mut out, 24, &encode_schema(s));
     }
     if let Some(props) = map.get("properties").and_then(Value::as_object) {
         let mut item = Vec::new();
         for (name, s) in props {
-            bytes_field(&mut item, 1, &named_schema(name, s));
+            put_len(&mut item, 1, &named_schema(name, s));
         }
-        bytes_field(&mut out, 25, &item);
+        put_len(&mut out, 25, &item);
     }
     if let Some(Value::Bool(b)) = map.get("readOnly") {
         bool_field(&mut out, 27, *b);
     }
     for (name, v) in map.iter().filter(|(k, _)| k.starts_with("x-")) {
-        bytes_field(&mut out, 31, &named_any(name, v));
+        put_len(&mut out, 31, &named_any(name, v));
     }
     out
 }
@@ -157,20 +146,20 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
 /// `Document`: swagger, info and the definitions.
 pub fn encode_document(info: &Value, definitions: &Map<String, Value>) -> Vec<u8> {
     let mut out = Vec::new();
-    bytes_field(&mut out, 1, b"2.0");
+    put_len(&mut out, 1, b"2.0");
     let mut info_msg = Vec::new();
     for (field, key) in [(1, "title"), (2, "version")] {
         if let Some(s) = info.get(key).and_then(Value::as_str) {
-            bytes_field(&mut info_msg, field, s.as_bytes());
+            put_len(&mut info_msg, field, s.as_bytes());
         }
     }
-    bytes_field(&mut out, 2, &info_msg);
-    bytes_field(&mut out, 8, &[]);
+    put_len(&mut out, 2, &info_msg);
+    put_len(&mut out, 8, &[]);
     let mut defs = Vec::new();
     for (name, schema) in definitions {
-        bytes_field(&mut defs, 1, &named_schema(name, schema));
+        put_len(&mut defs, 1, &named_schema(name, schema));
     }
-    bytes_field(&mut out, 9, &defs);
+    put_len(&mut out, 9, &defs);
     out
 }
 

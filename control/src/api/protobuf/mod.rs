@@ -21,7 +21,7 @@
 //! `automountServiceAccountToken: false`, `storageClassName: ""`).
 
 pub mod schema;
-mod wire;
+pub(crate) mod wire;
 
 use base64::Engine;
 use chrono::{DateTime, SecondsFormat, Utc};

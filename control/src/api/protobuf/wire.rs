@@ -1,10 +1,11 @@
-//! Protobuf's wire format: varints, tags and length-delimited fields.
+//! Protobuf's wire format: varints, tags and length-delimited fields,
+//! for the API's protobuf codec and the OpenAPI v2 document (gnostic).
 
 use super::{err, Error, Result};
 
-pub(super) const VARINT: u8 = 0;
+pub(crate) const VARINT: u8 = 0;
 pub(super) const FIXED64: u8 = 1;
-pub(super) const LEN: u8 = 2;
+pub(crate) const LEN: u8 = 2;
 pub(super) const FIXED32: u8 = 5;
 
 pub(super) struct Reader<'a> {
@@ -58,7 +59,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -66,11 +67,11 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-pub(super) fn put_tag(out: &mut Vec<u8>, number: u32, wire: u8) {
+pub(crate) fn put_tag(out: &mut Vec<u8>, number: u32, wire: u8) {
     put_varint(out, (u64::from(number) << 3) | u64::from(wire));
 }
 
-pub(super) fn put_len(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+pub(crate) fn put_len(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
     put_tag(out, number, LEN);
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);

@@ -21,7 +21,7 @@ use crate::toolkit::{run_controller, synced, Shared};
 
 pub type Error = crate::toolkit::api_errors::ApiError;
 
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub roles: Store<ClusterRole>,
 }
@@ -29,7 +29,7 @@ pub struct Ctx {
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let informers = &shared.informers;
     let roles = informers.store::<ClusterRole>();
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: shared.client_for("clusterrole-aggregation"),
         roles: roles.clone(),
     });
@@ -84,7 +84,7 @@ pub fn gathered(role: &ClusterRole, all: &[Arc<ClusterRole>]) -> Vec<PolicyRule>
     rules
 }
 
-async fn reconcile(role: Arc<ClusterRole>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(role: Arc<ClusterRole>, ctx: Arc<Context>) -> Result<Action, Error> {
     if role.aggregation_rule.is_none() {
         return Ok(Action::await_change());
     }

@@ -88,7 +88,7 @@ pub enum Error {
 }
 
 /// What every sync needs.
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub sets: Store<DaemonSet>,
     pub pods: Store<Pod>,
@@ -100,11 +100,11 @@ pub struct Ctx {
     pub failed_pods: failed::FailedPodBackoff,
 }
 
-impl Ctx {
+impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
-    pub fn new(shared: &Shared) -> Ctx {
+    pub fn new(shared: &Shared) -> Context {
         let informers = &shared.informers;
-        Ctx {
+        Context {
             client: shared.client_for("daemonset"),
             sets: informers.store::<DaemonSet>(),
             pods: informers.store::<Pod>(),
@@ -120,7 +120,7 @@ impl Ctx {
 
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    let ctx = Arc::new(Ctx::new(shared));
+    let ctx = Arc::new(Context::new(shared));
     let informers = &shared.informers;
     let sets = ctx.sets.clone();
     let (for_nodes, for_gone_nodes) = (sets.clone(), sets.clone());
@@ -192,7 +192,7 @@ pub fn is_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
 
 /// The controller's reconcile: waits for the caches' first lists (a sync
 /// on an empty pod cache would create every pod again), then syncs.
-pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     synced(&ctx.pods).await;
     synced(&ctx.nodes).await;
     synced(&ctx.revisions).await;

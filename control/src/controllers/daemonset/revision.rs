@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use bosun::owners::controller_ref;
 
-use super::{Ctx, Error, HASH_LABEL};
+use super::{Context, Error, HASH_LABEL};
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::hash::hash_value;
 use crate::toolkit::history::{number_of, revision_name, sort_revisions, History};
@@ -78,7 +78,7 @@ pub fn new_revision(ds: &DaemonSet, number: i64) -> ControllerRevision {
     }
 }
 
-fn api(ctx: &Ctx, ds: &DaemonSet) -> Api<ControllerRevision> {
+fn api(ctx: &Context, ds: &DaemonSet) -> Api<ControllerRevision> {
     Api::namespaced(ctx.client.clone(), &ds.namespace().unwrap_or_default())
 }
 
@@ -86,7 +86,7 @@ fn api(ctx: &Ctx, ds: &DaemonSet) -> Api<ControllerRevision> {
 /// renumbered to be the newest) and its older ones (`constructHistory`).
 /// `revisions` are those the set controls.
 pub async fn construct_history(
-    ctx: &Ctx,
+    ctx: &Context,
     ds: &DaemonSet,
     revisions: Vec<Arc<ControllerRevision>>,
 ) -> Result<(ControllerRevision, Vec<Arc<ControllerRevision>>), Error> {
@@ -113,7 +113,7 @@ pub async fn construct_history(
 /// Creates the revision for the set's template; a different revision
 /// already holding its name bumps the set's collision count and fails
 /// this sync (the next one hashes again), as Kubernetes does.
-async fn snapshot(ctx: &Ctx, ds: &DaemonSet, number: i64) -> Result<ControllerRevision, Error> {
+async fn snapshot(ctx: &Context, ds: &DaemonSet, number: i64) -> Result<ControllerRevision, Error> {
     let revision = new_revision(ds, number);
     let api = api(ctx, ds);
     match api.create(&PostParams::default(), &revision).await {
@@ -149,7 +149,7 @@ async fn snapshot(ctx: &Ctx, ds: &DaemonSet, number: i64) -> Result<ControllerRe
 /// Deletes the oldest revisions beyond `revisionHistoryLimit` that no pod
 /// of the set runs (`cleanupHistory`).
 pub async fn cleanup_history(
-    ctx: &Ctx,
+    ctx: &Context,
     ds: &DaemonSet,
     mut old: Vec<Arc<ControllerRevision>>,
     live_hashes: &HashSet<String>,

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::node_pods::{sort_oldest_first, NodePods};
 use super::placement::placement;
 use super::update::min_ready;
-use super::{is_updated, template_generation, Ctx, Error};
+use super::{is_updated, template_generation, Context, Error};
 use crate::toolkit::pods::{is_ready, until_available};
 use crate::toolkit::status::patch_status;
 
@@ -71,7 +71,7 @@ pub fn compute(
 /// Computes the status and writes it when it changed; `observed` says the
 /// sync acted on this generation (else observedGeneration stays).
 pub async fn update(
-    ctx: &Ctx,
+    ctx: &Context,
     ds: &DaemonSet,
     nodes: &[Arc<Node>],
     node_pods: &NodePods,

@@ -26,7 +26,7 @@ use super::placement::{add_daemon_tolerations, pin_to_node, placement};
 use super::revision::{cleanup_history, construct_history};
 use super::update::{self, Strategy};
 use super::{
-    is_updated, selector_of, status, template_generation, Ctx, Error, BURST_REPLICAS,
+    is_updated, selector_of, status, template_generation, Context, Error, BURST_REPLICAS,
     GENERATION_LABEL, HASH_LABEL,
 };
 use crate::toolkit::pods::in_namespace;
@@ -39,7 +39,7 @@ fn terminating(pod: &Pod) -> bool {
 
 /// One sync of a set. Returns when to look again (a pod due to become
 /// available after `minReadySeconds`).
-pub async fn sync(ds: &DaemonSet, ctx: &Ctx) -> Result<Option<Duration>, Error> {
+pub async fn sync(ds: &DaemonSet, ctx: &Context) -> Result<Option<Duration>, Error> {
     // A set on its way out is the garbage collector's.
     if ds.metadata.deletion_timestamp.is_some() {
         return Ok(None);
@@ -94,7 +94,7 @@ pub async fn sync(ds: &DaemonSet, ctx: &Ctx) -> Result<Option<Duration>, Error> 
 /// trims the history (`updateDaemonSet`). Returns when a failed pod's
 /// back-off is over.
 async fn act(
-    ctx: &Ctx,
+    ctx: &Context,
     ds: &DaemonSet,
     nodes: &[Arc<Node>],
     node_pods: &NodePods,
@@ -123,7 +123,7 @@ async fn act(
 
 /// What should change on each node (`manage` / `podsShouldBeOnNode`).
 pub fn manage(
-    ctx: &Ctx,
+    ctx: &Context,
     ds: &DaemonSet,
     nodes: &[Arc<Node>],
     node_pods: &NodePods,
@@ -251,7 +251,7 @@ fn is_bound(pod: &Pod) -> bool {
         .is_some_and(|n| !n.is_empty())
 }
 
-fn event(ctx: &Ctx, ds: &DaemonSet, type_: EventType, reason: &str, message: String) {
+fn event(ctx: &Context, ds: &DaemonSet, type_: EventType, reason: &str, message: String) {
     ctx.recorder
         .record(&reference_to(ds), type_, reason, message);
 }
@@ -276,7 +276,7 @@ pub fn new_pod(ds: &DaemonSet, node: &str, hash: &str) -> Pod {
 
 /// Creates and deletes what a pass decided, at most [`BURST_REPLICAS`] of
 /// each, creates in slow-start batches (`syncNodes`).
-async fn apply(ctx: &Ctx, ds: &DaemonSet, changes: &Changes, hash: &str) -> Result<(), Error> {
+async fn apply(ctx: &Context, ds: &DaemonSet, changes: &Changes, hash: &str) -> Result<(), Error> {
     if changes.is_empty() {
         return Ok(());
     }

@@ -8,8 +8,8 @@
 //!
 //! - [`hash`]: the pod-template-hash and template equality;
 //! - [`replicas`]: maxSurge / maxUnavailable, counts, proportional scaling;
-//! - [`sync`]: claiming sets, the new set and revisions, scaling, history
-//!   cleanup, status;
+//! - [`sync`]: claiming sets, scaling, history cleanup, status;
+//! - [`new_set`]: the new set (found, updated or created) and revisions;
 //! - [`rolling`], [`recreate`]: the two strategies;
 //! - [`progress`]: the Progressing and Available conditions.
 //!
@@ -18,6 +18,7 @@
 //! controller then sees a template change like any other.
 
 mod hash;
+mod new_set;
 mod progress;
 mod recreate;
 mod replicas;
@@ -46,11 +47,6 @@ pub use hash::compute_hash;
 
 /// The label that tells a Deployment's sets (and their pods) apart.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
-pub const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
-pub const DESIRED_REPLICAS: &str = "deployment.kubernetes.io/desired-replicas";
-pub const MAX_REPLICAS: &str = "deployment.kubernetes.io/max-replicas";
-pub const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 
 /// How often a Deployment whose rollout is not complete is looked at
 /// again even without news (the progress deadline has its own requeue).
@@ -73,7 +69,7 @@ pub enum Error {
 }
 
 /// What a reconcile needs.
-pub struct Ctx {
+pub struct Context {
     pub client: kube::Client,
     pub replica_sets: Store<ReplicaSet>,
     pub pods: Store<Pod>,
@@ -106,7 +102,7 @@ pub fn start_with(shared: &Arc<Shared>, rollout_resync: Duration) -> BoxFuture<'
         let rs_store = replica_sets.clone();
         move |pod: Pod| deployment_of_pod(&rs_store, &pod)
     });
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: shared.client_for("deployment"),
         replica_sets,
         pods: informers.store::<Pod>(),
@@ -132,7 +128,7 @@ fn deployment_of_pod(replica_sets: &Store<ReplicaSet>, pod: &Pod) -> Option<Obje
 pub(crate) use crate::toolkit::controller_of;
 
 /// One sync of one Deployment (`syncDeployment`).
-pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(d: Arc<Deployment>, ctx: Arc<Context>) -> Result<Action, Error> {
     let mut run = rollout::Rollout::new(&ctx, (*d).clone());
     run.sync_deployment().await?;
     Ok(run.next_action())

@@ -5,7 +5,7 @@
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{DESIRED_REPLICAS, MAX_REPLICAS};
+use bosun::well_known::{DESIRED_REPLICAS, MAX_REPLICAS};
 
 /// `spec.replicas` of a set (1 when unset, as the API defaults it).
 pub fn spec_replicas(rs: &ReplicaSet) -> i32 {

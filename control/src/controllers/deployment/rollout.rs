@@ -10,12 +10,12 @@ use kube::api::Api;
 
 use bosun::events::{reference_to, EventType};
 
-use super::Ctx;
+use super::Context;
 
 /// One sync of one Deployment: the Deployment as this sync sees and
 /// writes it, and the sets it owns (kept up to date with every write).
 pub struct Rollout<'a> {
-    pub ctx: &'a Ctx,
+    pub ctx: &'a Context,
     pub d: Deployment,
     /// The claimed sets, oldest first.
     pub rss: Vec<ReplicaSet>,
@@ -26,7 +26,7 @@ pub struct Rollout<'a> {
 }
 
 impl<'a> Rollout<'a> {
-    pub fn new(ctx: &'a Ctx, d: Deployment) -> Self {
+    pub fn new(ctx: &'a Context, d: Deployment) -> Self {
         Rollout {
             ctx,
             d,

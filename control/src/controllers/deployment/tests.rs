@@ -16,9 +16,11 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use bosun::well_known::{CHANGE_CAUSE, DESIRED_REPLICAS, MAX_REPLICAS, REVISION, REVISION_HISTORY};
+
 use super::progress::{get_condition, AVAILABLE, PROGRESSING};
 use super::replicas::spec_replicas;
-use super::{controller_of, POD_TEMPLATE_HASH, REVISION, REVISION_HISTORY};
+use super::{controller_of, POD_TEMPLATE_HASH};
 use crate::toolkit::testing::{eventually, TestApi};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -359,11 +361,8 @@ async fn creates_a_hashed_replica_set_and_scaling_does_not_roll_out() {
     );
     assert_eq!(annotation(&rs, REVISION).as_deref(), Some("1"));
     // 3 replicas, 25% surge rounds up to 1.
-    assert_eq!(
-        annotation(&rs, super::DESIRED_REPLICAS).as_deref(),
-        Some("3")
-    );
-    assert_eq!(annotation(&rs, super::MAX_REPLICAS).as_deref(), Some("4"));
+    assert_eq!(annotation(&rs, DESIRED_REPLICAS).as_deref(), Some("3"));
+    assert_eq!(annotation(&rs, MAX_REPLICAS).as_deref(), Some("4"));
     let d = h.get().await;
     assert_eq!(d.metadata.annotations.as_ref().unwrap()[REVISION], "1");
     let status = d.status.unwrap();
@@ -515,11 +514,8 @@ async fn scaling_mid_rollout_is_proportional() {
     let sets = h.sets().await;
     assert_eq!(sets.len(), 2);
     for rs in &sets {
-        assert_eq!(
-            annotation(rs, super::DESIRED_REPLICAS).as_deref(),
-            Some("15")
-        );
-        assert_eq!(annotation(rs, super::MAX_REPLICAS).as_deref(), Some("18"));
+        assert_eq!(annotation(rs, DESIRED_REPLICAS).as_deref(), Some("15"));
+        assert_eq!(annotation(rs, MAX_REPLICAS).as_deref(), Some("18"));
     }
 }
 
@@ -536,7 +532,7 @@ async fn revisions_increase_and_a_template_back_gets_the_next_number() {
     let v2 = h.wait_complete("bosun.local/web:2").await;
     assert_eq!(annotation(&v2, REVISION).as_deref(), Some("2"));
     assert_eq!(
-        annotation(&v2, super::CHANGE_CAUSE).as_deref(),
+        annotation(&v2, CHANGE_CAUSE).as_deref(),
         Some("set image web:2")
     );
     // What `rollout undo` does: the old template comes back.

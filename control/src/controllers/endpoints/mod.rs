@@ -67,7 +67,7 @@ pub const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
 pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// What every sync needs.
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub services: Store<Service>,
     pub pods: Store<Pod>,
@@ -77,10 +77,10 @@ pub struct Ctx {
     pub max_capacity: usize,
 }
 
-impl Ctx {
+impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
-    pub fn new(shared: &Shared) -> Ctx {
-        Ctx {
+    pub fn new(shared: &Shared) -> Context {
+        Context {
             client: shared.client_for("endpoints"),
             services: shared.informers.store::<Service>(),
             pods: shared.informers.store::<Pod>(),
@@ -98,11 +98,11 @@ fn service_of(ep: &Endpoints) -> ObjectRef<Service> {
 
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    run(shared, Ctx::new(shared))
+    run(shared, Context::new(shared))
 }
 
 /// Runs the controller with `ctx` (tests shrink `max_capacity`).
-fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
+fn run(shared: &Arc<Shared>, ctx: Context) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(ctx);
     let informers = &shared.informers;
     let controller = service_controller(informers, ctx.services.clone(), &ctx.membership, RESYNC)
@@ -159,7 +159,7 @@ async fn delete_managed(client: &Client, namespace: &str, name: &str) -> Result<
 
 /// Deletes managed Endpoints whose service is gone (deletions missed while
 /// a watch was down, or while the control plane was stopped).
-async fn sweep_leftovers(ctx: &Ctx) {
+async fn sweep_leftovers(ctx: &Context) {
     synced(&ctx.services).await;
     synced(&ctx.endpoints).await;
     for ep in ctx.endpoints.state() {
@@ -188,14 +188,14 @@ fn labels_for(svc: &Service) -> BTreeMap<String, String> {
 
 /// The controller's reconcile: waits for the pod cache's first list (a sync
 /// on an empty cache would empty every Endpoints), then syncs.
-pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
     synced(&ctx.pods).await;
     sync(&svc, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
 /// One sync of a service's Endpoints.
-async fn sync(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
+async fn sync(svc: &Service, ctx: &Context) -> Result<(), Error> {
     if selector_of(svc).is_none() || svc.metadata.deletion_timestamp.is_some() {
         return Ok(());
     }

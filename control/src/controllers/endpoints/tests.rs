@@ -390,9 +390,9 @@ async fn managed_endpoints_left_without_a_service_are_swept() {
 async fn endpoints_over_capacity_keep_ready_addresses_and_say_so() {
     let api = TestApi::start().await;
     let shared = api.shared();
-    let ctx = Ctx {
+    let ctx = Context {
         max_capacity: 3,
-        ..Ctx::new(&shared)
+        ..Context::new(&shared)
     };
     tokio::spawn(super::run(&shared, ctx));
     shared.informers.start();

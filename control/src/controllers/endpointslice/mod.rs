@@ -57,7 +57,7 @@ use plan::MAX_ENDPOINTS_PER_SLICE;
 const RESYNC: Duration = Duration::from_secs(60);
 
 /// The label naming a slice's service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub use bosun::well_known::SERVICE_NAME_LABEL;
 /// The label naming who manages a slice, and this controller's value.
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
@@ -65,7 +65,7 @@ pub const CONTROLLER_NAME: &str = "endpointslice-controller.k8s.io";
 pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// What every sync needs.
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub services: Store<Service>,
     pub pods: Store<Pod>,
@@ -74,10 +74,10 @@ pub struct Ctx {
     pub max_per_slice: usize,
 }
 
-impl Ctx {
+impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
-    pub fn new(shared: &Shared) -> Ctx {
-        Ctx {
+    pub fn new(shared: &Shared) -> Context {
+        Context {
             client: shared.client_for("endpointslice"),
             services: shared.informers.store::<Service>(),
             pods: shared.informers.store::<Pod>(),
@@ -89,11 +89,11 @@ impl Ctx {
 
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    run(shared, Ctx::new(shared))
+    run(shared, Context::new(shared))
 }
 
 /// Runs the controller with `ctx` (tests shrink `max_per_slice`).
-fn run(shared: &Arc<Shared>, ctx: Ctx) -> BoxFuture<'static, ()> {
+fn run(shared: &Arc<Shared>, ctx: Context) -> BoxFuture<'static, ()> {
     let ctx = Arc::new(ctx);
     let informers = &shared.informers;
     let controller = service_controller(informers, ctx.services.clone(), &ctx.membership, RESYNC)
@@ -141,13 +141,13 @@ fn labels_for(svc: &Service) -> BTreeMap<String, String> {
 
 /// The controller's reconcile: waits for the pod cache's first list, then
 /// syncs.
-pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
     synced(&ctx.pods).await;
     sync(&svc, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
-async fn sync(svc: &Service, ctx: &Ctx) -> Result<(), Error> {
+async fn sync(svc: &Service, ctx: &Context) -> Result<(), Error> {
     let external = svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("ExternalName");
     if selector_of(svc).is_none() || external || svc.metadata.deletion_timestamp.is_some() {
         return Ok(());

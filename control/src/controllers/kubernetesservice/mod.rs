@@ -36,6 +36,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
 
+use bosun::well_known::{SERVICE_NAME_LABEL, SKIP_MIRROR_LABEL};
+
 use crate::toolkit::api_errors::is_status;
 
 /// The Service's name and namespace.
@@ -95,7 +97,7 @@ pub fn desired_endpoints(o: &KubernetesServiceOptions, ip: IpAddr) -> Value {
         "metadata": {
             "name": NAME,
             "namespace": NAMESPACE,
-            "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+            "labels": {SKIP_MIRROR_LABEL: "true"},
         },
         "subsets": [{"addresses": [{"ip": ip.to_string()}], "ports": endpoint_ports(o)}],
     })
@@ -109,7 +111,7 @@ pub fn desired_slice(o: &KubernetesServiceOptions, ip: IpAddr) -> Value {
         "metadata": {
             "name": NAME,
             "namespace": NAMESPACE,
-            "labels": {"kubernetes.io/service-name": NAME},
+            "labels": {SERVICE_NAME_LABEL: NAME},
         },
         "addressType": if ip.is_ipv6() { "IPv6" } else { "IPv4" },
         "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
@@ -153,7 +155,7 @@ pub fn service_repair(live: &Value, o: &KubernetesServiceOptions) -> Option<Valu
 
 /// The merge patch that makes live Endpoints the desired ones, or None.
 pub fn endpoints_repair(live: &Value, want: &Value) -> Option<Value> {
-    let label = "endpointslice.kubernetes.io/skip-mirror";
+    let label = SKIP_MIRROR_LABEL;
     let labelled = live.pointer("/metadata/labels").and_then(|l| l.get(label))
         == want.pointer("/metadata/labels").and_then(|l| l.get(label));
     if labelled && live.get("subsets") == want.get("subsets") {
@@ -170,7 +172,7 @@ pub fn slice_repair(live: &Value, want: &Value) -> Result<Option<Value>, ()> {
     if live.get("addressType") != want.get("addressType") {
         return Err(());
     }
-    let label = "kubernetes.io/service-name";
+    let label = SERVICE_NAME_LABEL;
     let labelled =
         live.pointer("/metadata/labels").and_then(|l| l.get(label)) == Some(&json!(NAME));
     let conditions_ready = |v: &Value| -> Vec<(Value, bool)> {

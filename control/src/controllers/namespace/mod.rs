@@ -34,7 +34,7 @@ const RECHECK: Duration = Duration::from_secs(2);
 
 pub type Error = crate::toolkit::api_errors::ApiError;
 
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub clock: Arc<dyn Clock>,
 }
@@ -42,7 +42,7 @@ pub struct Ctx {
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let informers = &shared.informers;
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: shared.client_for("namespace"),
         clock: shared.clock.clone(),
     });
@@ -82,7 +82,7 @@ fn namespaced_kinds() -> impl Iterator<Item = &'static ResourceInfo> {
         .filter(|r| r.namespaced && r.is_storage_version())
 }
 
-pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     let finalizing = ns
         .spec
         .as_ref()
@@ -216,7 +216,7 @@ pub fn conditions(left: &Remaining) -> Vec<(&'static str, bool, &'static str, St
 
 /// Writes the conditions when they changed (a condition keeps its
 /// transition time while its status stays).
-async fn write_conditions(ctx: &Ctx, ns: &Namespace, left: &Remaining) -> Result<(), Error> {
+async fn write_conditions(ctx: &Context, ns: &Namespace, left: &Remaining) -> Result<(), Error> {
     let old = ns
         .status
         .as_ref()

@@ -108,7 +108,7 @@ async fn a_namespace_not_being_deleted_is_left_alone() {
     let ns: Namespace = api.create(json!({"metadata": {"name": "quiet"}})).await;
     api.create::<ConfigMap>(json!({"metadata": {"name": "c", "namespace": "quiet"}}))
         .await;
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: api.client.clone(),
         clock: api.clock.clone(),
     });

@@ -28,7 +28,7 @@ const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the k
 
 pub type Error = crate::toolkit::api_errors::ApiError;
 
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub config_maps: Store<ConfigMap>,
     /// The CA's certificate, PEM.
@@ -39,7 +39,7 @@ pub struct Ctx {
 /// it. `ca` is the PEM to publish.
 pub fn start(shared: &Arc<Shared>, ca: String) -> BoxFuture<'static, ()> {
     let informers = &shared.informers;
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: shared.client_for("root-ca-cert-publisher"),
         config_maps: informers.store::<ConfigMap>(),
         ca,
@@ -60,7 +60,7 @@ fn namespace_of(cm: &ConfigMap) -> Option<ObjectRef<Namespace>> {
         .flatten()
 }
 
-async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     if is_terminating(&ns) || ctx.ca.is_empty() {
         return Ok(Action::await_change());
     }

@@ -22,7 +22,7 @@ pub const DEFAULT: &str = "default";
 
 pub type Error = crate::toolkit::api_errors::ApiError;
 
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub accounts: Store<ServiceAccount>,
 }
@@ -30,7 +30,7 @@ pub struct Ctx {
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     let informers = &shared.informers;
-    let ctx = Arc::new(Ctx {
+    let ctx = Arc::new(Context {
         client: shared.client_for("serviceaccount"),
         accounts: informers.store::<ServiceAccount>(),
     });
@@ -55,7 +55,7 @@ pub fn is_terminating(ns: &Namespace) -> bool {
         || ns.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
 }
 
-async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
     if is_terminating(&ns) {
         return Ok(Action::await_change());
     }

@@ -57,7 +57,7 @@ pub enum Error {
 }
 
 /// What every sync needs.
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub sets: Store<StatefulSet>,
     pub pods: Store<Pod>,
@@ -67,11 +67,11 @@ pub struct Ctx {
     pub recorder: EventRecorder,
 }
 
-impl Ctx {
+impl Context {
     /// Takes the caches it reads from `shared` (before the informers start).
-    pub fn new(shared: &Shared) -> Ctx {
+    pub fn new(shared: &Shared) -> Context {
         let informers = &shared.informers;
-        Ctx {
+        Context {
             client: shared.client_for("statefulset"),
             sets: informers.store::<StatefulSet>(),
             pods: informers.store::<Pod>(),
@@ -85,7 +85,7 @@ impl Ctx {
 
 /// Sets up the controller on the shared caches; the returned future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    let ctx = Arc::new(Ctx::new(shared));
+    let ctx = Arc::new(Context::new(shared));
     let informers = &shared.informers;
     // An orphan pod may join a set whose name is in the pod's and whose
     // selector matches it.
@@ -113,7 +113,7 @@ pub fn selector_of(set: &StatefulSet) -> Option<LabelSelector> {
 
 /// The controller's reconcile: waits for the caches' first lists (a sync
 /// on an empty pod cache would create every pod again), then syncs.
-pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action, Error> {
     synced(&ctx.pods).await;
     synced(&ctx.revisions).await;
     synced(&ctx.claims).await;

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use super::{Ctx, Error};
+use super::{Context, Error};
 use crate::toolkit::history::{
     self, find_equal_revisions, new_revision, next_revision, number_of, sort_revisions, History,
 };
@@ -77,7 +77,7 @@ pub fn apply_revision(set: &StatefulSet, revision: &ControllerRevision) -> State
 /// creating or renumbering the update revision as needed
 /// (`getStatefulSetRevisions`). `revisions` are the set's, sorted.
 pub async fn current_and_update(
-    ctx: &Ctx,
+    ctx: &Context,
     set: &StatefulSet,
     revisions: &mut [Arc<ControllerRevision>],
 ) -> Result<(ControllerRevision, ControllerRevision, i32), Error> {
@@ -107,7 +107,7 @@ pub async fn current_and_update(
 /// Deletes the oldest revisions beyond `revisionHistoryLimit` that no live
 /// pod runs and that are neither current nor update (`truncateHistory`).
 pub async fn truncate_history(
-    ctx: &Ctx,
+    ctx: &Context,
     set: &StatefulSet,
     revisions: &[Arc<ControllerRevision>],
     in_use: &[&str],

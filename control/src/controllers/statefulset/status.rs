@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::identity::revision_of;
-use super::{Ctx, Error};
+use super::{Context, Error};
 use crate::toolkit::pods::{running_and_ready, until_available};
 use crate::toolkit::status::patch_status;
 
@@ -77,7 +77,11 @@ pub fn compute(
 }
 
 /// Writes `status` through the status subresource when it changed.
-pub async fn write(ctx: &Ctx, set: &StatefulSet, status: StatefulSetStatus) -> Result<(), Error> {
+pub async fn write(
+    ctx: &Context,
+    set: &StatefulSet,
+    status: StatefulSetStatus,
+) -> Result<(), Error> {
     if set.status.as_ref() == Some(&status) {
         return Ok(());
     }

@@ -33,7 +33,7 @@ use bosun::events::{reference_to, EventType};
 
 use super::identity::{self, claims_for, identity_matches, is_member_of, ordinal_of};
 use super::revision::{apply_revision, current_and_update, truncate_history};
-use super::{selector_of, status, Ctx, Error};
+use super::{selector_of, status, Context, Error};
 use crate::toolkit::api_errors::{is_status, message_of};
 use crate::toolkit::pods::{phase_of, until_available};
 use crate::toolkit::ClaimManager;
@@ -41,7 +41,7 @@ use crate::toolkit::ClaimManager;
 /// One sync of a set: claim its pods and revisions, run a pass, write its
 /// status, trim its history. Returns when to look again for a pod that is
 /// due to become available.
-pub async fn sync(set: &StatefulSet, ctx: &Ctx) -> Result<Option<Duration>, Error> {
+pub async fn sync(set: &StatefulSet, ctx: &Context) -> Result<Option<Duration>, Error> {
     let ns = set.namespace();
     let selector = selector_of(set);
     let claims = ClaimManager::new(ctx.client.clone(), set, selector.as_ref());
@@ -101,7 +101,7 @@ enum Step {
 
 /// One pass over one set's pods.
 struct Pass<'a> {
-    ctx: &'a Ctx,
+    ctx: &'a Context,
     set: &'a StatefulSet,
     current_set: StatefulSet,
     update_set: StatefulSet,
@@ -114,7 +114,7 @@ struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     fn new(
-        ctx: &'a Ctx,
+        ctx: &'a Context,
         set: &'a StatefulSet,
         current: &ControllerRevision,
         update: &ControllerRevision,

@@ -17,7 +17,7 @@ use serde_json::json;
 use bosun::events::EventType;
 
 use super::{
-    protection, provisioner, reference, Ctx, Error, ANN_BETA_STORAGE_PROVISIONER,
+    protection, provisioner, reference, Context, Error, ANN_BETA_STORAGE_PROVISIONER,
     ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER,
     LOCAL_PATH_PROVISIONER,
 };
@@ -59,7 +59,7 @@ pub fn selected_node(claim: &PersistentVolumeClaim) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
-pub async fn sync(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Error> {
+pub async fn sync(claim: &PersistentVolumeClaim, ctx: &Context) -> Result<(), Error> {
     if claim.metadata.deletion_timestamp.is_some() {
         return protection::release_claim(claim, ctx).await;
     }
@@ -74,7 +74,7 @@ pub async fn sync(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Error>
 /// The node of a pod using `claim` that was placed without the scheduler
 /// (`spec.nodeName` set by its author), which therefore never selects a
 /// node for the claim: its node is the claim's.
-fn placed_consumer(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Option<String> {
+fn placed_consumer(claim: &PersistentVolumeClaim, ctx: &Context) -> Option<String> {
     let name = claim.metadata.name.as_deref()?;
     ctx.pods
         .state()
@@ -84,7 +84,7 @@ fn placed_consumer(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Option<String> {
         .find_map(|p| p.spec.as_ref()?.node_name.clone().filter(|n| !n.is_empty()))
 }
 
-async fn sync_unbound(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Error> {
+async fn sync_unbound(claim: &PersistentVolumeClaim, ctx: &Context) -> Result<(), Error> {
     let class_name = claim_class(claim);
     let class = (!class_name.is_empty())
         .then(|| ctx.class(&class_name))
@@ -153,7 +153,7 @@ async fn sync_unbound(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Er
 }
 
 /// A claim with a volumeName: finish the binding, or mark it Lost.
-async fn sync_bound(claim: &PersistentVolumeClaim, name: &str, ctx: &Ctx) -> Result<(), Error> {
+async fn sync_bound(claim: &PersistentVolumeClaim, name: &str, ctx: &Context) -> Result<(), Error> {
     let Some(pv) = ctx.volumes.get(&ObjectRef::new(name)) else {
         // The cache may lag a volume created a moment ago.
         let live = Api::<PersistentVolume>::all(ctx.client.clone())
@@ -197,7 +197,7 @@ async fn sync_bound(claim: &PersistentVolumeClaim, name: &str, ctx: &Ctx) -> Res
     }
 }
 
-async fn lost(claim: &PersistentVolumeClaim, ctx: &Ctx, msg: &str) -> Result<(), Error> {
+async fn lost(claim: &PersistentVolumeClaim, ctx: &Context, msg: &str) -> Result<(), Error> {
     if phase(claim) == "Lost" {
         return Ok(());
     }
@@ -209,7 +209,7 @@ async fn lost(claim: &PersistentVolumeClaim, ctx: &Ctx, msg: &str) -> Result<(),
 async fn set_claim_phase(
     claim: &PersistentVolumeClaim,
     phase: &str,
-    ctx: &Ctx,
+    ctx: &Context,
 ) -> Result<(), Error> {
     let api: Api<PersistentVolumeClaim> =
         Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
@@ -229,7 +229,7 @@ async fn set_claim_phase(
 async fn annotate_provisioner(
     claim: &PersistentVolumeClaim,
     provisioner: &str,
-    ctx: &Ctx,
+    ctx: &Context,
 ) -> Result<(), Error> {
     if claim
         .annotations()
@@ -262,7 +262,7 @@ async fn annotate_provisioner(
 pub async fn bind(
     claim: &PersistentVolumeClaim,
     pv: &PersistentVolume,
-    ctx: &Ctx,
+    ctx: &Context,
 ) -> Result<(), Error> {
     let ns = claim.namespace().unwrap_or_default();
     let pv_name = pv.name_any();

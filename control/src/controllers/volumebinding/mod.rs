@@ -79,7 +79,7 @@ const COMPONENT: &str = "persistentvolume-controller";
 pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// What every sync reads and writes with.
-pub struct Ctx {
+pub struct Context {
     pub client: Client,
     pub claims: Store<PersistentVolumeClaim>,
     pub volumes: Store<PersistentVolume>,
@@ -89,10 +89,10 @@ pub struct Ctx {
     pub recorder: EventRecorder,
 }
 
-impl Ctx {
-    pub fn new(shared: &Shared) -> Ctx {
+impl Context {
+    pub fn new(shared: &Shared) -> Context {
         let i = &shared.informers;
-        Ctx {
+        Context {
             client: shared.client_for("volumebinding"),
             claims: i.store(),
             volumes: i.store(),
@@ -175,7 +175,7 @@ fn volumes_of(
 /// Sets up the claim and volume loops on the shared caches; the returned
 /// future runs both.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    let ctx = Arc::new(Ctx::new(shared));
+    let ctx = Arc::new(Context::new(shared));
     let i = &shared.informers;
     let resync =
         || tokio_stream::wrappers::IntervalStream::new(tokio::time::interval(RESYNC)).map(|_| ());
@@ -235,14 +235,17 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 
 pub async fn reconcile_claim(
     claim: Arc<PersistentVolumeClaim>,
-    ctx: Arc<Ctx>,
+    ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     ctx.caches_ready().await;
     claims::sync(&claim, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }
 
-pub async fn reconcile_volume(pv: Arc<PersistentVolume>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub async fn reconcile_volume(
+    pv: Arc<PersistentVolume>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     ctx.caches_ready().await;
     volumes::sync(&pv, &ctx).await?;
     Ok(Action::requeue(RESYNC))

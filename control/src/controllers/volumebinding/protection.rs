@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::{claims_of, Ctx, Error, PVC_PROTECTION, PV_PROTECTION};
+use super::{claims_of, Context, Error, PVC_PROTECTION, PV_PROTECTION};
 
 fn is_finished(pod: &Pod) -> bool {
     matches!(
@@ -29,7 +29,7 @@ fn uses(pod: &Pod, claim: &PersistentVolumeClaim) -> bool {
 /// Whether a pod uses `claim`: the cache first, then (when the cache says
 /// no, as Kubernetes' controller does) a live list, since the cache may
 /// not have a pod created a moment ago.
-async fn in_use(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<bool, Error> {
+async fn in_use(claim: &PersistentVolumeClaim, ctx: &Context) -> Result<bool, Error> {
     if ctx.pods.state().iter().any(|p| uses(p, claim)) {
         return Ok(true);
     }
@@ -72,7 +72,7 @@ where
 }
 
 /// A claim being deleted: its finalizer goes once no pod uses it.
-pub async fn release_claim(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(), Error> {
+pub async fn release_claim(claim: &PersistentVolumeClaim, ctx: &Context) -> Result<(), Error> {
     let has = claim.finalizers().iter().any(|f| f == PVC_PROTECTION);
     if !has || in_use(claim, ctx).await? {
         return Ok(());
@@ -84,7 +84,7 @@ pub async fn release_claim(claim: &PersistentVolumeClaim, ctx: &Ctx) -> Result<(
 }
 
 /// A volume being deleted that is not bound (any more) loses its finalizer.
-pub async fn release_volume(pv: &PersistentVolume, ctx: &Ctx) -> Result<(), Error> {
+pub async fn release_volume(pv: &PersistentVolume, ctx: &Context) -> Result<(), Error> {
     let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
     remove_finalizer(&api, pv, PV_PROTECTION).await
 }

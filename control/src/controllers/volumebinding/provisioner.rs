@@ -14,9 +14,10 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use bosun::events::EventType;
+use bosun::well_known::HOSTNAME_LABEL;
 
 use super::{
-    reference, Ctx, Error, ANN_PROVISIONED_BY, CLEANUP_FINALIZER, DATA_DIR_ANNOTATION,
+    reference, Context, Error, ANN_PROVISIONED_BY, CLEANUP_FINALIZER, DATA_DIR_ANNOTATION,
     LOCAL_PATH_PROVISIONER,
 };
 
@@ -63,7 +64,7 @@ pub fn volume_for(
             "volumeMode": spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
             "hostPath": {"path": path, "type": "DirectoryOrCreate"},
             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}
             ]}]}},
             "claimRef": {
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -80,7 +81,7 @@ pub async fn provision(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
     node: Option<&str>,
-    ctx: &Ctx,
+    ctx: &Context,
 ) -> Result<(), Error> {
     let failed = |msg: String| {
         ctx.recorder.record(

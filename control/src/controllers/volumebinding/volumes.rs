@@ -14,7 +14,7 @@ use serde_json::json;
 use bosun::events::EventType;
 
 use super::claims::raced;
-use super::{protection, reference, Ctx, Error, ANN_BOUND_BY_CONTROLLER};
+use super::{protection, reference, Context, Error, ANN_BOUND_BY_CONTROLLER};
 
 fn phase(pv: &PersistentVolume) -> &str {
     pv.status
@@ -25,7 +25,7 @@ fn phase(pv: &PersistentVolume) -> &str {
 
 /// Syncs the volume; one being deleted loses its `pv-protection`
 /// finalizer once it is not bound.
-pub async fn sync(pv: &PersistentVolume, ctx: &Ctx) -> Result<(), Error> {
+pub async fn sync(pv: &PersistentVolume, ctx: &Context) -> Result<(), Error> {
     let bound = sync_phase(pv, ctx).await?;
     if pv.metadata.deletion_timestamp.is_some() && !bound {
         protection::release_volume(pv, ctx).await?;
@@ -35,7 +35,7 @@ pub async fn sync(pv: &PersistentVolume, ctx: &Ctx) -> Result<(), Error> {
 
 /// Brings the volume's phase (and binding) up to date; whether it is
 /// bound to a claim that exists.
-async fn sync_phase(pv: &PersistentVolume, ctx: &Ctx) -> Result<bool, Error> {
+async fn sync_phase(pv: &PersistentVolume, ctx: &Context) -> Result<bool, Error> {
     let Some(r) = pv.spec.as_ref().and_then(|s| s.claim_ref.clone()) else {
         set_phase(pv, "Available", ctx).await?;
         return Ok(false);
@@ -85,7 +85,7 @@ async fn sync_phase(pv: &PersistentVolume, ctx: &Ctx) -> Result<bool, Error> {
     }
 }
 
-async fn set_phase(pv: &PersistentVolume, phase_now: &str, ctx: &Ctx) -> Result<(), Error> {
+async fn set_phase(pv: &PersistentVolume, phase_now: &str, ctx: &Context) -> Result<(), Error> {
     if phase(pv) == phase_now {
         return Ok(());
     }
@@ -101,7 +101,7 @@ async fn set_phase(pv: &PersistentVolume, phase_now: &str, ctx: &Ctx) -> Result<
     )
 }
 
-async fn unbind(pv: &PersistentVolume, ctx: &Ctx) -> Result<(), Error> {
+async fn unbind(pv: &PersistentVolume, ctx: &Context) -> Result<(), Error> {
     let mut pv = pv.clone();
     if let Some(s) = pv.spec.as_mut() {
         s.claim_ref = None;
@@ -121,7 +121,7 @@ async fn unbind(pv: &PersistentVolume, ctx: &Ctx) -> Result<(), Error> {
 }
 
 /// The claim is gone: Released, then the reclaim policy.
-async fn release(pv: &PersistentVolume, ctx: &Ctx) -> Result<(), Error> {
+async fn release(pv: &PersistentVolume, ctx: &Context) -> Result<(), Error> {
     if phase(pv) != "Released" && phase(pv) != "Failed" {
         set_phase(pv, "Released", ctx).await?;
     }
