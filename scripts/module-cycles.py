@@ -14,7 +14,12 @@ import subprocess
 import sys
 from collections import defaultdict
 
-CRATES = {"bosun": "src", "bosun-control": "control/src", "bosun-agent": "agent/src"}
+CRATES = {
+    "bosun": "src",
+    "bosun-control": "control/src",
+    "bosun-agent": "agent/src",
+    "bosun-test-support": "test-support/src",
+}
 
 
 def module_path(src, path):

@@ -1,22 +1,23 @@
-//! What the end-to-end tests share: a real `bosun-control` started in a
-//! temporary directory (killed when the test ends, also on panic), and
-//! runners for `bosun` and `kubectl` pointed at its admin kubeconfig.
+//! What the end-to-end tests of the CLI share: a real `bosun-control`
+//! started in a temporary directory (killed when the test ends, also on
+//! panic), and runners for `bosun` and `kubectl` pointed at its admin
+//! kubeconfig. What the three packages' tests share is in
+//! `bosun-test-support`, re-exported here.
 
 // Each test binary uses a different part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Where the workspace's binaries are: next to `bosun`.
-pub fn bin_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_bosun"))
-        .parent()
-        .expect("bosun has a directory")
-        .to_path_buf()
-}
+pub use bosun_test_support::binaries::{bin_dir, kubectl_binary};
+pub use bosun_test_support::docker::node_containers;
+pub use bosun_test_support::images::ensure_images;
+pub use bosun_test_support::process::KillOnDrop;
+pub use bosun_test_support::wait_for;
+use bosun_test_support::{binaries::workspace_binary, control::start_control, docker};
 
 /// `bosun-control`, built into the same target directory if it is not there yet.
 pub fn control_binary() -> PathBuf {
@@ -28,24 +29,6 @@ pub fn agent_binary() -> PathBuf {
     workspace_binary("bosun-agent")
 }
 
-/// The binary of the workspace package `name` (named as the package).
-fn workspace_binary(name: &str) -> PathBuf {
-    let path = bin_dir().join(name);
-    if !path.exists() {
-        // target/<profile>/bosun -> target
-        let target_dir = bin_dir().parent().unwrap().to_path_buf();
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "-p", name, "--target-dir"])
-            .arg(&target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap_or_else(|e| panic!("running cargo build -p {name}: {e}"));
-        assert!(status.success(), "cargo build -p {name} failed");
-    }
-    assert!(path.exists(), "no {name} at {}", path.display());
-    path
-}
-
 /// A file of the repository's `examples/` directory.
 pub fn example(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -53,14 +36,6 @@ pub fn example(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A running control plane in a temp dir.
@@ -82,21 +57,16 @@ impl Cluster {
         let data = dir.path().join("data");
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
         let log = std::fs::File::create(dir.path().join("control.log")).unwrap();
-        let child = Command::new(control_binary())
-            .arg("--data-dir")
+        let mut cmd = Command::new(control_binary());
+        cmd.arg("--data-dir")
             .arg(&data)
             .args(["--port", "0"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting bosun-control");
-        let cluster = Cluster { child, dir };
-        wait_for("bosun-control's address", Duration::from_secs(30), || {
-            data.join("address").exists() && data.join("admin.kubeconfig").exists()
-        });
-        cluster
+            .stderr(log);
+        let (child, _) = start_control(cmd, &data, Duration::from_secs(30));
+        Cluster { child, dir }
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
@@ -157,11 +127,6 @@ impl Drop for Cluster {
     }
 }
 
-/// `kubectl`: `$KUBECTL` if set, else the one on PATH.
-pub fn kubectl_binary() -> String {
-    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
-}
-
 pub struct Run {
     pub args: String,
     pub code: i32,
@@ -197,16 +162,6 @@ impl Run {
             self.args, self.stdout, self.stderr
         );
         &self.stderr
-    }
-}
-
-/// A child process killed (and reaped) when this is dropped, also on panic.
-pub struct KillOnDrop(pub Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -268,25 +223,6 @@ pub fn parse_table(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
     (names, rows)
 }
 
-/// Builds the project's images (scripts/build-images.sh) unless this
-/// engine has them.
-pub fn ensure_images() {
-    let have = |image: &str| {
-        Command::new("docker")
-            .args(["image", "inspect", image])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("docker is installed")
-            .success()
-    };
-    if !have("bosun.local/busybox:1.35") || !have("bosun.local/pause:0.1.0") {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-images.sh");
-        let status = Command::new("bash").arg(script).status().unwrap();
-        assert!(status.success(), "scripts/build-images.sh failed");
-    }
-}
-
 /// SIGKILLs what `bosun up`/`join` started from `dir`: the supervisors
 /// first (or they would start their process again), then the processes.
 pub fn kill_started_processes(dir: &Path) {
@@ -296,14 +232,7 @@ pub fn kill_started_processes(dir: &Path) {
         "agent.pid",
         "control.pid",
     ] {
-        if let Ok(pid) = std::fs::read_to_string(dir.join(pid_file)) {
-            if let Ok(pid) = pid.trim().parse::<i32>() {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-        }
+        bosun_test_support::process::kill_pid_file(&dir.join(pid_file));
     }
 }
 
@@ -324,43 +253,19 @@ impl Drop for HostReaper {
         for dir in &self.dirs {
             kill_started_processes(dir);
         }
-        let ids = docker_ids(&self.node);
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
-        }
-        let _ = Command::new("docker")
-            .args(["network", "rm", &format!("bosun-{}", self.node)])
-            .output();
+        // Containers, network and the service proxy's table (which a
+        // SIGKILLed agent leaves).
+        docker::remove_node(&self.node);
         remove_forward_rule(&self.cidr);
-        // The service proxy's table, which a SIGKILLed agent leaves.
-        let _ = Command::new("nft")
-            .args(["delete", "table", "ip", &format!("bosun-{}", self.node)])
-            .stderr(Stdio::null())
-            .status();
         // Volume mounts (tmpfs) of pods the agent had no time to remove.
-        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
-        for point in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
-            if self.dirs.iter().any(|d| Path::new(point).starts_with(d)) {
-                let _ = Command::new("umount").arg(point).status();
-            }
-        }
+        let dirs: Vec<&Path> = self.dirs.iter().map(PathBuf::as_path).collect();
+        docker::unmount_under(&dirs);
     }
 }
 
 /// The ids of every container of `node`.
 pub fn docker_ids(node: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter"])
-        .arg(format!("label=io.bosun.node={node}"))
-        .output()
-        .expect("docker ps");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    node_containers(node, &[])
 }
 
 /// bosun's filter chain for pod-to-pod traffic between bridges.

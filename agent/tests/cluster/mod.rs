@@ -2,35 +2,25 @@
 //! one or more `bosun-agent`s on this Docker Engine in a temp dir, each
 //! agent a node with a name, pod subnet and data dir of its own. Dropping
 //! it (also on panic) stops them all and removes every container, network
-//! and volume dir the nodes made.
+//! and volume dir the nodes made. What the three packages' tests share is
+//! in `bosun-test-support`, re-exported here.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use bosun_test_support::binaries::{bin_dir, kubectl_binary, repo_root};
+pub use bosun_test_support::images::{ensure_images, BUSYBOX};
+pub use bosun_test_support::process::dies_with_test;
+pub use bosun_test_support::text::tail;
+pub use bosun_test_support::wait_for;
+use bosun_test_support::{binaries::workspace_binary, control::start_control, docker, process};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use serde_json::Value;
-
-pub const BUSYBOX: &str = "bosun.local/busybox:1.35";
-
-pub fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_bosun-agent"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// Runs `cmd`, panicking only if it cannot start.
 pub fn run(cmd: &mut Command) -> Output {
@@ -113,87 +103,12 @@ pub fn host_ip(i: usize) -> String {
 
 /// `bosun-control`, built next to the agent if it is not there yet.
 pub fn control_binary() -> PathBuf {
-    let path = bin_dir().join("bosun-control");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "bosun-control"])
-            .current_dir(repo_root())
-            .status()
-            .expect("cargo build -p bosun-control");
-        assert!(status.success());
-    }
-    path
+    workspace_binary("bosun-control")
 }
 
 /// The `bosun` CLI, built next to the agent if it is not there yet.
 pub fn bosun_binary() -> PathBuf {
-    let path = bin_dir().join("bosun");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "bosun", "--bin", "bosun"])
-            .current_dir(repo_root())
-            .status()
-            .expect("cargo build -p bosun");
-        assert!(status.success());
-    }
-    path
-}
-
-/// kubectl: the tests of kubectl against bosun need it, and fail without
-/// it (`scripts/test.sh` installs it).
-pub fn kubectl_binary() -> PathBuf {
-    ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("kubectl is not installed: these tests need it (scripts/test.sh installs it)")
-}
-
-/// Builds the test images if Docker lacks them.
-pub fn ensure_images() {
-    let have = Command::new("docker")
-        .args(["image", "inspect", BUSYBOX, "bosun.local/web:1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !have {
-        let status = Command::new("bash")
-            .arg(repo_root().join("scripts/build-images.sh"))
-            .status()
-            .expect("scripts/build-images.sh");
-        assert!(status.success(), "building the test images");
-    }
-}
-
-pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A command for `program` that dies with the test binary, also when the
-/// binary is killed (by a timeout) before the cluster's drop can stop it:
-/// an agent left running would keep recreating its containers against
-/// `scripts/test.sh`'s sweep of stale test resources. `setpriv
-/// --pdeathsig` (util-linux) sets that up and execs `program` in the same
-/// process.
-pub fn dies_with_test(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    if Path::new("/usr/bin/setpriv").exists() {
-        let mut cmd = Command::new("/usr/bin/setpriv");
-        cmd.args(["--pdeathsig", "KILL", "--"]).arg(program);
-        cmd
-    } else {
-        Command::new(program)
-    }
+    workspace_binary("bosun")
 }
 
 /// Starts `bosun-control` for the namespace-hosts harness, listening on
@@ -202,19 +117,14 @@ pub fn dies_with_test(program: impl AsRef<std::ffi::OsStr>) -> Command {
 pub fn start_hosts_control(dir: &Path, wait: Duration) -> Child {
     let data = dir.join("control");
     let log = std::fs::File::create(dir.join("control.log")).unwrap();
-    let child = dies_with_test(control_binary())
-        .arg("--data-dir")
+    let mut cmd = dies_with_test(control_binary());
+    cmd.arg("--data-dir")
         .arg(&data)
         .args(["--bind", HOSTS_CONTROL_IP, "--port", "0"])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("starting bosun-control");
-    wait_for("bosun-control's kubeconfig", wait, || {
-        data.join("admin.kubeconfig").exists().then_some(())
-    });
-    child
+        .stderr(log);
+    start_control(cmd, &data, wait).0
 }
 
 /// A pod subnet no Docker network uses yet.
@@ -450,24 +360,17 @@ impl Cluster {
     }
 
     pub fn start_control(&mut self) {
-        let address = self.dir.path().join("control/address");
-        let _ = std::fs::remove_file(&address);
-        let child = dies_with_test(control_binary())
-            .arg("--data-dir")
-            .arg(self.dir.path().join("control"))
+        let data = self.dir.path().join("control");
+        let mut cmd = dies_with_test(control_binary());
+        cmd.arg("--data-dir")
+            .arg(&data)
             .args(["--port", &self.port.to_string()])
             .args(&self.control_args)
             .stdout(Stdio::null())
-            .stderr(self.log("control"))
-            .spawn()
-            .expect("bosun-control");
+            .stderr(self.log("control"));
+        let (child, addr) = start_control(cmd, &data, Duration::from_secs(20));
         self.control = Some(child);
-        let addr = wait_for("the control plane", Duration::from_secs(20), || {
-            std::fs::read_to_string(&address)
-                .ok()
-                .filter(|a| !a.trim().is_empty())
-        });
-        self.port = addr.trim().rsplit(':').next().unwrap().parse().unwrap();
+        self.port = addr.rsplit(':').next().unwrap().parse().unwrap();
     }
 
     /// (Re)starts the first node's agent.
@@ -514,18 +417,7 @@ impl Cluster {
     /// Sends `sig` and waits for the process to exit: how long that took,
     /// or None if it was still running after 20 s (then it is killed).
     fn signal(child: &mut Child, sig: nix::sys::signal::Signal) -> Option<Duration> {
-        let sent = Instant::now();
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig);
-        let deadline = sent + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if child.try_wait().ok().flatten().is_some() {
-                return Some(sent.elapsed());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
+        process::signal_and_wait(child, sig, Duration::from_secs(20))
     }
 
     /// Whether node `i`'s agent process has exited (or was never started).
@@ -560,11 +452,7 @@ impl Cluster {
     }
 
     pub async fn client(&self) -> Client {
-        let kc = Kubeconfig::read_from(self.kubeconfig()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .unwrap();
-        Client::try_from(config).unwrap()
+        bosun_test_support::client::client(&self.kubeconfig()).await
     }
 
     /// `bosun --kubeconfig <this cluster's admin kubeconfig>`.
@@ -648,17 +536,7 @@ impl Cluster {
     /// `docker ps` ids of `node`'s containers (all states) matching a
     /// label filter.
     pub fn docker_ids_on(&self, node: &str, filter: &[&str]) -> Vec<String> {
-        let mut cmd = Command::new("docker");
-        cmd.args(["ps", "-aq", "--filter"])
-            .arg(format!("label=io.bosun.node={node}"));
-        for f in filter {
-            cmd.args(["--filter", &format!("label={f}")]);
-        }
-        let out = cmd.output().expect("docker ps");
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(String::from)
-            .collect()
+        docker::node_containers(node, filter)
     }
 
     /// Runs `docker exec` in a pod's app container; returns stdout.
@@ -688,11 +566,6 @@ impl Cluster {
             .expect("docker exec");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
-}
-
-pub fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// Removes the iptables chains of `node`'s service proxy (its iptables
@@ -766,32 +639,12 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
         for node in self.nodes() {
-            let ids = self.docker_ids_on(&node, &[]);
-            if !ids.is_empty() {
-                let _ = Command::new("docker")
-                    .args(["rm", "-f", "-v"])
-                    .args(&ids)
-                    .output();
-            }
-            let _ = Command::new("docker")
-                .args(["network", "rm", &format!("bosun-{node}")])
-                .output();
-            // The service proxy's table and iptables chains, which a
-            // killed agent leaves.
-            let _ = Command::new("nft")
-                .args(["delete", "table", "ip", &format!("bosun-{node}")])
-                .stderr(Stdio::null())
-                .output();
+            // Containers, network and the service proxy's table and
+            // iptables chains, which a killed agent leaves.
+            docker::remove_node(&node);
             remove_iptables_chains(&node);
         }
         // tmpfs emptyDirs are mounted under the agents' data dirs.
-        if let Ok(mounts) = std::fs::read_to_string("/proc/mounts") {
-            let root = self.dir.path().to_string_lossy().into_owned();
-            for m in mounts.lines().filter_map(|l| l.split_whitespace().nth(1)) {
-                if m.starts_with(&root) {
-                    let _ = Command::new("umount").arg(m).status();
-                }
-            }
-        }
+        docker::unmount_under(&[self.dir.path()]);
     }
 }

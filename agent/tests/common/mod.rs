@@ -4,50 +4,19 @@
 //! network; the [`TestNode`] guard removes every container labelled with
 //! that node and the network when it is dropped, also when the test panics.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
-use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use bosun_test_support::docker;
+pub use bosun_test_support::images::{ensure_images, BUSYBOX, WEB1, WEB2};
 
 use bosun_agent::runtime::docker::DockerRuntime;
 use bosun_agent::runtime::{
-    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, DnsConfig, PodRef,
-    Role, SandboxConfig,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, DnsConfig, PodRef, Role,
+    SandboxConfig,
 };
-
-pub const BUSYBOX: &str = "bosun.local/busybox:1.35";
-pub const WEB1: &str = "bosun.local/web:1";
-pub const WEB2: &str = "bosun.local/web:2";
-
-static IMAGES: Mutex<bool> = Mutex::new(false);
-
-/// Builds the test images with `scripts/build-images.sh` unless they exist.
-pub fn ensure_images() {
-    let mut done = IMAGES.lock().unwrap_or_else(|e| e.into_inner());
-    if *done {
-        return;
-    }
-    let missing = [BUSYBOX, WEB1, WEB2].iter().any(|image| {
-        !Command::new("docker")
-            .args(["image", "inspect", image])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
-    });
-    if missing {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/build-images.sh");
-        let status = Command::new("bash")
-            .arg(script)
-            .status()
-            .expect("running scripts/build-images.sh");
-        assert!(status.success(), "scripts/build-images.sh failed");
-    }
-    *done = true;
-}
 
 fn random_hex(n: usize) -> String {
     (0..n)
@@ -200,28 +169,8 @@ pub fn container(name: &str, image: &str, cmd: &[&str], share_pid: bool) -> Cont
 
 impl Drop for TestNode {
     fn drop(&mut self) {
-        let filter = format!("label={}={}", labels::NODE, self.node);
-        if let Ok(out) = Command::new("docker")
-            .args(["ps", "-aq", "--filter", &filter])
-            .output()
-        {
-            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect();
-            if !ids.is_empty() {
-                let _ = Command::new("docker")
-                    .args(["rm", "-f", "-v"])
-                    .args(&ids)
-                    .stdout(std::process::Stdio::null())
-                    .status();
-            }
-        }
-        let _ = Command::new("docker")
-            .args(["network", "rm", &self.network])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        docker::remove_containers(&docker::node_containers(&self.node, &[]));
+        docker::remove_network(&self.network);
     }
 }
 

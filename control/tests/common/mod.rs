@@ -1,15 +1,17 @@
 //! Shared by the control plane's integration tests: a real `bosun-control`
 //! process on a free port in a temp dir, and clients for it. The process
 //! is killed and the dir removed when the handle drops, also on panic.
+//! What the three packages' tests share is in `bosun-test-support`.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+pub use bosun_test_support::wait_for;
+use bosun_test_support::{client, control::start_control};
 use kube::api::{ApiResource, DynamicObject};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
 pub struct ControlPlane {
@@ -48,20 +50,6 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bosun-control"))
 }
 
-/// Polls `check` every 20 ms until it returns Some or `deadline` passes.
-pub fn wait_for<T>(what: &str, deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        if start.elapsed() > deadline {
-            panic!("timed out after {deadline:?} waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 impl ControlPlane {
     pub fn start() -> Self {
         Self::start_with(&[])
@@ -85,30 +73,22 @@ impl ControlPlane {
     }
 
     fn spawn(&mut self) {
-        let address = self.dir.path().join("address");
-        let _ = std::fs::remove_file(&address);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("control.log"))
             .expect("log file");
-        let child = Command::new(binary())
-            .arg("--data-dir")
+        let mut cmd = Command::new(binary());
+        cmd.arg("--data-dir")
             .arg(self.dir.path())
             .args(["--port", "0"])
             .args(self.controllers_flag())
             .args(&self.extra_args)
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start bosun-control");
+            .stderr(log);
+        let (child, addr) = start_control(cmd, self.dir.path(), Duration::from_secs(20));
         self.child = Some(child);
-        self.addr = wait_for("bosun-control to listen", Duration::from_secs(20), || {
-            std::fs::read_to_string(&address)
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-        });
+        self.addr = addr;
     }
 
     /// `--controllers=*,-x,...` for [`OFF_IN_API_TESTS`], unless the test
@@ -147,14 +127,11 @@ impl ControlPlane {
     }
 
     pub async fn config(&self) -> Config {
-        let kc = Kubeconfig::read_from(self.kubeconfig_path()).expect("kubeconfig");
-        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("config")
+        client::config(&self.kubeconfig_path()).await
     }
 
     pub async fn client(&self) -> Client {
-        Client::try_from(self.config().await).expect("client")
+        client::client(&self.kubeconfig_path()).await
     }
 
     /// Stops the process with SIGKILL: nothing gets to flush or clean up.

@@ -1,4 +1,7 @@
+use super::special_types::{go_duration, parse_go_duration};
+use super::wire::{put_len, put_tag, put_varint, VARINT};
 use super::*;
+use serde_json::json;
 
 fn round_trip(obj: Value) {
     let bytes = encode_object(&obj).unwrap_or_else(|e| panic!("encoding {obj}: {e}"));
