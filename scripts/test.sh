@@ -137,6 +137,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== module cycles"
 python3 scripts/module-cycles.py
+echo "== the map of the code (README, docs/code-map.md)"
+python3 scripts/code-map.py
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo build"
