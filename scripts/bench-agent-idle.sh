@@ -37,8 +37,16 @@ cleanup() {
   stop "$AGENT_PID"; AGENT_PID=""
   stop "$CONTROL_PID"; CONTROL_PID=""
   ids=$(docker ps -aq --filter "label=io.bosun.node=$NODE")
-  [ -n "$ids" ] && docker rm -f $ids >/dev/null 2>&1 || true
-  docker network rm "bosun-$NODE" >/dev/null 2>&1 || true
+  [ -n "$ids" ] && docker rm -f -v $ids >/dev/null 2>&1 || true
+  for _ in 1 2 3 4 5; do
+    docker network inspect "bosun-$NODE" >/dev/null 2>&1 || break
+    docker network rm "bosun-$NODE" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  # The pods' tmpfs volumes (projected tokens) under the agent's data dir:
+  # a stopped agent leaves them mounted.
+  awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r |
+    while read -r m; do umount "$m" || true; done
 }
 trap 'cleanup; remove_forward_chain_if_new; rm -rf "$WORK"' EXIT
 
@@ -49,7 +57,7 @@ requests() {
   kubectl --kubeconfig "$KC" get --raw /metrics |
     awk '/^apiserver_request_total\{/ && !/verb="WATCH"/ {
       verb = $0; sub(/.*verb="/, "", verb); sub(/".*/, "", verb)
-      res = $0; sub(/.*resource="/, "", res); sub(/".*/, "", res)
+      res = $0; sub(/.*[{,]resource="/, "", res); sub(/".*/, "", res)
       sr = ""
       if ($0 ~ /subresource="/) { sr = $0; sub(/.*subresource="/, "", sr); sub(/".*/, "", sr) }
       if (sr != "") res = res "/" sr
