@@ -63,3 +63,7 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const SKIP_MIRROR_LABEL: &str = "endpointslice.kubernetes.io/skip-mirror";
 /// The node label holding its hostname, the usual topology key.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// The node label naming its operating system (`GOOS`).
+pub const OS_LABEL: &str = "kubernetes.io/os";
+/// The node label naming its CPU architecture (`GOARCH`).
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";

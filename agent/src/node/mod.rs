@@ -6,6 +6,7 @@
 
 pub mod certificate;
 
+use bosun::well_known::{ARCH_LABEL, HOSTNAME_LABEL, OS_LABEL};
 use chrono::{SecondsFormat, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -132,9 +133,9 @@ pub fn node_status(cfg: &AgentConfig, health: &Health) -> Value {
 pub async fn register(client: &Client, cfg: &AgentConfig, health: &Health) -> kube::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let labels = json!({
-        "kubernetes.io/hostname": cfg.node_name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": arch(),
+        HOSTNAME_LABEL: cfg.node_name,
+        OS_LABEL: "linux",
+        ARCH_LABEL: arch(),
     });
     let spec = json!({"podCIDR": cfg.pod_cidr, "podCIDRs": [cfg.pod_cidr]});
     // The stream API's certificate, for the control plane to pin (null

@@ -11,8 +11,7 @@ use std::net::IpAddr;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-/// The label that ties an EndpointSlice to its service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub use bosun::well_known::SERVICE_NAME_LABEL;
 
 /// kube-proxy's default `sessionAffinityConfig.clientIP.timeoutSeconds`.
 pub const DEFAULT_AFFINITY_TIMEOUT: u32 = 10800;

@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+use bosun::well_known::HOSTNAME_LABEL;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     HostPathVolumeSource, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -145,7 +146,7 @@ pub fn cleanup_path(pv: &PersistentVolume, cfg: &AgentConfig) -> Option<PathBuf>
         .is_some_and(|r| {
             r.node_selector_terms.iter().any(|t| {
                 t.match_expressions.iter().flatten().any(|e| {
-                    e.key == "kubernetes.io/hostname"
+                    e.key == HOSTNAME_LABEL
                         && e.operator == "In"
                         && e.values.iter().flatten().any(|v| *v == cfg.node_name)
                 })

@@ -14,6 +14,7 @@
 
 pub mod admission;
 
+use bosun::well_known::HOSTNAME_LABEL;
 use serde_json::Value;
 
 use super::Attributes;
@@ -193,7 +194,7 @@ fn pinned_to(pv: &Value, node: &str) -> bool {
         .flatten()
         .flat_map(|t| t["matchExpressions"].as_array().into_iter().flatten())
         .any(|e| {
-            e["key"] == "kubernetes.io/hostname"
+            e["key"] == HOSTNAME_LABEL
                 && e["operator"] == "In"
                 && e["values"]
                     .as_array()

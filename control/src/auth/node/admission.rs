@@ -18,6 +18,7 @@
 //! Each function returns the reason of the 403 in upstream's words; the
 //! caller prefixes `<resource> "<name>" is forbidden: `.
 
+use bosun::well_known::{ARCH_LABEL, HOSTNAME_LABEL, OS_LABEL};
 use serde_json::Value;
 
 use crate::auth::Identity;
@@ -29,15 +30,15 @@ pub const CLEANUP_FINALIZER: &str = "bosun.io/local-path-cleanup";
 
 /// Labels the kubelet may set on its Node (upstream's `kubeletLabels`).
 const KUBELET_LABELS: &[&str] = &[
-    "kubernetes.io/hostname",
+    HOSTNAME_LABEL,
     "topology.kubernetes.io/zone",
     "topology.kubernetes.io/region",
     "failure-domain.beta.kubernetes.io/zone",
     "failure-domain.beta.kubernetes.io/region",
     "node.kubernetes.io/instance-type",
     "beta.kubernetes.io/instance-type",
-    "kubernetes.io/os",
-    "kubernetes.io/arch",
+    OS_LABEL,
+    ARCH_LABEL,
     "beta.kubernetes.io/os",
     "beta.kubernetes.io/arch",
 ];
