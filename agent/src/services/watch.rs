@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 
 use super::model::Key;
 
-fn key_of<K: Resource>(obj: &K) -> Key {
+fn object_key<K: Resource>(obj: &K) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
@@ -101,7 +101,7 @@ pub fn apply<K: Resource, V: PartialEq>(
         }
         Event::InitApply(obj) => {
             if let (Some(r), Some(v)) = (relist.as_mut(), slim(&obj)) {
-                r.insert(key_of(&obj), v);
+                r.insert(object_key(&obj), v);
             }
             false
         }
@@ -113,7 +113,7 @@ pub fn apply<K: Resource, V: PartialEq>(
             _ => false,
         },
         Event::Apply(obj) => {
-            let key = key_of(&obj);
+            let key = object_key(&obj);
             match slim(&obj) {
                 Some(v) if map.get(&key) == Some(&v) => false,
                 Some(v) => {
@@ -123,6 +123,6 @@ pub fn apply<K: Resource, V: PartialEq>(
                 None => map.remove(&key).is_some(),
             }
         }
-        Event::Delete(obj) => map.remove(&key_of(&obj)).is_some(),
+        Event::Delete(obj) => map.remove(&object_key(&obj)).is_some(),
     }
 }

@@ -31,7 +31,7 @@ mod header {
 /// (QR=0, opcode QUERY, not truncated, one question, no answer or
 /// authority records, at most one additional, the EDNS OPT) of at most 512
 /// bytes. `None` for anything else, which the general path answers.
-pub fn key_of(query: &[u8]) -> Option<&[u8]> {
+pub fn question_key(query: &[u8]) -> Option<&[u8]> {
     if query.len() <= header::LEN || query.len() > 512 {
         return None;
     }

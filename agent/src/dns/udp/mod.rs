@@ -31,7 +31,7 @@ use hickory_server::server::{Request, ResponseHandler, ResponseInfo};
 use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder, Queries};
 
 use super::{DnsHandler, SharedZone};
-use answers::{key_of, Answers};
+use answers::{question_key, Answers};
 
 /// hickory-server's receive buffer: longer datagrams arrive cut to this.
 const RECEIVE_BUFFER: usize = 4096;
@@ -239,7 +239,7 @@ fn serve(shared: &Arc<Shared>) {
             continue;
         }
         let generation = shared.zone.read().expect("zone lock").generation();
-        if let Some(key) = key_of(query) {
+        if let Some(key) = question_key(query) {
             if shared
                 .answers
                 .answer(generation, key, [query[0], query[1]], &mut out)
@@ -255,7 +255,7 @@ fn serve(shared: &Arc<Shared>) {
         let runtime = shared.runtime.clone();
         runtime.spawn(async move {
             let zone = shared.zone.read().expect("zone lock").clone();
-            let key = key_of(&raw).map(<[u8]>::to_vec);
+            let key = question_key(&raw).map(<[u8]>::to_vec);
             let Some((response, alone)) = general(&shared.handler, &zone, raw, src).await else {
                 return;
             };

@@ -13,7 +13,7 @@ use hickory_server::Server;
 
 use super::super::tests::{fuzz_inputs, query_bytes, serve_zone, shared, state, CLIENT};
 use super::super::{DnsHandler, Zone};
-use super::answers::{key_of, Answers};
+use super::answers::{question_key, Answers};
 use super::general;
 
 fn with_id(raw: &[u8], id: u16) -> Vec<u8> {
@@ -206,7 +206,7 @@ async fn random_bytes_never_panic_the_fast_path_and_filed_answers_match() {
     let src: SocketAddr = (CLIENT, 5353).into();
     let (mut filed, mut out) = (0, Vec::new());
     for raw in fuzz_inputs(12, 20_000) {
-        let key = key_of(&raw).map(<[u8]>::to_vec);
+        let key = question_key(&raw).map(<[u8]>::to_vec);
         let Some((response, alone)) = general(&handler, &z, raw.clone(), src).await else {
             continue;
         };
@@ -221,7 +221,7 @@ async fn random_bytes_never_panic_the_fast_path_and_filed_answers_match() {
         let again = with_id(&raw, u16::from_be_bytes([raw[0], raw[1]]) ^ 0x5a5a);
         assert!(answers.answer(
             z.generation(),
-            key_of(&again).unwrap(),
+            question_key(&again).unwrap(),
             [again[0], again[1]],
             &mut out
         ));
@@ -232,6 +232,6 @@ async fn random_bytes_never_panic_the_fast_path_and_filed_answers_match() {
     }
     assert!(filed > 100, "only {filed} inputs were filed");
     for len in 0..600 {
-        key_of(&vec![0u8; len]);
+        question_key(&vec![0u8; len]);
     }
 }
