@@ -42,12 +42,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::stream::SplitSink;
+use futures::{SinkExt, StreamExt};
 use http::StatusCode;
 
 use crate::runtime::{
@@ -491,6 +492,18 @@ pub async fn serve(
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
     bosun::serving::connections::serve(listener, tls, router(server), limits, stop).await;
+}
+
+/// Ends a stream's WebSocket with a normal closure (1000): client-go reads
+/// any other, even a bare close frame (1005), as a broken stream.
+async fn close_normally(tx: &mut SplitSink<WebSocket, Message>) {
+    let _ = tx
+        .send(Message::Close(Some(CloseFrame {
+            code: close_code::NORMAL,
+            reason: "".into(),
+        })))
+        .await;
+    let _ = tx.flush().await;
 }
 
 #[cfg(test)]

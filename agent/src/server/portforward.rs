@@ -21,12 +21,14 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+
+use super::close_normally;
 
 pub const V4: &str = "v4.channel.k8s.io";
 
@@ -229,13 +231,7 @@ pub async fn serve(ws: WebSocket, ports: Vec<u16>, network: PodNetwork, who: (St
                 return;
             }
         }
-        let _ = tx
-            .send(Message::Close(Some(CloseFrame {
-                code: close_code::NORMAL,
-                reason: "".into(),
-            })))
-            .await;
-        let _ = tx.flush().await;
+        close_normally(&mut tx).await;
     });
     let reader = async move {
         while let Some(Ok(message)) = rx.next().await {

@@ -8,13 +8,15 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
 use crate::runtime::{ContainerRuntime, Output, Session, SessionId, StreamFlags};
+
+use super::close_normally;
 
 pub const V4: &str = "v4.channel.k8s.io";
 pub const V5: &str = "v5.channel.k8s.io";
@@ -174,15 +176,7 @@ pub async fn serve(
         let _ = tx
             .send(Message::Binary(Bytes::from(frame(ERROR, &body))))
             .await;
-        // A normal closure (1000): client-go reads any other, even a bare
-        // close frame (1005), as a broken stream.
-        let _ = tx
-            .send(Message::Close(Some(CloseFrame {
-                code: close_code::NORMAL,
-                reason: "".into(),
-            })))
-            .await;
-        let _ = tx.flush().await;
+        close_normally(&mut tx).await;
     };
 
     let read_input = async {
