@@ -13,7 +13,7 @@
 //!
 //! Run again, it reuses the credential it has (the token is not needed
 //! twice). The agent renews the certificate at 80% of its lifetime
-//! (`bosun_agent::certificate`). `bosun down --data-dir DIR` stops the
+//! (`bosun_agent::node::certificate`). `bosun down --data-dir DIR` stops the
 //! agent; `bosun leave` takes the node out of the cluster.
 
 use std::path::{Path, PathBuf};

@@ -24,8 +24,6 @@ mod purge;
 mod record;
 mod replica_sets;
 mod rollout;
-mod rollout_daemonset;
-mod rollout_statefulset;
 mod scale;
 mod set;
 mod snapshot;

@@ -2,8 +2,11 @@
 //! deployments, with kubectl's messages. Revisions live on the
 //! deployment's ReplicaSets (`deployment.kubernetes.io/revision`); undo is
 //! done on the client, as kubectl does: the chosen set's template is
-//! patched back into the deployment.
+//! patched back into the deployment. DaemonSets and StatefulSets keep
+//! theirs in ControllerRevisions (`daemonset.rs`, `statefulset.rs`).
 
+mod daemonset;
+mod statefulset;
 #[cfg(test)]
 mod tests;
 
@@ -24,8 +27,6 @@ use super::delete::parse_duration;
 use super::describe::{pod_template_text, tabwrite};
 use super::errors;
 use super::replica_sets::{controlled_by, without_hash};
-use super::rollout_daemonset as daemonset;
-use super::rollout_statefulset as statefulset;
 use super::targets::parse_targets;
 
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";

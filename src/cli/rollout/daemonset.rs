@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use bosun::resources::{by_name, ResourceInfo};
 
-use super::client::Ctx;
-use super::rollout_statefulset::{history_of, undo_of};
+use super::statefulset::{history_of, undo_of};
+use crate::cli::client::Ctx;
 
 pub fn daemonset_info() -> &'static ResourceInfo {
     by_name("daemonsets").expect("daemonsets are in the resource table")

@@ -11,10 +11,10 @@ use serde_json::{json, Value};
 
 use bosun::resources::{by_name, ResourceInfo};
 
-use super::client::{with_query, Ctx};
-use super::describe::{pod_template_text, tabwrite};
-use super::record::CHANGE_CAUSE;
-use super::replica_sets::controlled_by;
+use crate::cli::client::{with_query, Ctx};
+use crate::cli::describe::{pod_template_text, tabwrite};
+use crate::cli::record::CHANGE_CAUSE;
+use crate::cli::replica_sets::controlled_by;
 
 pub fn statefulset_info() -> &'static ResourceInfo {
     by_name("statefulsets").expect("statefulsets are in the resource table")
