@@ -9,6 +9,7 @@
 #     else running these are the agent's (its syncs, status writes, lease).
 #
 #   scripts/bench-agent-idle.sh [PODS] [SECONDS] [BIN_DIR...]
+#   (POD_CIDR=10.244.x.0/24 if the default 10.244.249.0/24 is taken here)
 #
 # With several BIN_DIRs (each holding bosun-control and bosun-agent, e.g.
 # a release build of main before a change and one after) the same run
@@ -105,7 +106,7 @@ measure() {
   BIN=$1
   start_control
   "$BIN/bosun-agent" --kubeconfig "$KC" --node-name "$NODE" --node-ip 127.0.0.1 \
-    --pod-cidr 10.244.249.0/24 --data-dir "$WORK/agent" 2>"$WORK/agent.log" &
+    --pod-cidr "${POD_CIDR:-10.244.249.0/24}" --data-dir "$WORK/agent" 2>"$WORK/agent.log" &
   AGENT_PID=$!
   for _ in $(seq 300); do kubectl --kubeconfig "$KC" get node "$NODE" >/dev/null 2>&1 && break; sleep 0.1; done
   pods_yaml | kubectl --kubeconfig "$KC" create -f - >/dev/null
