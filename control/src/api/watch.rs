@@ -113,7 +113,7 @@ fn classify(res: &ResourceInfo, filter: &Filter, event: &Event) -> Option<(&'sta
     let prev_matches = event
         .prev
         .as_deref()
-        .and_then(decode)
+        .and_then(|p| decode(p))
         .is_some_and(|p| filter.matches(&p));
     match event.kind {
         EventType::Added => filter.matches(&new).then_some(("ADDED", new)),

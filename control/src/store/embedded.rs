@@ -26,9 +26,11 @@ use super::{Event, EventStream, KeyValue, Result, Revision, Store, StoreError};
 
 mod codec;
 mod compact;
+mod mirror;
 mod writer;
 
-use codec::{decode_event, decode_object};
+use codec::decode_event;
+use mirror::Mirror;
 use writer::write_loop;
 
 /// key -> [mod_revision: u64 BE][json]
@@ -37,6 +39,12 @@ const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 /// "revision" (latest write), "compacted" (history holds revisions after it)
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// redb's page cache. Reads are answered from the [`Mirror`]; the file is
+/// read by writes (the compare-and-swap of the key written), by watches
+/// resuming from history and by snapshots, which need little of it cached.
+/// redb's default (1 GiB) would hold a second copy of every object.
+const CACHE_SIZE: usize = 16 << 20;
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -78,6 +86,8 @@ struct Shared {
     /// The file, for its size (None in memory).
     path: Option<PathBuf>,
     revision: AtomicU64,
+    /// Every object, as of the last commit (gets and lists read it).
+    mirror: Mirror,
     events: broadcast::Sender<Arc<Event>>,
 }
 
@@ -119,7 +129,10 @@ impl EmbeddedStore {
     pub fn open(path: &Path, options: StoreOptions) -> Result<Self> {
         bosun::files::make_private(path)
             .map_err(|e| backend(format!("{}: {e}", path.display())))?;
-        let db = Database::create(path).map_err(backend)?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_SIZE)
+            .create(path)
+            .map_err(backend)?;
         Self::with_database(db, Some(path.to_path_buf()), options)
     }
 
@@ -194,12 +207,14 @@ impl EmbeddedStore {
             }
         };
         txn.commit().map_err(backend)?;
+        let mirror = Mirror::load(&db.begin_read().map_err(backend)?, revision)?;
 
         let (events, _) = broadcast::channel(4096);
         let shared = Arc::new(Shared {
             db: RwLock::new(db),
             path,
             revision: AtomicU64::new(revision),
+            mirror,
             events,
         });
         let (writer, queue) = mpsc::channel();
@@ -326,31 +341,11 @@ impl EmbeddedStore {
 #[async_trait::async_trait]
 impl Store for EmbeddedStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        let txn = self.shared.begin_read()?;
-        let objects = txn.open_table(OBJECTS).map_err(backend)?;
-        let raw = objects.get(key).map_err(backend)?;
-        Ok(raw.map(|raw| decode_object(key, raw.value())))
+        Ok(self.shared.mirror.get(key))
     }
 
     async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
-        let txn = self.shared.begin_read()?;
-        let meta = txn.open_table(META).map_err(backend)?;
-        let revision = meta
-            .get("revision")
-            .map_err(backend)?
-            .map(|v| v.value())
-            .unwrap_or(0);
-        let objects = txn.open_table(OBJECTS).map_err(backend)?;
-        let mut out = Vec::new();
-        for entry in objects.range(prefix..).map_err(backend)? {
-            let (key, raw) = entry.map_err(backend)?;
-            let key = key.value();
-            if !key.starts_with(prefix) {
-                break;
-            }
-            out.push(decode_object(key, raw.value()));
-        }
-        Ok((out, revision))
+        Ok(self.shared.mirror.list(prefix))
     }
 
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision> {

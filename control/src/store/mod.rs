@@ -13,7 +13,10 @@ mod power_loss_tests;
 
 pub use embedded::{EmbeddedStore, StoreOptions};
 
-use std::sync::Arc;
+use std::any::Any;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
 use futures::stream::BoxStream;
 
@@ -21,11 +24,91 @@ use futures::stream::BoxStream;
 /// `metadata.resourceVersion` is the revision of its last write.
 pub type Revision = u64;
 
+/// The bytes of one write, shared by everyone who reads that write: every
+/// list and get that finds it, and every watcher the write's event goes
+/// to. Beside the bytes it keeps what its readers derive from them (the
+/// API server's decoded labels and fields, its encoding for clients),
+/// made by the first reader that needs it and reused by all the others,
+/// as kube-apiserver's watch cache keeps each object decoded once however
+/// many lists and watches read it. The store never looks at either.
+pub struct Stored {
+    bytes: Box<[u8]>,
+    derived: OnceLock<Box<dyn Any + Send + Sync>>,
+}
+
+impl Stored {
+    pub fn new(bytes: impl Into<Box<[u8]>>) -> Arc<Stored> {
+        Arc::new(Stored {
+            bytes: bytes.into(),
+            derived: OnceLock::new(),
+        })
+    }
+
+    /// What readers derive from these bytes, made by `make` the first
+    /// time anyone asks for a `T`. A value keeps one derived thing: the
+    /// API server's (a reader asking for another type gets its own,
+    /// unshared).
+    pub fn derived<T: Any + Send + Sync>(&self, make: impl Fn(&[u8]) -> T) -> DerivedRef<'_, T> {
+        let kept = self.derived.get_or_init(|| Box::new(make(&self.bytes)));
+        match kept.downcast_ref::<T>() {
+            Some(t) => DerivedRef::Shared(t),
+            None => DerivedRef::Own(make(&self.bytes)),
+        }
+    }
+}
+
+/// A derived value, shared with the other readers of a write or, when the
+/// write already keeps a different kind of thing, made for this reader.
+pub enum DerivedRef<'a, T> {
+    Shared(&'a T),
+    Own(T),
+}
+
+impl<T> Deref for DerivedRef<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            DerivedRef::Shared(t) => t,
+            DerivedRef::Own(t) => t,
+        }
+    }
+}
+
+impl Deref for Stored {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl AsRef<[u8]> for Stored {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for Stored {}
+
+impl fmt::Debug for Stored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::str::from_utf8(&self.bytes) {
+            Ok(s) => write!(f, "{s:?}"),
+            Err(_) => write!(f, "{:?}", &self.bytes),
+        }
+    }
+}
+
 /// A stored value with the revision it was last written at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyValue {
     pub key: String,
-    pub value: Arc<[u8]>,
+    pub value: Arc<Stored>,
     /// Revision of the write that produced this value.
     pub mod_revision: Revision,
 }
@@ -43,10 +126,12 @@ pub struct Event {
     pub revision: Revision,
     pub kind: EventType,
     pub key: String,
-    /// The new value; for a delete, the last value the key held.
-    pub value: Arc<[u8]>,
+    /// The new value; for a delete, the last value the key held (its
+    /// bytes, as a value of its own: readers encode it at the revision of
+    /// the delete).
+    pub value: Arc<Stored>,
     /// The value before the change (for modifications and deletes).
-    pub prev: Option<Arc<[u8]>>,
+    pub prev: Option<Arc<Stored>>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -2,15 +2,13 @@
 //! mod revision (8 bytes, big-endian) then its JSON; an event is its kind (one byte) then
 //! length-prefixed key, value and previous value.
 
-use std::sync::Arc;
-
-use crate::store::{Event, EventType, KeyValue, Revision};
+use crate::store::{Event, EventType, KeyValue, Revision, Stored};
 
 pub(super) fn decode_object(key: &str, raw: &[u8]) -> KeyValue {
     let (rev, json) = raw.split_at(8);
     KeyValue {
         key: key.to_string(),
-        value: Arc::from(json),
+        value: Stored::new(json),
         mod_revision: u64::from_be_bytes(rev.try_into().expect("8 bytes")),
     }
 }
@@ -61,8 +59,8 @@ pub(super) fn decode_event(revision: Revision, raw: &[u8]) -> Option<Event> {
         _ => return None,
     };
     let key = String::from_utf8(take_chunk(&mut rest)?.to_vec()).ok()?;
-    let value = Arc::from(take_chunk(&mut rest)?);
-    let prev = take_chunk(&mut rest).map(Arc::from);
+    let value = Stored::new(take_chunk(&mut rest)?);
+    let prev = take_chunk(&mut rest).map(Stored::new);
     Some(Event {
         revision,
         kind,

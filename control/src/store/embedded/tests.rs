@@ -34,7 +34,7 @@ async fn create_update_delete_with_revisions() {
         Err(StoreError::Conflict { .. })
     ));
     let kv = store.get("/registry/pods/a/x").await.unwrap().unwrap();
-    assert_eq!(&*kv.value, b"2");
+    assert_eq!(&kv.value[..], b"2");
     assert_eq!(kv.mod_revision, r2);
     assert!(matches!(
         store.delete("/registry/pods/a/x", r1).await,
@@ -86,10 +86,10 @@ async fn watch_replays_then_follows_and_survives_reopen() {
     assert_eq!(store.current_revision(), 3);
     let mut watch = store.watch("/registry/pods/", rev - 1).await.unwrap();
     let e1 = watch.next().await.unwrap().unwrap();
-    assert_eq!((e1.kind, &*e1.value), (EventType::Added, &b"a"[..]));
+    assert_eq!((e1.kind, &e1.value[..]), (EventType::Added, &b"a"[..]));
     let e2 = watch.next().await.unwrap().unwrap();
-    assert_eq!((e2.kind, &*e2.value), (EventType::Modified, &b"b"[..]));
-    assert_eq!(e2.prev.as_deref(), Some(&b"a"[..]));
+    assert_eq!((e2.kind, &e2.value[..]), (EventType::Modified, &b"b"[..]));
+    assert_eq!(e2.prev.as_deref().map(|p| &p[..]), Some(&b"a"[..]));
     store
         .delete("/registry/pods/a/1", e2.revision)
         .await
@@ -232,4 +232,38 @@ async fn concurrent_writers_share_commits() {
         syncs <= 20,
         "200 concurrent writes took {syncs} syncs: they do not share commits"
     );
+}
+
+/// A list, a get and the next event share one copy of each write's bytes
+/// (so what the API derives from them is made once).
+#[tokio::test]
+async fn readers_of_one_write_share_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 100);
+    let r1 = store
+        .create("/registry/pods/a/x", b"1".to_vec())
+        .await
+        .unwrap();
+    let mut watch = store.watch("/registry/pods/", r1).await.unwrap();
+    let (listed, rev) = store.list("/registry/pods/").await.unwrap();
+    assert_eq!(rev, r1);
+    let got = store.get("/registry/pods/a/x").await.unwrap().unwrap();
+    assert!(Arc::ptr_eq(&listed[0].value, &got.value));
+
+    let r2 = store
+        .update("/registry/pods/a/x", r1, b"2".to_vec())
+        .await
+        .unwrap();
+    let modified = watch.next().await.unwrap().unwrap();
+    assert!(Arc::ptr_eq(modified.prev.as_ref().unwrap(), &got.value));
+    let (listed, rev) = store.list("/registry/pods/").await.unwrap();
+    assert_eq!(rev, r2);
+    assert!(Arc::ptr_eq(&listed[0].value, &modified.value));
+
+    store.delete("/registry/pods/a/x", r2).await.unwrap();
+    let deleted = watch.next().await.unwrap().unwrap();
+    assert_eq!(&deleted.value[..], b"2");
+    // Encoded at the delete's revision: a value of its own.
+    assert!(!Arc::ptr_eq(&deleted.value, &modified.value));
+    assert!(store.list("/registry/pods/").await.unwrap().0.is_empty());
 }

@@ -10,7 +10,7 @@ use redb::ReadableTable;
 use super::codec::{decode_object, encode_event, encode_object};
 use super::compact::{maybe_compact, Compaction};
 use super::{backend, Op, Shared, StoreOptions, WriteRequest, EVENTS, META, OBJECTS};
-use crate::store::{Event, EventType, KeyValue, Result, Revision, StoreError};
+use crate::store::{Event, EventType, KeyValue, Result, Revision, StoreError, Stored};
 
 /// Most writes one transaction takes from the queue.
 const MAX_BATCH: usize = 512;
@@ -54,7 +54,7 @@ fn apply(
                 revision: rev,
                 kind: EventType::Added,
                 key,
-                value: Arc::from(value),
+                value: Stored::new(value),
                 prev: None,
             })
         }
@@ -71,7 +71,7 @@ fn apply(
                 revision: rev,
                 kind: EventType::Modified,
                 key,
-                value: Arc::from(value),
+                value: Stored::new(value),
                 prev: Some(prev.value),
             })
         }
@@ -82,7 +82,7 @@ fn apply(
                 revision: rev,
                 kind: EventType::Deleted,
                 key,
-                value: prev.value.clone(),
+                value: Stored::new(&prev.value[..]),
                 prev: Some(prev.value),
             })
         }
@@ -91,7 +91,7 @@ fn apply(
 
 /// The events a batch made, each write's own outcome, in order, and how
 /// many events it trimmed from the history.
-type Committed = (Vec<Arc<Event>>, Vec<Result<Revision>>, u64);
+type Committed = (Vec<Event>, Vec<Result<Revision>>, u64);
 
 /// Applies a batch of writes in one durable transaction; returns the
 /// events it made, each write's own outcome, in order, and how many old
@@ -117,7 +117,7 @@ fn commit_batch(shared: &Shared, ops: Vec<Op>, options: &StoreOptions) -> Result
                     history
                         .insert(rev, encode_event(&event).as_slice())
                         .map_err(backend)?;
-                    events.push(Arc::new(event));
+                    events.push(event);
                     outcomes.push(Ok(rev));
                 }
                 Err(e) => outcomes.push(Err(e)),
@@ -168,14 +168,15 @@ pub(super) fn write_loop(
         }
         let (ops, replies): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.reply)).unzip();
         match commit_batch(&shared, ops, &options) {
-            Ok((events, outcomes, trimmed)) => {
+            Ok((mut events, outcomes, trimmed)) => {
                 trimmed_since += trimmed;
-                if let Some(last) = events.last() {
-                    shared.revision.store(last.revision, Ordering::SeqCst);
+                if let Some(last) = events.last().map(|e| e.revision) {
+                    shared.mirror.apply(&mut events, last);
+                    shared.revision.store(last, Ordering::SeqCst);
                 }
                 for event in events {
                     // An error only means that nobody is watching.
-                    let _ = shared.events.send(event);
+                    let _ = shared.events.send(Arc::new(event));
                 }
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     let _ = reply.send(outcome);
