@@ -116,6 +116,36 @@ impl IncludeObject {
     }
 }
 
+/// One Table row: the object's cells as of `now`, and the object as `include` asks.
+pub fn row(res: &ResourceInfo, obj: &Value, include: IncludeObject, now: DateTime<Utc>) -> Value {
+    let mut row = json!({"cells": row_cells(res, obj, now)});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row["object"] = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            })
+        }
+        IncludeObject::Object => row["object"] = obj.clone(),
+    }
+    row
+}
+
+/// A `meta.k8s.io/v1` Table without rows: the kind's column definitions, for the rows of
+/// [`row`] to be added to `rows`.
+pub fn empty_table(res: &ResourceInfo, resource_version: &str) -> Value {
+    let columns: Vec<Value> = columns(res).iter().map(Column::to_json).collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": [],
+    })
+}
+
 /// A whole `meta.k8s.io/v1` Table for `items`: the kind's column definitions and one row per
 /// object, with its cells as of `now` and the object as `include` asks.
 pub fn table(
@@ -125,32 +155,12 @@ pub fn table(
     include: IncludeObject,
     now: DateTime<Utc>,
 ) -> Value {
-    let columns: Vec<Value> = columns(res).iter().map(Column::to_json).collect();
-    let rows: Vec<Value> = items
+    let mut table = empty_table(res, resource_version);
+    table["rows"] = items
         .iter()
-        .map(|obj| {
-            let mut row = json!({"cells": row_cells(res, obj, now)});
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row["object"] = json!({
-                        "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                    })
-                }
-                IncludeObject::Object => row["object"] = obj.clone(),
-            }
-            row
-        })
+        .map(|obj| row(res, obj, include, now))
         .collect();
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": resource_version},
-        "columnDefinitions": columns,
-        "rows": rows,
-    })
+    table
 }
 
 #[cfg(test)]

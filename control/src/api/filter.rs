@@ -2,14 +2,16 @@
 
 use bosun::resources::ResourceInfo;
 use bosun::selector::{FieldSelector, LabelSelector};
+#[cfg(test)]
 use serde_json::Value;
+#[cfg(test)]
 use std::collections::BTreeMap;
 
 use super::error::{ApiError, ApiResult};
 
 /// The fields each kind can be selected by, besides metadata.name and
 /// metadata.namespace (Kubernetes' field label conversion functions).
-fn selectable_fields(kind: &str) -> &'static [&'static str] {
+pub(super) fn selectable_fields(kind: &str) -> &'static [&'static str] {
     match kind {
         "Pod" => &[
             "spec.nodeName",
@@ -43,6 +45,7 @@ fn selectable_fields(kind: &str) -> &'static [&'static str] {
 }
 
 /// A field's value as a selector compares it: missing fields are "".
+#[cfg(test)]
 fn field_value(obj: &Value, path: &str) -> String {
     let pointer = format!("/{}", path.replace('.', "/"));
     let value = if path == "source" {
@@ -58,7 +61,8 @@ fn field_value(obj: &Value, path: &str) -> String {
     }
 }
 
-pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+#[cfg(test)]
+fn labels_of(obj: &Value) -> BTreeMap<String, String> {
     obj.pointer("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
@@ -109,6 +113,30 @@ impl Filter {
         Ok(Filter { labels, fields })
     }
 
+    /// Whether the request selects nothing out (no selector).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_none() && self.fields.is_none()
+    }
+
+    /// Whether an object matches, by the attributes read from its stored
+    /// bytes ([`super::items::Attrs`]).
+    pub fn matches_attrs(&self, attrs: &super::items::Attrs) -> bool {
+        if let Some(l) = &self.labels {
+            if !l.matches(&attrs.labels) {
+                return false;
+            }
+        }
+        if let Some(f) = &self.fields {
+            if !f.matches(|path| Some(attrs.field(path))) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether a decoded object matches: the reference the attributes'
+    /// matching is tested against.
+    #[cfg(test)]
     pub fn matches(&self, obj: &Value) -> bool {
         if let Some(l) = &self.labels {
             if !l.matches(&labels_of(obj)) {

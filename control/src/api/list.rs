@@ -1,23 +1,142 @@
 //! `list`: the objects a request's selectors match, with paging
 //! (`limit`/`continue`), as a List or a Table.
+//!
+//! A list is served from the store's objects as they are kept ([`items`]):
+//! selectors test attributes read once per write, and the response is
+//! streamed object by object (kube-apiserver's streaming list encoder), so
+//! that a list of thousands of objects holds no more than one chunk of
+//! them encoded at a time, however many lists run at once. Tables are
+//! streamed row by row the same way; protobuf lists are built whole.
+//!
+//! Paging is by key, as kube-apiserver's: `continue` is an opaque token
+//! naming the key after which the next page starts, and a page reads only
+//! the objects it returns and the ones its selectors skip. Unlike
+//! kube-apiserver on etcd, later pages are read at the store's current
+//! revision, not at the first page's (the embedded store keeps no past
+//! versions of objects): an object changed between pages is seen as it is
+//! now.
 
+use axum::body::{Body, Bytes};
 use axum::response::Response;
+use base64::Engine;
+use bosun::printers;
+use bosun::resources::ResourceInfo;
+use chrono::Utc;
+use futures::stream;
 use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
-use super::object::{self, from_storage_version, meta_str};
+use super::items;
 use super::request::namespace_of;
 use super::table::{self, IncludeObject};
-use super::{json_response, object_response, ApiRequest, ApiState};
+use super::{object_response, prefers_protobuf, ApiRequest, ApiState};
+use crate::store::KeyValue;
 
-fn list_prefix(req: &ApiRequest) -> String {
+/// How many bytes of encoded objects a streamed response holds before it
+/// hands them on.
+const CHUNK: usize = 64 << 10;
+
+pub(super) fn list_prefix(req: &ApiRequest) -> String {
     let res = req.target.res;
     match namespace_of(req) {
         Some(ns) if res.namespaced => format!("{}{ns}/", res.storage_prefix()),
         _ => res.storage_prefix(),
     }
+}
+
+/// The page a request asks for: the matching objects, their revision,
+/// and the token and count of what is left when a limit cut it short.
+pub(super) struct Page {
+    pub items: Vec<KeyValue>,
+    pub revision: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<usize>,
+}
+
+/// kube-apiserver's continue token: base64 of
+/// `{"v":"meta.k8s.io/v1","rv":REV,"start":"KEY\u0000"}`, KEY relative to
+/// the list's prefix.
+fn encode_continue(revision: u64, after_key: &str) -> String {
+    let token =
+        json!({"v": "meta.k8s.io/v1", "rv": revision, "start": format!("{after_key}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+/// The key (relative to the prefix) a continue token says to start at.
+fn decode_continue(token: &str) -> ApiResult<String> {
+    let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| invalid("not base64"))?;
+    let token: Value = serde_json::from_slice(&raw).map_err(|_| invalid("not JSON"))?;
+    if token["v"] != "meta.k8s.io/v1" {
+        return Err(invalid(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let start = token["start"]
+        .as_str()
+        .ok_or_else(|| invalid("no start key"))?;
+    if start.is_empty() || start.contains("..") || start.starts_with('/') {
+        return Err(invalid("key is not a key"));
+    }
+    Ok(start.to_string())
+}
+
+/// The stored objects under the request's prefix that its selectors
+/// match, from its `continue` token on and up to its `limit`.
+pub(super) async fn select(state: &ApiState, req: &ApiRequest) -> ApiResult<Page> {
+    let res = req.target.res;
+    let filter = Filter::parse(res, req.param("labelSelector"), req.param("fieldSelector"))?;
+    let prefix = list_prefix(req);
+    let start = match req.param("continue").filter(|t| !t.is_empty()) {
+        Some(token) => Some(decode_continue(token)?),
+        None => None,
+    };
+    let limit = req
+        .param("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let (kvs, revision) = state
+        .store
+        .list(&prefix)
+        .await
+        .map_err(|e| ApiError::from_store(e, res, ""))?;
+    let first = match &start {
+        // The start key ends with a NUL: everything after the key itself.
+        Some(start) => kvs.partition_point(|kv| kv.key[prefix.len()..] < **start),
+        None => 0,
+    };
+    let mut items = Vec::new();
+    let mut rest = kvs.into_iter().skip(first);
+    let mut more = false;
+    for kv in rest.by_ref() {
+        if !filter.is_empty() && !filter.matches_attrs(&items::derived(res, &kv.value).attrs) {
+            continue;
+        }
+        if limit.is_some_and(|l| items.len() == l) {
+            more = true;
+            break;
+        }
+        items.push(kv);
+    }
+    let mut page = Page {
+        items,
+        revision,
+        continue_token: None,
+        remaining: None,
+    };
+    if more {
+        let last = page.items.last().expect("limit > 0");
+        page.continue_token = Some(encode_continue(revision, &last.key[prefix.len()..]));
+        // As kube-apiserver: counted only when every object would be returned.
+        if filter.is_empty() {
+            page.remaining = Some(rest.count() + 1);
+        }
+    }
+    Ok(page)
 }
 
 /// The objects under the request's prefix that its selectors match, in
@@ -27,69 +146,169 @@ pub(super) async fn list_matching(
     req: &ApiRequest,
 ) -> ApiResult<(Vec<Value>, u64)> {
     let res = req.target.res;
-    let filter = Filter::parse(res, req.param("labelSelector"), req.param("fieldSelector"))?;
-    let (kvs, rev) = state
-        .store
-        .list(&list_prefix(req))
-        .await
-        .map_err(|e| ApiError::from_store(e, res, ""))?;
-    let mut items = Vec::with_capacity(kvs.len());
-    for kv in &kvs {
-        let obj = from_storage_version(res, object::from_store(kv)?);
-        if filter.matches(&obj) {
-            items.push(obj);
-        }
+    let page = select(state, req).await?;
+    let items = page
+        .items
+        .iter()
+        .map(|kv| items::decode(res, &kv.value, kv.mod_revision))
+        .collect::<ApiResult<_>>()?;
+    Ok((items, page.revision))
+}
+
+fn list_metadata(page: &Page) -> Value {
+    let mut meta = json!({"resourceVersion": page.revision.to_string()});
+    if let Some(token) = &page.continue_token {
+        meta["continue"] = json!(token);
     }
-    Ok((items, rev))
+    if let Some(n) = page.remaining {
+        meta["remainingItemCount"] = json!(n);
+    }
+    meta
 }
 
 pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
     let res = req.target.res;
-    let (mut items, rev) = list_matching(state, req).await?;
-    // Paging: `continue` is the name of the last object returned.
-    if let Some(token) = req.param("continue").filter(|t| !t.is_empty()) {
-        let after = token.to_string();
-        items.retain(|o| {
-            let key = format!(
-                "{}/{}",
-                meta_str(o, "namespace").unwrap_or(""),
-                meta_str(o, "name").unwrap_or("")
-            );
-            key > after
-        });
+    let page = select(state, req).await?;
+    let meta = list_metadata(&page);
+    if table::wants_table(&req.headers) {
+        let include = IncludeObject::parse(req.param("includeObject"));
+        let mut head = printers::empty_table(res, &page.revision.to_string());
+        head["metadata"] = meta;
+        return Ok(streamed(
+            head,
+            "rows",
+            res,
+            page.items,
+            move |out, res, kv| {
+                let obj = items::decode(res, &kv.value, kv.mod_revision)?;
+                let row = printers::row(res, &obj, include, Utc::now());
+                serde_json::to_writer(out, &row).map_err(|e| ApiError::internal(e.to_string()))
+            },
+        ));
     }
-    let mut list_meta = json!({"resourceVersion": rev.to_string()});
-    if let Some(limit) = req.param("limit").and_then(|l| l.parse::<usize>().ok()) {
-        if limit > 0 && items.len() > limit {
-            let remaining = items.len() - limit;
-            items.truncate(limit);
-            let last = items.last().expect("limit > 0");
-            list_meta["continue"] = json!(format!(
-                "{}/{}",
-                meta_str(last, "namespace").unwrap_or(""),
-                meta_str(last, "name").unwrap_or("")
-            ));
-            list_meta["remainingItemCount"] = json!(remaining);
+    let head = json!({
+        "kind": format!("{}List", res.kind),
+        "apiVersion": res.api_version(),
+        "metadata": meta,
+        "items": [],
+    });
+    if prefers_protobuf(&req.headers) {
+        let mut list = head;
+        list["items"] = page
+            .items
+            .iter()
+            .map(|kv| items::decode(res, &kv.value, kv.mod_revision))
+            .collect::<ApiResult<_>>()?;
+        return Ok(object_response(&req.headers, StatusCode::OK, &list));
+    }
+    Ok(streamed(head, "items", res, page.items, |out, res, kv| {
+        items::write_object(out, res, &kv.value, kv.mod_revision)
+    }))
+}
+
+/// A JSON response streamed in chunks: `head` with its (empty) array
+/// field `field` filled by `write` for each of `items`, in order.
+fn streamed(
+    head: Value,
+    field: &str,
+    res: &'static ResourceInfo,
+    items: Vec<KeyValue>,
+    write: impl Fn(&mut Vec<u8>, &ResourceInfo, &KeyValue) -> ApiResult<()> + Send + 'static,
+) -> Response {
+    let (open, close) = split_around_array(&head, field);
+    let mut items = items.into_iter().peekable();
+    let mut first = true;
+    let mut done = false;
+    let chunks = stream::iter(std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let mut out = Vec::with_capacity(CHUNK + 4096);
+        if first {
+            out.extend_from_slice(&open);
+        }
+        while out.len() < CHUNK {
+            let Some(kv) = items.next() else { break };
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            if let Err(e) = write(&mut out, res, &kv) {
+                // Ends the response short of its closing bracket: the client
+                // sees a broken list, never a list missing an object.
+                tracing::error!(key = %kv.key, error = %e.message, "encoding a listed object");
+                done = true;
+                return Some(Err(std::io::Error::other(e.message)));
+            }
+        }
+        first = false;
+        if items.peek().is_none() {
+            out.extend_from_slice(&close);
+            done = true;
+        }
+        Some(Ok::<_, std::io::Error>(Bytes::from(out)))
+    }));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(chunks))
+        .expect("a valid response")
+}
+
+/// The JSON of `head` up to and after the inside of its empty array
+/// field `field`, found as the last `"field":[]` in it (the other fields of
+/// a list's head are its kind, apiVersion, metadata and column
+/// definitions, none of which ends with such an array).
+fn split_around_array(head: &Value, field: &str) -> (Vec<u8>, Vec<u8>) {
+    let text = serde_json::to_string(head).expect("a JSON value serializes");
+    let marker = format!("\"{field}\":[]");
+    let at = text.rfind(&marker).expect("the head has the empty array") + marker.len() - 1;
+    (
+        text.as_bytes()[..at].to_vec(),
+        text.as_bytes()[at..].to_vec(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_are_kube_apiservers() {
+        let token = encode_continue(42, "default/web-7");
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&token)
+            .unwrap();
+        let json: Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(
+            json,
+            json!({"v": "meta.k8s.io/v1", "rv": 42, "start": "default/web-7\u{0}"})
+        );
+        assert_eq!(decode_continue(&token).unwrap(), "default/web-7\u{0}");
+        for bad in ["", "!!", "bm90IGpzb24", &encode_continue(1, "/x")] {
+            let err = decode_continue(bad).unwrap_err();
+            assert_eq!(err.code, 400, "{bad}");
+            assert!(
+                err.message.starts_with("continue key is not valid"),
+                "{}",
+                err.message
+            );
         }
     }
-    if table::wants_table(&req.headers) {
-        let mut t = table::table(
-            res,
-            &items,
-            &rev.to_string(),
-            IncludeObject::parse(req.param("includeObject")),
-        );
-        t["metadata"] = list_meta;
-        return Ok(json_response(StatusCode::OK, &t));
+
+    #[test]
+    fn the_head_splits_around_its_array() {
+        let head = json!({"kind": "PodList", "metadata": {"continue": "x"}, "items": []});
+        let (open, close) = split_around_array(&head, "items");
+        let whole = [open.as_slice(), b"1,2", close.as_slice()].concat();
+        let v: Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(v["items"], json!([1, 2]));
+        assert_eq!(v["metadata"], json!({"continue": "x"}));
+        let table = printers::empty_table(bosun::resources::by_name("pods").unwrap(), "5");
+        let (open, close) = split_around_array(&table, "rows");
+        let whole = [open.as_slice(), b"{}", close.as_slice()].concat();
+        let v: Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(v["rows"], json!([{}]));
+        assert_eq!(v["columnDefinitions"], table["columnDefinitions"]);
     }
-    Ok(object_response(
-        &req.headers,
-        StatusCode::OK,
-        &json!({
-            "kind": format!("{}List", res.kind),
-            "apiVersion": res.api_version(),
-            "metadata": list_meta,
-            "items": items,
-        }),
-    ))
 }

@@ -13,6 +13,7 @@ pub mod error;
 mod eviction;
 mod filter;
 mod get;
+mod items;
 mod list;
 mod managed;
 mod metrics;

@@ -21,11 +21,12 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
-use super::list::list_matching;
-use super::object::{self, from_storage_version};
+use super::items;
+use super::list::select;
+use super::object;
 use super::table::{self, IncludeObject};
 use super::{prefers_protobuf, protobuf, ApiRequest, ApiState};
-use crate::store::{Event, EventStream, EventType, StoreError};
+use crate::store::{Event, EventStream, EventType, StoreError, Stored};
 
 /// How a watch renders objects.
 #[derive(Clone)]
@@ -53,6 +54,28 @@ fn frame(protobuf: bool, kind: &str, obj: Value) -> Bytes {
 }
 
 impl Render {
+    /// The event for the object `value` holds at revision `rev`: a JSON
+    /// line around the object as encoded once for every watcher, or, for
+    /// Tables, protobuf and versions stored differently, a frame of the
+    /// decoded object.
+    fn event(&self, kind: &str, value: &Stored, rev: u64) -> Bytes {
+        if self.table.is_none() && !self.protobuf && items::served_as_stored(self.res) {
+            if let Ok(object) = items::encoded(self.res, value, rev) {
+                let mut line = Vec::with_capacity(object.len() + 32);
+                line.extend_from_slice(b"{\"type\":\"");
+                line.extend_from_slice(kind.as_bytes());
+                line.extend_from_slice(b"\",\"object\":");
+                line.extend_from_slice(&object);
+                line.extend_from_slice(b"}\n");
+                return Bytes::from(line);
+            }
+        }
+        match items::decode(self.res, value, rev) {
+            Ok(obj) => self.line(kind, obj),
+            Err(e) => self.error(&e),
+        }
+    }
+
     fn line(&self, kind: &str, obj: Value) -> Bytes {
         let obj = match self.table {
             Some(include) => {
@@ -102,26 +125,20 @@ fn stream_response(rx: mpsc::Receiver<Bytes>, protobuf: bool) -> Response {
 
 /// The watch event an object change is for this watcher, if any: an
 /// object that starts or stops matching the selectors is ADDED or DELETED
-/// as Kubernetes does.
-fn classify(res: &ResourceInfo, filter: &Filter, event: &Event) -> Option<(&'static str, Value)> {
-    let decode = |raw: &[u8]| -> Option<Value> {
-        let mut obj: Value = serde_json::from_slice(raw).ok()?;
-        object::set_resource_version(&mut obj, event.revision);
-        Some(from_storage_version(res, obj))
+/// as Kubernetes does. Selectors test the attributes read once per write
+/// ([`items::Derived`]), not a decoding per watcher.
+fn classify(res: &ResourceInfo, filter: &Filter, event: &Event) -> Option<&'static str> {
+    let matches = |value: &Stored| {
+        filter.is_empty() || filter.matches_attrs(&items::derived(res, value).attrs)
     };
-    let new = decode(&event.value)?;
-    let prev_matches = event
-        .prev
-        .as_deref()
-        .and_then(|p| decode(p))
-        .is_some_and(|p| filter.matches(&p));
+    let prev_matches = event.prev.as_deref().is_some_and(matches);
     match event.kind {
-        EventType::Added => filter.matches(&new).then_some(("ADDED", new)),
-        EventType::Deleted => prev_matches.then_some(("DELETED", new)),
-        EventType::Modified => match (prev_matches, filter.matches(&new)) {
-            (true, true) => Some(("MODIFIED", new)),
-            (false, true) => Some(("ADDED", new)),
-            (true, false) => Some(("DELETED", new)),
+        EventType::Added => matches(&event.value).then_some("ADDED"),
+        EventType::Deleted => prev_matches.then_some("DELETED"),
+        EventType::Modified => match (prev_matches, matches(&event.value)) {
+            (true, true) => Some("MODIFIED"),
+            (false, true) => Some("ADDED"),
+            (true, false) => Some("DELETED"),
             (false, false) => None,
         },
     }
@@ -162,9 +179,9 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     let after = match requested {
         Some(rv) if !send_initial => rv,
         _ => {
-            let (items, rev) = list_matching(state, req).await?;
-            initial = items;
-            rev
+            let page = select(state, req).await?;
+            initial = page.items;
+            page.revision
         }
     };
     let prefix = match req.target.namespace.as_deref() {
@@ -184,8 +201,12 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     let shutdown = state.shutdown.clone();
     let interval = state.options.bookmark_interval;
     tokio::spawn(async move {
-        for obj in initial {
-            if tx.send(render.line("ADDED", obj)).await.is_err() {
+        for kv in initial {
+            if tx
+                .send(render.event("ADDED", &kv.value, kv.mod_revision))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -247,8 +268,9 @@ async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: Follow
             next = stream.next() => match next {
                 Some(Ok(event)) => {
                     st.last = event.revision;
-                    if let Some((kind, obj)) = classify(st.render.res, &st.filter, &event) {
-                        if tx.send(st.render.line(kind, obj)).await.is_err() {
+                    if let Some(kind) = classify(st.render.res, &st.filter, &event) {
+                        let line = st.render.event(kind, &event.value, event.revision);
+                        if tx.send(line).await.is_err() {
                             return;
                         }
                     }

@@ -1,0 +1,288 @@
+//! Objects served as the store holds them: lists and watches answer from
+//! the stored JSON without decoding each object into a tree, as
+//! kube-apiserver's watch cache serves objects it decoded once.
+//!
+//! What a selector looks at (labels and the kind's selectable fields) and
+//! where the object's `metadata` starts are read once per write
+//! ([`Derived`], kept with the store's [`Stored`] bytes and shared by every
+//! list and watcher that reads that write). The object a client gets is
+//! the stored bytes with its `metadata.resourceVersion` spliced in: the
+//! store keeps objects without it, the revision of their write standing for
+//! it.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use axum::body::Bytes;
+use bosun::resources::ResourceInfo;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::error::{ApiError, ApiResult};
+use super::filter::selectable_fields;
+use super::object::{from_storage_version, set_resource_version};
+use crate::store::{DerivedRef, Stored};
+
+/// What the API server reads from one write's bytes, once.
+pub struct Derived {
+    /// What selectors test.
+    pub attrs: Attrs,
+    /// Offset just past the `{` that opens `metadata`, and whether that
+    /// object is empty; None when the bytes have no `metadata` object
+    /// (such an object is served by decoding it).
+    metadata_at: Option<(usize, bool)>,
+    /// The object as a watch event carries it, at the revision it was
+    /// encoded for (an event's value is encoded for every watcher once).
+    encoded: OnceLock<(u64, Bytes)>,
+}
+
+/// The labels and the selectable fields of an object, as label and field
+/// selectors see them (kube-apiserver's `GetAttrs`): a missing field is "".
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Attrs {
+    pub labels: BTreeMap<String, String>,
+    pub fields: BTreeMap<&'static str, String>,
+}
+
+impl Attrs {
+    /// A field's value; fields the kind cannot be selected by are "".
+    pub fn field(&self, path: &str) -> String {
+        self.fields.get(path).cloned().unwrap_or_default()
+    }
+}
+
+type RawMap<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+
+/// A field's value by its dotted path in an object read one level at a
+/// time, each level's values left as raw JSON until needed.
+fn raw_field(top: &RawMap<'_>, path: &str) -> String {
+    // An Event's `source` field selects by its component.
+    let path = if path == "source" {
+        "source.component"
+    } else {
+        path
+    };
+    let mut segments = path.split('.');
+    let Some(mut raw) = segments.next().and_then(|first| top.get(first).copied()) else {
+        return String::new();
+    };
+    for segment in segments {
+        let Ok(level) = serde_json::from_str::<RawMap<'_>>(raw.get()) else {
+            return String::new();
+        };
+        match level.get(segment) {
+            Some(next) => raw = next,
+            None => return String::new(),
+        }
+    }
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::String(s)) => s,
+        Ok(Value::Bool(b)) => b.to_string(),
+        Ok(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct MetadataView {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+fn derive(res: &ResourceInfo, bytes: &[u8]) -> Derived {
+    let mut derived = Derived {
+        attrs: Attrs::default(),
+        metadata_at: None,
+        encoded: OnceLock::new(),
+    };
+    let Ok(top) = serde_json::from_slice::<RawMap<'_>>(bytes) else {
+        return derived;
+    };
+    if let Some(metadata) = top.get("metadata") {
+        let text = metadata.get();
+        if let Some(inside) = text.strip_prefix('{') {
+            let at = text.as_ptr() as usize - bytes.as_ptr() as usize + 1;
+            let empty = inside.trim_start().starts_with('}');
+            derived.metadata_at = Some((at, empty));
+        }
+        let view: MetadataView = serde_json::from_str(text).unwrap_or_default();
+        derived.attrs.labels = view.labels.unwrap_or_default();
+    }
+    for field in ["metadata.name", "metadata.namespace"]
+        .iter()
+        .chain(selectable_fields(res.kind))
+    {
+        derived.attrs.fields.insert(field, raw_field(&top, field));
+    }
+    derived
+}
+
+/// What the API server reads from a stored object, made on first use and
+/// shared with every other reader of the same write.
+pub fn derived<'a>(res: &ResourceInfo, value: &'a Stored) -> DerivedRef<'a, Derived> {
+    value.derived(|bytes| derive(res, bytes))
+}
+
+/// Whether objects of `res` are served as they are stored (apart from
+/// their resourceVersion): the version served is the storage version.
+pub fn served_as_stored(res: &ResourceInfo) -> bool {
+    res.version == res.storage_version
+}
+
+/// Appends the object `value` holds, as served for `res` at revision
+/// `rev`, to `out`.
+pub fn write_object(
+    out: &mut Vec<u8>,
+    res: &ResourceInfo,
+    value: &Stored,
+    rev: u64,
+) -> ApiResult<()> {
+    if served_as_stored(res) {
+        let derived = derived(res, value);
+        if let Some((at, empty)) = derived.metadata_at {
+            if let Some((encoded_rev, bytes)) = derived.encoded.get() {
+                if *encoded_rev == rev {
+                    out.extend_from_slice(bytes);
+                    return Ok(());
+                }
+            }
+            out.extend_from_slice(&value[..at]);
+            out.extend_from_slice(b"\"resourceVersion\":\"");
+            out.extend_from_slice(rev.to_string().as_bytes());
+            out.extend_from_slice(if empty { b"\"" } else { b"\"," });
+            out.extend_from_slice(&value[at..]);
+            return Ok(());
+        }
+    }
+    let obj = decode(res, value, rev)?;
+    serde_json::to_writer(out, &obj).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The object `value` holds as served for `res` at revision `rev`, as a
+/// JSON tree (for Tables, protobuf and what edits objects).
+pub fn decode(res: &ResourceInfo, value: &Stored, rev: u64) -> ApiResult<Value> {
+    let mut obj: Value = serde_json::from_slice(value)
+        .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
+    set_resource_version(&mut obj, rev);
+    Ok(from_storage_version(res, obj))
+}
+
+/// The object as a watch event carries it: encoded once per write and
+/// revision, whatever the number of watchers.
+pub fn encoded(res: &ResourceInfo, value: &Stored, rev: u64) -> ApiResult<Bytes> {
+    if served_as_stored(res) {
+        let derived = derived(res, value);
+        if let Some((encoded_rev, bytes)) = derived.encoded.get() {
+            if *encoded_rev == rev {
+                return Ok(bytes.clone());
+            }
+        }
+        let mut out = Vec::with_capacity(value.len() + 32);
+        write_object(&mut out, res, value, rev)?;
+        let bytes = Bytes::from(out);
+        if derived.encoded.set((rev, bytes.clone())).is_err() {
+            // Another watcher encoded it first (or for another revision).
+        }
+        return Ok(bytes);
+    }
+    let mut out = Vec::with_capacity(value.len() + 32);
+    write_object(&mut out, res, value, rev)?;
+    Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::filter::Filter;
+    use serde_json::json;
+
+    fn pods() -> &'static ResourceInfo {
+        bosun::resources::by_name("pods").unwrap()
+    }
+
+    fn stored(v: &Value) -> std::sync::Arc<Stored> {
+        Stored::new(serde_json::to_vec(v).unwrap())
+    }
+
+    #[test]
+    fn served_bytes_are_the_object_with_its_resource_version() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1"}});
+        let value = stored(&pod);
+        let mut out = Vec::new();
+        write_object(&mut out, pods(), &value, 42).unwrap();
+        let mut want = pod.clone();
+        want["metadata"]["resourceVersion"] = json!("42");
+        assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), want);
+        // An event encodes it once, for its revision.
+        let first = encoded(pods(), &value, 42).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&first).unwrap(), want);
+        assert_eq!(
+            encoded(pods(), &value, 42).unwrap().as_ptr(),
+            first.as_ptr()
+        );
+        // A delete's event carries the last bytes at the delete's revision.
+        want["metadata"]["resourceVersion"] = json!("43");
+        let other = encoded(pods(), &value, 43).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&other).unwrap(), want);
+
+        // Empty metadata, keys with escapes, metadata not first: still whole.
+        for obj in [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "a\"b": {"metadata": {"x": 1}},
+                "metadata": {"name": "q\"}"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "spec": {"metadata": "nope"}}),
+        ] {
+            let mut out = Vec::new();
+            write_object(&mut out, pods(), &stored(&obj), 7).unwrap();
+            let mut want = obj.clone();
+            want["metadata"]["resourceVersion"] = json!("7");
+            assert_eq!(
+                serde_json::from_slice::<Value>(&out).unwrap(),
+                want,
+                "{obj}"
+            );
+        }
+    }
+
+    /// A selector matches the attributes read from the bytes exactly as it
+    /// matches the decoded object.
+    #[test]
+    fn attributes_select_as_the_decoded_object_does() {
+        let objects = [
+            json!({"metadata": {"name": "a", "namespace": "ns1", "labels": {"app": "web", "tier": "fe"}},
+                "spec": {"nodeName": "n1", "hostNetwork": true, "restartPolicy": "Always"},
+                "status": {"phase": "Running", "podIP": "10.0.0.1"}}),
+            json!({"metadata": {"name": "b", "namespace": "ns2", "labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "x"}]}, "status": {}}),
+            json!({"metadata": {"name": "c\\\"d"}, "spec": null}),
+            json!({"spec": {"nodeName": 3}}),
+        ];
+        let selectors = [
+            (Some("app=web"), None),
+            (Some("app in (web,db),!canary"), None),
+            (Some("tier"), Some("spec.nodeName=n1")),
+            (None, Some("spec.nodeName=")),
+            (None, Some("spec.nodeName!=n1,status.phase!=Failed")),
+            (None, Some("spec.hostNetwork=true")),
+            (None, Some("metadata.name=c\\\\\"d")),
+            (None, Some("metadata.namespace=ns2,status.podIP=")),
+            (None, Some("spec.nodeName=3")),
+        ];
+        for (labels, fields) in selectors {
+            let filter = Filter::parse(pods(), labels, fields).unwrap();
+            for obj in &objects {
+                let value = stored(obj);
+                let d = derived(pods(), &value);
+                assert_eq!(
+                    filter.matches_attrs(&d.attrs),
+                    filter.matches(obj),
+                    "{labels:?} {fields:?} on {obj}"
+                );
+            }
+        }
+    }
+}
