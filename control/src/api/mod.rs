@@ -13,7 +13,7 @@ pub mod error;
 mod eviction;
 mod filter;
 mod get;
-mod items;
+pub(crate) mod items;
 mod list;
 mod managed;
 mod metrics;

@@ -49,12 +49,13 @@ async fn count_pods(state: &ApiState) -> anyhow::Result<()> {
     let (items, _) = state.store.list(&pods.storage_prefix()).await?;
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
     for kv in items {
-        let pod: serde_json::Value = serde_json::from_slice(&kv.value)?;
-        let node = pod["spec"]["nodeName"].as_str().unwrap_or("").to_string();
-        let phase = pod["status"]["phase"]
-            .as_str()
-            .unwrap_or("Pending")
-            .to_string();
+        // Read once per write and shared with lists and watches.
+        let attrs = &crate::api::items::derived(pods, &kv.value).attrs;
+        let node = attrs.field("spec.nodeName");
+        let phase = match attrs.field("status.phase") {
+            p if p.is_empty() => "Pending".to_string(),
+            p => p,
+        };
         *counts.entry((node, phase)).or_default() += 1;
     }
     let family = &metrics().pods_by_phase;
