@@ -192,15 +192,17 @@ fn a_volume_leads_to_the_node_of_the_pod_using_its_claim() {
     assert!(!g.has_path("persistentvolumes", "", "pv-1", "a"));
 }
 
-/// A store whose watches lose the next event in favour of an error once
-/// `fail` is set, as a watcher that fell behind a compaction does.
-struct LossyStore {
+/// A store whose watches deliver every event `delay` after it happened
+/// (a graph behind the store), and lose the next event in favour of an
+/// error once `fail` is set (a watcher that fell behind a compaction).
+struct LaggingStore {
     inner: EmbeddedStore,
+    delay: Duration,
     fail: Arc<AtomicBool>,
 }
 
 #[async_trait::async_trait]
-impl Store for LossyStore {
+impl Store for LaggingStore {
     async fn get(&self, key: &str) -> crate::store::Result<Option<KeyValue>> {
         self.inner.get(key).await
     }
@@ -223,27 +225,44 @@ impl Store for LossyStore {
     }
     async fn watch(&self, prefix: &str, after: Revision) -> crate::store::Result<EventStream> {
         let fail = self.fail.clone();
-        let stream = self.inner.watch(prefix, after).await?;
-        Ok(Box::pin(stream.map(move |e| {
-            if fail.swap(false, Ordering::SeqCst) {
-                Err(StoreError::Compacted {
-                    requested: after,
-                    oldest: after + 1,
-                })
-            } else {
-                e
+        let delay = self.delay;
+        let mut inner = self.inner.watch(prefix, after).await?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(e) = inner.next().await {
+                let e = if fail.swap(false, Ordering::SeqCst) {
+                    Err(StoreError::Compacted {
+                        requested: after,
+                        oldest: after + 1,
+                    })
+                } else {
+                    e
+                };
+                if tx.send((tokio::time::Instant::now() + delay, e)).is_err() {
+                    return;
+                }
             }
-        })))
+        });
+        let delivered =
+            tokio_stream::wrappers::UnboundedReceiverStream::new(rx).then(|(at, e)| async move {
+                tokio::time::sleep_until(at).await;
+                e
+            });
+        Ok(Box::pin(delivered))
     }
     fn current_revision(&self) -> Revision {
         self.inner.current_revision()
     }
 }
 
-fn lossy() -> (Arc<dyn Store>, Arc<AtomicBool>) {
+/// How far behind the store the graph of a lagging store is.
+const LAG: Duration = Duration::from_millis(300);
+
+fn lagging(delay: Duration) -> (Arc<dyn Store>, Arc<AtomicBool>) {
     let fail = Arc::new(AtomicBool::new(false));
-    let store = LossyStore {
+    let store = LaggingStore {
         inner: EmbeddedStore::in_memory(StoreOptions::default()).unwrap(),
+        delay,
         fail: fail.clone(),
     };
     (Arc::new(store), fail)
@@ -259,7 +278,7 @@ async fn put(store: &dyn Store, key: &str, value: &Value) -> Revision {
 
 #[tokio::test]
 async fn the_graph_follows_the_store_and_answers_as_of_the_request() {
-    let (store, _) = lossy();
+    let (store, _) = lagging(LAG);
     // Written before the graph starts: found by its list.
     put(store.as_ref(), KEY, &pod("web-1", Some("a"))).await;
     let graph = NodeGraph::new(store.clone());
@@ -271,7 +290,8 @@ async fn the_graph_follows_the_store_and_answers_as_of_the_request() {
             .await,
         Some(true)
     );
-    // Bound a moment ago: a denial waits for the graph to catch up.
+    // Bound a moment ago, not yet seen by the graph (its watch lags): a
+    // denial waits for the graph to catch up.
     put(
         store.as_ref(),
         "/registry/pods/default/web-2",
@@ -306,7 +326,7 @@ async fn the_graph_follows_the_store_and_answers_as_of_the_request() {
 
 #[tokio::test]
 async fn a_failed_watch_is_followed_by_a_relist() {
-    let (store, fail) = lossy();
+    let (store, fail) = lagging(Duration::ZERO);
     let graph = NodeGraph::new(store.clone());
     tokio::spawn(graph.clone().follow());
     put(store.as_ref(), "/registry/namespaces/default", &json!({})).await;
@@ -331,7 +351,7 @@ async fn a_failed_watch_is_followed_by_a_relist() {
 
 #[tokio::test]
 async fn a_graph_that_cannot_catch_up_does_not_answer() {
-    let (store, _) = lossy();
+    let (store, _) = lagging(Duration::ZERO);
     put(store.as_ref(), KEY, &pod("web-1", Some("a"))).await;
     // Never followed: never listed, so not even its (empty) allows count.
     let graph = NodeGraph::with_catch_up(store.clone(), Duration::from_millis(50));
@@ -362,15 +382,35 @@ async fn a_graph_that_cannot_catch_up_does_not_answer() {
     assert!(denied.unwrap_err().contains("no relationship found"));
 }
 
+/// The real API handlers on `store`, with the node graph the server
+/// starts, and the admin's in-process client.
+async fn api_on(store: Arc<dyn Store>) -> kube::Client {
+    crate::server::bootstrap(store.as_ref()).await.unwrap();
+    let node_graph = NodeGraph::new(store.clone());
+    tokio::spawn(node_graph.clone().follow());
+    let state = Arc::new(crate::api::ApiState {
+        store: store.clone(),
+        token: "admin".into(),
+        tokens: Arc::new(crate::tokens::TokenIssuer::ephemeral()),
+        options: Default::default(),
+        shutdown: tokio::sync::watch::channel(false).1,
+        node_signer: None,
+        snapshots: None,
+        rbac: crate::auth::rbac::Rbac::new(store).await.unwrap(),
+        node_graph,
+    });
+    crate::manager::in_process_client(crate::api::router(state), "admin")
+}
+
 /// A node's GET of a Secret through the real API handlers, as the node
 /// (the admin impersonating `system:node:<node>`).
-async fn node_gets_secret(api: &crate::toolkit::testing::TestApi, node: &str) -> u16 {
+async fn node_gets_secret(client: &kube::Client, node: &str) -> u16 {
     let req = http::Request::get("/api/v1/namespaces/default/secrets/mounted")
         .header("Impersonate-User", format!("system:node:{node}"))
         .header("Impersonate-Group", "system:nodes")
         .body(Vec::new())
         .unwrap();
-    match api.client.request_text(req).await {
+    match client.request_text(req).await {
         Ok(_) => 200,
         Err(kube::Error::Api(e)) => e.code,
         Err(e) => panic!("GET as node {node}: {e}"),
@@ -380,25 +420,37 @@ async fn node_gets_secret(api: &crate::toolkit::testing::TestApi, node: &str) ->
 #[tokio::test]
 async fn a_node_reads_a_secret_of_its_pod_from_the_moment_it_is_bound() {
     use k8s_openapi::api::core::v1::{Pod, Secret};
-    let api = crate::toolkit::testing::TestApi::start().await;
-    let _: Secret = api
-        .create(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "mounted", "namespace": "default"},
-            "stringData": {"k": "v"},
-        }))
-        .await;
-    let _: Pod = api
-        .create(json!({
-            "apiVersion": "v1", "kind": "Pod",
+    // The graph sees every change LAG after it is made.
+    let (store, _) = lagging(LAG);
+    let client = api_on(store).await;
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), "default");
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "default");
+    let pp = kube::api::PostParams::default();
+    secrets
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "mounted", "namespace": "default"},
+                "stringData": {"k": "v"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    pods.create(
+        &pp,
+        &serde_json::from_value(json!({
             "metadata": {"name": "web-1", "namespace": "default"},
             "spec": {
                 "containers": [{"name": "c", "image": "busybox"}],
                 "volumes": [{"name": "s", "secret": {"secretName": "mounted"}}],
             },
         }))
-        .await;
-    assert_eq!(node_gets_secret(&api, "a").await, 403, "pending");
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(node_gets_secret(&client, "a").await, 403, "pending");
     let bind = http::Request::post("/api/v1/namespaces/default/pods/web-1/binding")
         .header("Content-Type", "application/json")
         .body(
@@ -410,24 +462,20 @@ async fn a_node_reads_a_secret_of_its_pod_from_the_moment_it_is_bound() {
             .unwrap(),
         )
         .unwrap();
-    api.client.request_text(bind).await.expect("bound");
-    // At once, with no retry: the graph is waited for.
-    assert_eq!(node_gets_secret(&api, "a").await, 200, "bound to a");
-    assert_eq!(
-        node_gets_secret(&api, "b").await,
-        403,
-        "bound to a, asked by b"
-    );
-    let pods: kube::Api<Pod> = kube::Api::namespaced(api.client.clone(), "default");
+    client.request_text(bind).await.expect("bound");
+    // At once, with no retry, though the graph has not seen the binding
+    // yet: the denial waits for it.
+    assert_eq!(node_gets_secret(&client, "a").await, 200, "bound to a");
+    assert_eq!(node_gets_secret(&client, "b").await, 403, "asked by b");
     pods.delete("web-1", &kube::api::DeleteParams::default().grace_period(0))
         .await
         .expect("deleted");
     assert!(pods.get_opt("web-1").await.unwrap().is_none());
     // As upstream's graph, an allow is served from what the graph holds:
-    // the node loses access as soon as the graph has seen the delete.
+    // the node loses access once the graph has seen the delete.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let code = node_gets_secret(&api, "a").await;
+        let code = node_gets_secret(&client, "a").await;
         if code == 403 {
             break;
         }
