@@ -6,9 +6,12 @@
 //! it, Events, and tokens for its pods' service accounts. Anything else
 //! is forbidden.
 //!
-//! The decision is a pure function of the request and [`NodeFacts`] (the
-//! pods bound to the node, the object written); [`super::authorize`]
-//! gathers the facts from the store when a rule needs them. What a write
+//! The decision is a pure function of the request and [`NodeFacts`]
+//! (whether a pod bound to the node references the object asked for, the
+//! object written); [`super::authorize`] gathers the facts when a rule
+//! needs them, the first from the node [`graph`] (or, when the graph
+//! cannot answer, from the pods bound to the node), the second from the
+//! store. What a write
 //! the authorizer lets through may change is [`admission`]'s to judge
 //! (NodeRestriction), once the object it would store is known.
 
