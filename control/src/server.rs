@@ -170,6 +170,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let rbac = auth::rbac::Rbac::new(store.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
+    let node_graph = auth::NodeGraph::new(store.clone());
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -181,6 +182,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         )?)),
         snapshots: Some(snapshots.clone()),
         rbac: rbac.clone(),
+        node_graph: node_graph.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -242,6 +244,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // `--controllers` says (see `controllers/mod.rs`).
     tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
     tasks.spawn(rbac.follow());
+    tasks.spawn(node_graph.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

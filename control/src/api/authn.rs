@@ -138,9 +138,15 @@ pub async fn impersonate(
             name: name.as_deref(),
             created_name: None,
         };
-        auth::authorize(state.store.as_ref(), &state.rbac, &who, &attrs)
-            .await
-            .map_err(|_| ApiError::forbidden(attrs.forbidden("")))?;
+        auth::authorize(
+            state.store.as_ref(),
+            &state.rbac,
+            &state.node_graph,
+            &who,
+            &attrs,
+        )
+        .await
+        .map_err(|_| ApiError::forbidden(attrs.forbidden("")))?;
     }
     let mut info = UserInfo {
         name: user.clone(),
@@ -246,18 +252,24 @@ pub async fn authorize(
         name: target.name.as_deref().or(selected),
         created_name: created.as_deref(),
     };
-    auth::authorize(state.store.as_ref(), &state.rbac, who, &attrs)
-        .await
-        .map_err(|message| {
-            // The in-process components are held to their roles: a
-            // refusal of theirs is a missing rule, worth seeing.
-            if matches!(who, Identity::User(_)) {
-                tracing::warn!(user = %attrs.user, %message, "forbidden");
-            } else {
-                tracing::debug!(user = %attrs.user, %message, "forbidden");
-            }
-            ApiError::forbidden(message)
-        })
+    auth::authorize(
+        state.store.as_ref(),
+        &state.rbac,
+        &state.node_graph,
+        who,
+        &attrs,
+    )
+    .await
+    .map_err(|message| {
+        // The in-process components are held to their roles: a
+        // refusal of theirs is a missing rule, worth seeing.
+        if matches!(who, Identity::User(_)) {
+            tracing::warn!(user = %attrs.user, %message, "forbidden");
+        } else {
+            tracing::debug!(user = %attrs.user, %message, "forbidden");
+        }
+        ApiError::forbidden(message)
+    })
 }
 
 /// `POST /bootstrap/node-credential` with `{"request": "<PEM CSR>"}`:

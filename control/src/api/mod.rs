@@ -118,6 +118,9 @@ pub struct ApiState {
     pub snapshots: Option<Arc<crate::snapshot::Snapshotter>>,
     /// The RBAC authorizer's view of roles and bindings.
     pub rbac: Arc<crate::auth::rbac::Rbac>,
+    /// The Node authorizer's graph of what each node's pods reference
+    /// (followed from the store by a task started with the server).
+    pub node_graph: Arc<crate::auth::NodeGraph>,
 }
 
 /// The API as an axum router.

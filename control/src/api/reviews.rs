@@ -139,7 +139,15 @@ async fn access_review(state: &ApiState, who: &Identity, spec: &Value) -> ApiRes
         created_name: None,
     };
     Ok(
-        match auth::authorize(state.store.as_ref(), &state.rbac, who, &attrs).await {
+        match auth::authorize(
+            state.store.as_ref(),
+            &state.rbac,
+            &state.node_graph,
+            who,
+            &attrs,
+        )
+        .await
+        {
             Ok(()) => decision(true, ""),
             Err(_) => decision(false, ""),
         },

@@ -9,7 +9,8 @@
 //!   cluster-info).
 //! - [`user`]: the user and groups of an identity, as `user.Info`.
 //! - [`authorize`]: system:masters (the admin) may do anything; nodes go
-//!   through the Node authorizer ([`node`]), then RBAC; everyone else
+//!   through the Node authorizer ([`node`], which answers "does a pod of
+//!   this node use that object" from its graph, [`NodeGraph`]), then RBAC; everyone else
 //!   through RBAC ([`rbac`]); what is denied is forbidden in Kubernetes'
 //!   words.
 //! - [`bootstrap`]: bootstrap tokens checked against their Secrets, the
@@ -28,6 +29,7 @@ pub mod user;
 use serde_json::Value;
 
 use crate::store::Store;
+pub use node::graph::NodeGraph;
 pub use user::UserInfo;
 
 /// The authenticated user of a request.
@@ -185,6 +187,7 @@ pub fn verb(method: &http::Method, named: bool, watch: bool) -> &'static str {
 pub async fn authorize(
     store: &dyn Store,
     rbac: &rbac::Rbac,
+    graph: &NodeGraph,
     who: &Identity,
     a: &Attributes<'_>,
 ) -> Result<(), String> {
@@ -194,7 +197,7 @@ pub async fn authorize(
     }
     let mut reason = String::new();
     if let Identity::Node(name) = who {
-        let facts = node_facts(store, name, a).await?;
+        let facts = node_facts(store, graph, name, a).await?;
         match node::decide(name, a, &facts) {
             Ok(()) => return Ok(()),
             Err(message) => reason = message,
@@ -209,9 +212,14 @@ pub async fn authorize(
     Err(a.forbidden(""))
 }
 
-/// Reads from the store what the Node authorizer needs for `a`.
+/// Reads what the Node authorizer needs for `a`: whether a pod of the
+/// node references the object asked for from the node graph (as of the
+/// store's revision now, so a pod bound a moment ago counts), the pods
+/// from the store only if the graph cannot answer; the object written from
+/// the store.
 async fn node_facts(
     store: &dyn Store,
+    graph: &NodeGraph,
     node: &str,
     a: &Attributes<'_>,
 ) -> Result<node::NodeFacts, String> {
@@ -219,6 +227,16 @@ async fn node_facts(
     match node::needs(a) {
         node::Needs::Nothing => {}
         node::Needs::Pods => {
+            let (resource, ns, name) = node::referenced_object(a);
+            if name.is_empty() {
+                // Denied whatever the pods are.
+                return Ok(facts);
+            }
+            let at = store.current_revision();
+            facts.referenced = graph.has_path(resource, ns, name, node, at).await;
+            if facts.referenced.is_some() {
+                return Ok(facts);
+            }
             let pods = bosun::resources::by_kind("v1", "Pod").expect("served");
             let (kvs, _) = store
                 .list(&pods.storage_prefix())

@@ -6,13 +6,17 @@
 //! it, Events, and tokens for its pods' service accounts. Anything else
 //! is forbidden.
 //!
-//! The decision is a pure function of the request and [`NodeFacts`] (the
-//! pods bound to the node, the object written); [`super::authorize`]
-//! gathers the facts from the store when a rule needs them. What a write
+//! The decision is a pure function of the request and [`NodeFacts`]
+//! (whether a pod bound to the node references the object asked for, the
+//! object written); [`super::authorize`] gathers the facts when a rule
+//! needs them, the first from the node [`graph`] (or, when the graph
+//! cannot answer, from the pods bound to the node), the second from the
+//! store. What a write
 //! the authorizer lets through may change is [`admission`]'s to judge
 //! (NodeRestriction), once the object it would store is known.
 
 pub mod admission;
+pub mod graph;
 
 use bosun::well_known::HOSTNAME_LABEL;
 use serde_json::Value;
@@ -22,8 +26,13 @@ use super::Attributes;
 /// What the decision may need to know beyond the request.
 #[derive(Debug, Default)]
 pub struct NodeFacts {
-    /// The pods whose `spec.nodeName` is the node.
+    /// The pods whose `spec.nodeName` is the node (read only when
+    /// `referenced` is not known).
     pub pods: Vec<Value>,
+    /// Whether a pod bound to the node references the object the request
+    /// names ([`referenced_object`]), as the node graph ([`graph`])
+    /// answered; None: judged from `pods`.
+    pub referenced: Option<bool>,
     /// The stored object the request names, if it needs looking at (the
     /// pod whose status is written, the volume patched).
     pub object: Option<Value>,
@@ -80,6 +89,30 @@ pub fn needs(a: &Attributes) -> Needs {
     }
 }
 
+/// The object (resource, namespace, name) a request that [`Needs::Pods`]
+/// is judged by: a pod bound to the node must reference it.
+pub fn referenced_object<'a>(a: &Attributes<'a>) -> (&'a str, &'a str, &'a str) {
+    let resource = match a.subresource {
+        Some("token") => "serviceaccounts",
+        _ => a.resource,
+    };
+    let name = a.name.or(a.created_name).unwrap_or("");
+    (resource, a.namespace.unwrap_or(""), name)
+}
+
+impl NodeFacts {
+    /// Whether a pod bound to the node references `resource` `ns/name`.
+    fn references(&self, ns: &str, resource: &str, name: &str) -> bool {
+        match self.referenced {
+            Some(answer) => answer,
+            None => self
+                .pods
+                .iter()
+                .any(|p| pod_namespace(p) == ns && references(p, resource, name)),
+        }
+    }
+}
+
 /// `Ok` if node `node` may do `a`; otherwise the reason, in Kubernetes'
 /// words, for the 403.
 pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), String> {
@@ -101,11 +134,7 @@ pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), Strin
                     "can only {verb} individual {r} referenced by pods bound to node '{node}'"
                 )));
             }
-            if facts
-                .pods
-                .iter()
-                .any(|p| pod_namespace(p) == ns && references(p, r, name))
-            {
+            if facts.references(ns, r, name) {
                 Ok(())
             } else {
                 Err(a.forbidden(&format!(
@@ -114,11 +143,7 @@ pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), Strin
             }
         }
         ("", "serviceaccounts", Some("token")) if verb == "create" => {
-            if facts
-                .pods
-                .iter()
-                .any(|p| pod_namespace(p) == ns && references(p, "serviceaccounts", name))
-            {
+            if facts.references(ns, "serviceaccounts", name) {
                 Ok(())
             } else {
                 Err(a.forbidden(&format!(
@@ -206,50 +231,58 @@ fn pinned_to(pv: &Value, node: &str) -> bool {
 /// (secret, configMap, projected sources, claims), its containers' env
 /// and envFrom, its image pull secrets, its service account.
 fn references(pod: &Value, resource: &str, name: &str) -> bool {
+    let mut found = false;
+    referenced(pod, |r, n| found |= r == resource && n == name);
+    found
+}
+
+/// Calls `visit` with (resource, name) for every object `pod` names, as
+/// [`decide`] reads them (the same name may come more than once): its
+/// service account (`default` when it names none), the claims of its
+/// volumes, the Secrets and ConfigMaps of its volumes (projected sources
+/// too), its containers' env and envFrom, and its image pull secrets.
+pub fn referenced(pod: &Value, mut visit: impl FnMut(&'static str, &str)) {
+    fn arr(v: &Value) -> &[Value] {
+        v.as_array().map(Vec::as_slice).unwrap_or_default()
+    }
     let spec = &pod["spec"];
-    let eq = |v: &Value| v.as_str() == Some(name);
-    let arr = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let sa = spec["serviceAccountName"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default");
+    visit("serviceaccounts", sa);
+    let mut str_at = |resource: &'static str, v: &Value| {
+        if let Some(n) = v.as_str() {
+            visit(resource, n);
+        }
+    };
     let volumes = arr(&spec["volumes"]);
-    let containers: Vec<Value> = ["initContainers", "containers", "ephemeralContainers"]
-        .iter()
-        .flat_map(|k| arr(&spec[*k]))
-        .collect();
-    match resource {
-        "serviceaccounts" => {
-            let sa = spec["serviceAccountName"]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .unwrap_or("default");
-            sa == name
+    for v in volumes {
+        str_at(
+            "persistentvolumeclaims",
+            &v["persistentVolumeClaim"]["claimName"],
+        );
+        str_at("secrets", &v["secret"]["secretName"]);
+        str_at("configmaps", &v["configMap"]["name"]);
+        for s in arr(&v["projected"]["sources"]) {
+            str_at("secrets", &s["secret"]["name"]);
+            str_at("configmaps", &s["configMap"]["name"]);
         }
-        "persistentvolumeclaims" => volumes
-            .iter()
-            .any(|v| eq(&v["persistentVolumeClaim"]["claimName"])),
-        "secrets" | "configmaps" => {
-            let (vol_key, vol_name, env_key, from_key) = if resource == "secrets" {
-                ("secret", "secretName", "secretKeyRef", "secretRef")
-            } else {
-                ("configMap", "name", "configMapKeyRef", "configMapRef")
-            };
-            let in_volumes = volumes.iter().any(|v| {
-                eq(&v[vol_key][vol_name])
-                    || arr(&v["projected"]["sources"])
-                        .iter()
-                        .any(|s| eq(&s[vol_key]["name"]))
-            });
-            let in_env = containers.iter().any(|c| {
-                arr(&c["env"])
-                    .iter()
-                    .any(|e| eq(&e["valueFrom"][env_key]["name"]))
-                    || arr(&c["envFrom"]).iter().any(|e| eq(&e[from_key]["name"]))
-            });
-            let pull = resource == "secrets"
-                && arr(&spec["imagePullSecrets"])
-                    .iter()
-                    .any(|s| eq(&s["name"]));
-            in_volumes || in_env || pull
+    }
+    for key in ["initContainers", "containers", "ephemeralContainers"] {
+        for c in arr(&spec[key]) {
+            for e in arr(&c["env"]) {
+                str_at("secrets", &e["valueFrom"]["secretKeyRef"]["name"]);
+                str_at("configmaps", &e["valueFrom"]["configMapKeyRef"]["name"]);
+            }
+            for e in arr(&c["envFrom"]) {
+                str_at("secrets", &e["secretRef"]["name"]);
+                str_at("configmaps", &e["configMapRef"]["name"]);
+            }
         }
-        _ => false,
+    }
+    for s in arr(&spec["imagePullSecrets"]) {
+        str_at("secrets", &s["name"]);
     }
 }
 
@@ -299,7 +332,10 @@ mod tests {
     }
 
     fn facts_of(pods: Vec<Value>) -> NodeFacts {
-        NodeFacts { pods, object: None }
+        NodeFacts {
+            pods,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -412,13 +448,13 @@ mod tests {
             Some("web-1"),
         );
         let mine = NodeFacts {
-            pods: vec![],
             object: Some(pod("web-1", "a")),
+            ..Default::default()
         };
         assert_eq!(decide("a", &patch, &mine), Ok(()));
         let theirs = NodeFacts {
-            pods: vec![],
             object: Some(pod("web-1", "b")),
+            ..Default::default()
         };
         assert_eq!(
             decide("a", &patch, &theirs).unwrap_err(),
@@ -462,8 +498,8 @@ mod tests {
         };
         let patch = attrs("patch", "", "persistentvolumes", None, None, Some("pv-1"));
         let facts = |n| NodeFacts {
-            pods: vec![],
             object: Some(pv(n)),
+            ..Default::default()
         };
         assert_eq!(decide("a", &patch, &facts("a")), Ok(()));
         assert!(decide("a", &patch, &facts("b")).is_err());

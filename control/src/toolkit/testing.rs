@@ -38,6 +38,8 @@ impl TestApi {
         let rbac = crate::auth::rbac::Rbac::new(store.clone())
             .await
             .expect("rbac index");
+        let node_graph = crate::auth::NodeGraph::new(store.clone());
+        tokio::spawn(node_graph.clone().follow());
         let state = Arc::new(ApiState {
             store: store.clone(),
             token: TOKEN.into(),
@@ -50,6 +52,7 @@ impl TestApi {
             node_signer: None,
             snapshots: None,
             rbac,
+            node_graph,
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();
