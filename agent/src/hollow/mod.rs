@@ -13,7 +13,8 @@
 //!   addresses from that CIDR; every image is present and containers
 //!   start at once (`FakeRuntime::hollow`);
 //! - no Docker, DNS server, service proxy, routes or stream API: a node
-//!   publishes `--node-ip` and port 0;
+//!   publishes `--node-ip` and port 0; volumes' files are written under
+//!   `--data-dir` but nothing is mounted;
 //! - all nodes share one tokio runtime; each has its own client (its own
 //!   connection pool, as its own identity needs);
 //! - at most `--startup-concurrency` nodes start (certificate, Node, pod
@@ -126,6 +127,7 @@ pub async fn run(args: HollowArgs, stop: watch::Receiver<bool>) -> anyhow::Resul
         None => base.clone(),
     };
     let requester = kube::Client::try_from(requester_config)?;
+    crate::volumes::without_mounts();
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     tracing::info!(nodes = args.nodes, prefix = %args.name_prefix, "starting hollow nodes");
