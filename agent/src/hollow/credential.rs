@@ -34,7 +34,8 @@ pub async fn request(requester: &kube::Client, node: &str) -> anyhow::Result<Nod
         .request_text(req)
         .await
         .with_context(|| format!("requesting node {node}'s certificate"))?;
-    let answer: serde_json::Value = serde_json::from_str(&text).context("the answer is not JSON")?;
+    let answer: serde_json::Value =
+        serde_json::from_str(&text).context("the answer is not JSON")?;
     let cert_pem = answer["certificate"]
         .as_str()
         .ok_or_else(|| anyhow!("the answer holds no certificate"))?

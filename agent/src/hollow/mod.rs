@@ -120,8 +120,8 @@ pub async fn run(args: HollowArgs, stop: watch::Receiver<bool>) -> anyhow::Resul
     ));
     let requester_config = match &args.token {
         Some(t) => {
-            let token =
-                bosun::bootstrap::BootstrapToken::parse(t).map_err(|e| anyhow::anyhow!("--token: {e}"))?;
+            let token = bosun::bootstrap::BootstrapToken::parse(t)
+                .map_err(|e| anyhow::anyhow!("--token: {e}"))?;
             credential::bootstrap_config(&base, &token.to_string())
         }
         None => base.clone(),
