@@ -4,6 +4,7 @@
 pub mod config;
 pub mod dns;
 pub mod events;
+pub mod hollow;
 pub mod metrics;
 pub mod network;
 pub mod node;

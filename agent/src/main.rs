@@ -290,6 +290,10 @@ async fn main() -> anyhow::Result<()> {
     if !filter.contains("hickory") {
         std::env::set_var("BOSUN_LOG", format!("{filter},hickory_server=warn"));
     }
+    // `bosun-agent hollow ...`: many fake-runtime nodes (agent/src/hollow/).
+    if std::env::args().nth(1).as_deref() == Some("hollow") {
+        return bosun_agent::hollow::main(std::env::args().skip(1)).await;
+    }
     let args = Args::parse();
     bosun::serving::init_logging(args.log_format);
     let node_name = match args.node_name {

@@ -1,8 +1,13 @@
-//! A recording fake of the runtime, for unit tests (and later hollow
-//! nodes): containers are records in memory; a test decides when they
-//! exit and with what code.
+//! A fake container runtime, for unit tests and hollow nodes: containers
+//! are records in memory; a test decides when they exit and with what code.
+//!
+//! A unit test's fake records every call and knows only the images it was
+//! given. A hollow node's ([`FakeRuntime::hollow`]) has every image, keeps
+//! no call log (it would grow without bound), and gives each sandbox a free
+//! address of the node's pod CIDR, freed when the sandbox is removed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -34,6 +39,44 @@ struct State {
     exec_results: BTreeMap<String, i64>,
     logs: BTreeMap<String, String>,
     usage: BTreeMap<String, ContainerUsage>,
+    hollow: Option<Hollow>,
+}
+
+/// What makes a fake a hollow node's.
+struct Hollow {
+    pod_cidr: ipnet::Ipv4Net,
+    /// The sandbox addresses in use.
+    used: BTreeSet<Ipv4Addr>,
+}
+
+impl Hollow {
+    /// The lowest free address of the pod CIDR after its gateway (the
+    /// first host address, which the real agent's bridge takes).
+    fn allocate(&mut self) -> Option<Ipv4Addr> {
+        let ip = self
+            .pod_cidr
+            .hosts()
+            .skip(1)
+            .find(|ip| !self.used.contains(ip))?;
+        self.used.insert(ip);
+        Some(ip)
+    }
+}
+
+impl State {
+    fn record(&mut self, call: String) {
+        if self.hollow.is_none() {
+            self.calls.push(call);
+        }
+    }
+
+    /// The id of `image`: a hollow node has every image.
+    fn image(&self, image: &str) -> Option<String> {
+        match self.hollow {
+            Some(_) => Some(format!("sha256:hollow-{image}")),
+            None => self.images.get(image).cloned(),
+        }
+    }
 }
 
 /// Containers in memory; every call is recorded.
@@ -45,6 +88,21 @@ pub struct FakeRuntime {
 impl FakeRuntime {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A hollow node's runtime: every image is there, nothing is recorded,
+    /// and sandboxes get addresses of `pod_cidr`.
+    pub fn hollow(pod_cidr: ipnet::Ipv4Net) -> Self {
+        let state = State {
+            hollow: Some(Hollow {
+                pod_cidr,
+                used: BTreeSet::new(),
+            }),
+            ..State::default()
+        };
+        FakeRuntime {
+            state: Mutex::new(state),
+        }
     }
 
     /// Makes `image` present.
@@ -107,7 +165,7 @@ impl FakeRuntime {
     }
 
     fn record(&self, call: String) {
-        self.state.lock().unwrap().calls.push(call);
+        self.state.lock().unwrap().record(call);
     }
 }
 
@@ -123,7 +181,7 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     async fn image_id(&self, image: &str) -> Result<Option<String>> {
-        Ok(self.state.lock().unwrap().images.get(image).cloned())
+        Ok(self.state.lock().unwrap().image(image))
     }
 
     async fn pull_image(
@@ -136,9 +194,7 @@ impl ContainerRuntime for FakeRuntime {
         self.state
             .lock()
             .unwrap()
-            .images
-            .get(image)
-            .cloned()
+            .image(image)
             .ok_or_else(|| RuntimeError::PullFailed {
                 image: image.to_string(),
                 message: "not found in the fake registry".into(),
@@ -151,11 +207,22 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     async fn run_sandbox(&self, node: &str, config: &SandboxConfig) -> Result<String> {
-        let mut st = self.state.lock().unwrap();
+        let mut guard = self.state.lock().unwrap();
+        let st = &mut *guard;
         st.next_id += 1;
         let id = format!("c{}", st.next_id);
-        let ip = format!("10.244.0.{}", st.next_id % 250 + 2);
-        st.calls.push(format!("sandbox {}", config.pod.name));
+        let ip = match (&mut st.hollow, config.host_network) {
+            (_, true) => None,
+            (Some(h), false) => Some(
+                h.allocate()
+                    .ok_or_else(|| {
+                        RuntimeError::Docker(format!("no free address in {}", h.pod_cidr))
+                    })?
+                    .to_string(),
+            ),
+            (None, false) => Some(format!("10.244.0.{}", st.next_id % 250 + 2)),
+        };
+        st.record(format!("sandbox {}", config.pod.name));
         st.containers.insert(
             id.clone(),
             FakeContainer {
@@ -176,7 +243,7 @@ impl ContainerRuntime for FakeRuntime {
                     image_id: "sha256:pause".into(),
                     restart_count: 0,
                     spec_hash: String::new(),
-                    ip: (!config.host_network).then_some(ip),
+                    ip,
                 },
             },
         );
@@ -193,14 +260,11 @@ impl ContainerRuntime for FakeRuntime {
     ) -> Result<String> {
         let mut st = self.state.lock().unwrap();
         let image_id = st
-            .images
-            .get(&config.image)
-            .cloned()
+            .image(&config.image)
             .ok_or_else(|| RuntimeError::ImageNotFound(config.image.clone()))?;
         st.next_id += 1;
         let id = format!("c{}", st.next_id);
-        st.calls
-            .push(format!("create {} {}", role.as_str(), config.name));
+        st.record(format!("create {} {}", role.as_str(), config.name));
         st.containers.insert(
             id.clone(),
             FakeContainer {
@@ -237,7 +301,7 @@ impl ContainerRuntime for FakeRuntime {
         c.info.state = ContainerState::Running;
         c.info.started_at = Some(Utc::now());
         let name = c.info.name.clone();
-        st.calls.push(format!("start {name}"));
+        st.record(format!("start {name}"));
         Ok(())
     }
 
@@ -250,15 +314,21 @@ impl ContainerRuntime for FakeRuntime {
                 c.info.finished_at = Some(Utc::now());
             }
             let name = c.info.name.clone();
-            st.calls.push(format!("stop {name}"));
+            st.record(format!("stop {name}"));
         }
         Ok(())
     }
 
     async fn remove_container(&self, id: &str) -> Result<()> {
-        let mut st = self.state.lock().unwrap();
+        let mut guard = self.state.lock().unwrap();
+        let st = &mut *guard;
         if let Some(c) = st.containers.remove(id) {
-            st.calls.push(format!("remove {}", c.info.name));
+            if let (Some(h), Some(ip)) = (&mut st.hollow, &c.info.ip) {
+                if let Ok(ip) = ip.parse() {
+                    h.used.remove(&ip);
+                }
+            }
+            st.record(format!("remove {}", c.info.name));
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The container runtime the agent drives: Docker in production
-//! ([`docker::DockerRuntime`]), a recording fake in unit tests
-//! (`fake::FakeRuntime`, compiled into test builds only).
+//! ([`docker::DockerRuntime`]), a fake in memory for unit tests and hollow
+//! nodes ([`fake::FakeRuntime`]).
 //!
 //! The interface is pod-shaped, like Kubernetes' CRI: a *sandbox* (the
 //! pause container) owns a pod's network, IPC and UTS namespaces; app and
@@ -9,7 +9,6 @@
 //! restart and never touches another node's.
 
 pub mod docker;
-#[cfg(test)]
 pub mod fake;
 
 use std::collections::BTreeMap;

@@ -28,7 +28,7 @@ pub(super) fn set_up(
     std::fs::create_dir_all(&dir).map_err(|e| format!("emptyDir {name}: {e}"))?;
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777));
-    if ed.medium.as_deref() == Some("Memory") && !is_mounted(&dir) {
+    if ed.medium.as_deref() == Some("Memory") && super::mounts() && !is_mounted(&dir) {
         let mut opts = String::from("mode=0777");
         if let Some(limit) = &ed.size_limit {
             if let Ok(q) = bosun::quantity::parse_quantity(&limit.0) {

@@ -29,6 +29,21 @@ use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
 use atomic_writer::Ownership;
 
+/// False in a hollow-node process (`crate::hollow`): its pods are fake, and
+/// thousands of tmpfs mounts and subPath binds would only load the host
+/// (kubemark's hollow kubelet has a fake mounter too). Volumes' files are
+/// still written.
+static MOUNTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Makes this process write volumes without mounting anything.
+pub fn without_mounts() {
+    MOUNTS.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(crate) fn mounts() -> bool {
+    MOUNTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The mode of the pods directory and of each pod's.
 const POD_DIR_MODE: u32 = 0o750;
 
@@ -166,7 +181,7 @@ fn setup_config_volume(
         format!("MountVolume.SetUp failed for volume {:?} : {e}", v.name)
     };
     std::fs::create_dir_all(&dir).map_err(|e| failed(&e))?;
-    if TMPFS_KINDS.contains(&kind) && !is_mounted(&dir) {
+    if TMPFS_KINDS.contains(&kind) && mounts() && !is_mounted(&dir) {
         // Secrets and tokens never touch the node's disk; the writer
         // gives the mount's root to the pod's user.
         mount_tmpfs(&dir, "mode=0700").map_err(|e| failed(&format!("tmpfs: {e}")))?;
@@ -225,7 +240,7 @@ pub fn teardown(cfg: &AgentConfig, uid: &str) {
             continue;
         };
         for e in entries.flatten() {
-            if is_mounted(&e.path()) {
+            if mounts() && is_mounted(&e.path()) {
                 let _ = std::process::Command::new("umount").arg(e.path()).status();
             }
         }

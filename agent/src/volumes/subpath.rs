@@ -148,6 +148,9 @@ pub fn prepare(m: &SubpathMount) -> Result<PathBuf, String> {
         };
         made.map_err(|e| failed(format!("bind target: {e}")))?;
     }
+    if !super::mounts() {
+        return Ok(target);
+    }
     mount(
         Some(&VolumeRoot::proc_path(&fd)),
         &target,
