@@ -184,12 +184,20 @@ pub async fn pod_worker_loop(
         }
         let seen = status.with_own_status(&pod);
         let prepared = volumes.prepare(&seen, &worker.config_sources, &wake).await;
+        worker.timeline.mark("volumes");
         let seen = worker.use_volumes(&prepared);
         let wake_after = match worker.sync_pod(&seen).await {
             Ok(synced) => {
                 retry = Duration::from_millis(500);
                 recorder.pod_events(&pod, synced.events);
-                status.set_pod_status(&pod, synced.status).await;
+                let ready = is_ready(&synced.status);
+                if status.set_pod_status(&pod, synced.status).await {
+                    worker.timeline.mark("status");
+                    if ready {
+                        worker.timeline.mark("ready");
+                        worker.timeline.report(&pod_key(&pod));
+                    }
+                }
                 synced.wake_after
             }
             Err(e) => {
@@ -207,6 +215,24 @@ pub async fn pod_worker_loop(
             _ = tokio::time::sleep(wake_after) => {}
         }
     }
+}
+
+/// Whether the status says the pod is Ready.
+fn is_ready(status: &k8s_openapi::api::core::v1::PodStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// `namespace/name`, as logs name a pod.
+fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// Releases the pod's references when its loop ends.

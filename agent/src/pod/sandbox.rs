@@ -92,13 +92,16 @@ impl PodWorker {
             ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
         }
         self.rt.ensure_pause_image().await?;
+        self.timeline.mark("pause_image");
         let id = self
             .rt
             .run_sandbox(&self.cfg.node_name, &spec::sandbox_config(pod, &self.cfg))
             .await?;
+        self.timeline.mark("sandbox");
         *containers = self
             .pod_containers(&super::worker_state::uid_of(pod))
             .await?;
+        self.timeline.mark("sandbox_listed");
         containers
             .iter()
             .find(|c| c.id == id)

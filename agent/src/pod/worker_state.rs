@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::Notify;
 
 use super::backoff::Backoff;
+use super::timeline::Timeline;
 use crate::config::service_env::ServiceEnv;
 use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
@@ -45,6 +46,8 @@ pub struct PodWorker {
     pub config_sources: ConfigSources,
     /// The Services whose variables containers get; none in unit tests.
     pub services: Option<ServiceEnv>,
+    /// When each step of the pod's first start happened.
+    pub timeline: Timeline,
 }
 
 impl PodWorker {
@@ -62,6 +65,7 @@ impl PodWorker {
             unmountable_claims: Vec::new(),
             config_sources: ConfigSources::default(),
             services: None,
+            timeline: Timeline::default(),
         }
     }
 
