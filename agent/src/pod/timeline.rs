@@ -7,7 +7,7 @@
 //! ```text
 //! BOSUN_LOG=info,bosun_agent::pod::timeline=debug bosun-agent ...
 //! DEBUG bosun_agent::pod::timeline: pod start timeline pod=default/web-1
-//!   steps="volumes=2 sandbox=301 sandbox_listed=340 image=344 created=420 started=655 ... ready=702"
+//!   steps="volumes=2 sandbox=301 sandbox_inspected=340 image=344 created=420 started=655 ... ready=702"
 //! ```
 //!
 //! Each step keeps its first time only; a step that ran more than once
