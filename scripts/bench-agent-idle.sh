@@ -24,7 +24,7 @@ shift $(( $# > 2 ? 2 : $# ))
 BINS=("$@")
 if [ ${#BINS[@]} = 0 ]; then
   cargo build --release -p bosun-control -p bosun-agent --bins --quiet
-  BINS=("$PWD/target/release")
+  BINS=("$PWD/${CARGO_TARGET_DIR:-target}/release")
 fi
 bash scripts/build-images.sh >/dev/null
 IMAGE=bosun.local/busybox:1.35
@@ -122,9 +122,12 @@ measure() {
   local hz; hz=$(getconf CLK_TCK)
   local cpu; cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v s="$SECONDS_IDLE" 'BEGIN { printf "%.1f", 100 * (b - a) / hz / s }')
   local rss; rss=$(( $(rss_kb "$AGENT_PID") / 1024 ))
+  # What the RSS is: the heap and stacks (anonymous) or the binary's pages
+  # (file), and how many threads hold a stack and a malloc arena.
+  local split; split=$(awk '/^(RssAnon|RssFile|Threads):/ { printf "%s %s ", $1, ($1 == "Threads:" ? $2 : int($2 / 1024) " MiB") }' "/proc/$AGENT_PID/status")
   echo
   echo "== $BIN: $PODS pods, idle for ${SECONDS_IDLE}s"
-  echo "agent CPU: ${cpu}% of one core; agent RSS: ${rss} MiB"
+  echo "agent CPU: ${cpu}% of one core; agent RSS: ${rss} MiB ($split)"
   echo "API requests per minute (watches left out), by verb and resource:"
   awk -v s="$SECONDS_IDLE" 'NR == FNR { before[$1 " " $2] = $3; next }
     { d = $3 - before[$1 " " $2]; if (d > 0) { printf "  %-8s %-32s %8.1f\n", $1, $2, d * 60 / s; total += d } }

@@ -151,15 +151,15 @@ plain_clear() {
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 
-# Each step's median (ms after the agent saw the pod) over the timeline
-# lines in file $1.
+# Each step's median and maximum (ms after the agent saw the pod) over the
+# timeline lines in file $1.
 timeline_medians() {
   sed -e 's/.*steps="\{0,1\}//' -e 's/"$//' "$1" | tr ' ' '\n' | grep '=' |
     awk -F= '{ v[$1] = v[$1] " " $2; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
       END { for (i = 1; i <= n; i++) {
         k = order[i]; m = split(substr(v[k], 2), a, " ")
         for (x = 1; x <= m; x++) for (y = x + 1; y <= m; y++) if (a[y] + 0 < a[x] + 0) { t = a[x]; a[x] = a[y]; a[y] = t }
-        printf "%s=%s ", k, a[int((m + 1) / 2)] }
+        printf "%s=%s/%s ", k, a[int((m + 1) / 2)], a[m] }
         print "" }'
 }
 
@@ -201,7 +201,7 @@ measure() {
   echo "bosun-control memory: peak (VmHWM) $((control_hwm / 1024)) MiB"
   if [ -n "$(printf '%s' "$timeline" | tr -d '\n')" ]; then
     printf '%s' "$timeline" >"$WORK/timeline.log"
-    echo "agent start timeline, 20-pod rounds, median ms after the watch event:"
+    echo "agent start timeline, 20-pod rounds, ms after the agent saw each pod (median/max):"
     echo "  $(timeline_medians "$WORK/timeline.log")"
   fi
   stop_all
