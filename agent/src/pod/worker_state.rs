@@ -116,11 +116,12 @@ impl PodWorker {
     }
 
     /// Takes what the volume manager found before this sync, and gives
-    /// the pod as the sync sees it (bound claims as hostPaths).
-    pub fn use_volumes(&mut self, prepared: &PreparedVolumes) -> Pod {
+    /// the pod as the sync sees it (bound claims as hostPaths), moved out
+    /// of `prepared`.
+    pub fn use_volumes(&mut self, prepared: &mut PreparedVolumes) -> Pod {
         self.unmountable_claims = prepared.unmountable_claims.clone();
         self.config_sources = prepared.config_sources.clone();
-        prepared.pod.clone()
+        std::mem::take(&mut prepared.pod)
     }
 
     /// The pod's IP: the node's with hostNetwork, else the sandbox's.
