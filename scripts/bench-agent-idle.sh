@@ -9,7 +9,8 @@
 #     else running these are the agent's (its syncs, status writes, lease).
 #
 #   scripts/bench-agent-idle.sh [PODS] [SECONDS] [BIN_DIR...]
-#   (POD_CIDR=10.244.x.0/24 if the default 10.244.249.0/24 is taken here)
+#   (POD_CIDR=10.244.x.0/24 if the default 10.244.249.0/24 is taken here;
+#   HEAP_STATS=1 adds glibc's count of the agent's heap, read with gdb)
 #
 # With several BIN_DIRs (each holding bosun-control and bosun-agent, e.g.
 # a release build of main before a change and one after) the same run
@@ -128,6 +129,19 @@ measure() {
   echo
   echo "== $BIN: $PODS pods, idle for ${SECONDS_IDLE}s"
   echo "agent CPU: ${cpu}% of one core; agent RSS: ${rss} MiB ($split)"
+  if [ -n "${HEAP_STATS:-}" ]; then
+    # glibc's own account of the heap (malloc_stats, printed on the
+    # agent's stderr): per arena, what it holds from the system and what
+    # of it is in use; the rest is freed memory kept for later.
+    local from; from=$(( $(wc -l <"$WORK/agent.log") + 1 ))
+    gdb -p "$AGENT_PID" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1 || true
+    sleep 0.5
+    tail -n +"$from" "$WORK/agent.log" | awk '
+      /^Arena/ { arenas++ }
+      /^Total \(incl. mmap\):/ { total = 1; next }
+      total && /system bytes/ { printf "malloc: %d arenas; %.1f MiB from the system, ", arenas, $NF / 1048576 }
+      total && /in use bytes/ { printf "%.1f MiB in use\n", $NF / 1048576; total = 0 }'
+  fi
   echo "API requests per minute (watches left out), by verb and resource:"
   awk -v s="$SECONDS_IDLE" 'NR == FNR { before[$1 " " $2] = $3; next }
     { d = $3 - before[$1 " " $2]; if (d > 0) { printf "  %-8s %-32s %8.1f\n", $1, $2, d * 60 / s; total += d } }
