@@ -9,7 +9,8 @@
 #     else running these are the agent's (its syncs, status writes, lease).
 #
 #   scripts/bench-agent-idle.sh [PODS] [SECONDS] [BIN_DIR...]
-#   (POD_CIDR=10.244.x.0/24 if the default 10.244.249.0/24 is taken here)
+#   (POD_CIDR=10.244.x.0/24 if the default 10.244.249.0/24 is taken here;
+#   HEAP_STATS=1 adds glibc's count of the agent's heap, read with gdb)
 #
 # With several BIN_DIRs (each holding bosun-control and bosun-agent, e.g.
 # a release build of main before a change and one after) the same run
@@ -24,7 +25,7 @@ shift $(( $# > 2 ? 2 : $# ))
 BINS=("$@")
 if [ ${#BINS[@]} = 0 ]; then
   cargo build --release -p bosun-control -p bosun-agent --bins --quiet
-  BINS=("$PWD/target/release")
+  BINS=("$PWD/${CARGO_TARGET_DIR:-target}/release")
 fi
 bash scripts/build-images.sh >/dev/null
 IMAGE=bosun.local/busybox:1.35
@@ -122,9 +123,25 @@ measure() {
   local hz; hz=$(getconf CLK_TCK)
   local cpu; cpu=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v s="$SECONDS_IDLE" 'BEGIN { printf "%.1f", 100 * (b - a) / hz / s }')
   local rss; rss=$(( $(rss_kb "$AGENT_PID") / 1024 ))
+  # What the RSS is: the heap and stacks (anonymous) or the binary's pages
+  # (file), and how many threads hold a stack and a malloc arena.
+  local split; split=$(awk '/^(RssAnon|RssFile|Threads):/ { printf "%s %s ", $1, ($1 == "Threads:" ? $2 : int($2 / 1024) " MiB") }' "/proc/$AGENT_PID/status")
   echo
   echo "== $BIN: $PODS pods, idle for ${SECONDS_IDLE}s"
-  echo "agent CPU: ${cpu}% of one core; agent RSS: ${rss} MiB"
+  echo "agent CPU: ${cpu}% of one core; agent RSS: ${rss} MiB ($split)"
+  if [ -n "${HEAP_STATS:-}" ]; then
+    # glibc's own account of the heap (malloc_stats, printed on the
+    # agent's stderr): per arena, what it holds from the system and what
+    # of it is in use; the rest is freed memory kept for later.
+    local from; from=$(( $(wc -l <"$WORK/agent.log") + 1 ))
+    gdb -p "$AGENT_PID" -batch -ex 'call (void) malloc_stats()' >/dev/null 2>&1 || true
+    sleep 0.5
+    tail -n +"$from" "$WORK/agent.log" | awk '
+      /^Arena/ { arenas++ }
+      /^Total \(incl. mmap\):/ { total = 1; next }
+      total && /system bytes/ { printf "malloc: %d arenas; %.1f MiB from the system, ", arenas, $NF / 1048576 }
+      total && /in use bytes/ { printf "%.1f MiB in use\n", $NF / 1048576; total = 0 }'
+  fi
   echo "API requests per minute (watches left out), by verb and resource:"
   awk -v s="$SECONDS_IDLE" 'NR == FNR { before[$1 " " $2] = $3; next }
     { d = $3 - before[$1 " " $2]; if (d > 0) { printf "  %-8s %-32s %8.1f\n", $1, $2, d * 60 / s; total += d } }

@@ -22,7 +22,13 @@ REPLICAS=30
 V1=bosun.local/web:1
 V2=bosun.local/web:2
 
-cargo build --release --workspace --quiet
+# BIN_DIR=dir (holding bosun, bosun-control and bosun-agent, e.g. a release
+# build of main before a change) measures those instead of a release
+# build of this checkout.
+if [ -z "${BIN_DIR:-}" ]; then
+  cargo build --release -p bosun -p bosun-control -p bosun-agent --bins --quiet
+  BIN_DIR="${CARGO_TARGET_DIR:-target}/release"
+fi
 bash scripts/build-images.sh >/dev/null
 PAUSE=$(docker images --format '{{.Repository}}:{{.Tag}}' bosun.local/pause | head -1)
 if [ -z "$PAUSE" ]; then
@@ -78,12 +84,12 @@ done
 POD_CIDR=${free[0]}
 PLAIN_CIDR=${free[1]}
 
-target/release/bosun-control --data-dir "$WORK/control" --port 0 2>"$WORK/control.log" &
+"$BIN_DIR/bosun-control" --data-dir "$WORK/control" --port 0 2>"$WORK/control.log" &
 CONTROL_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/control/address" ] && break; sleep 0.1; done
 export KUBECONFIG="$WORK/control/admin.kubeconfig"
-BOSUN=target/release/bosun
-target/release/bosun-agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" --node-ip 127.0.0.1 \
+BOSUN="$BIN_DIR/bosun"
+"$BIN_DIR/bosun-agent" --kubeconfig "$KUBECONFIG" --node-name "$NODE" --node-ip 127.0.0.1 \
   --pod-cidr "$POD_CIDR" --data-dir "$WORK/agent" 2>"$WORK/agent.log" &
 AGENT_PID=$!
 for _ in $(seq 100); do $BOSUN get node "$NODE" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -480,6 +480,37 @@ async fn images_networks_and_version() {
     );
 }
 
+/// The runtime remembers the pod network it found, so a burst of
+/// sandboxes does not inspect it once each; a network removed behind its
+/// back must still come back for the next pod, as the pod worker retries it
+/// (ensure the network, run the sandbox).
+#[tokio::test]
+async fn a_pod_network_removed_behind_the_runtimes_back_comes_back() {
+    let t = TestNode::new().await;
+    // TestNode made the network through the runtime, which noted it.
+    bosun_test_support::docker::remove_network(&t.network);
+    let pod = t.pod("renet");
+    let mut errors = Vec::new();
+    let mut sandbox = None;
+    for _ in 0..2 {
+        t.rt.ensure_network(&t.network, &t.subnet, &t.node)
+            .await
+            .unwrap();
+        match t.rt.run_sandbox(&t.node, &t.sandbox_config(&pod)).await {
+            Ok(id) => {
+                sandbox = Some(id);
+                break;
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let sandbox = sandbox.unwrap_or_else(|| panic!("no sandbox after a retry: {errors:?}"));
+    let info = t.rt.inspect_container(&sandbox).await.unwrap();
+    assert_eq!(info.state, ContainerState::Running);
+    let ip = info.ip.expect("the sandbox has an IP");
+    assert!(in_subnet24(&ip, &t.subnet), "{ip} not in {}", t.subnet);
+}
+
 #[tokio::test]
 async fn pods_of_two_nodes_on_one_engine_reach_each_other() {
     let a = TestNode::new().await;

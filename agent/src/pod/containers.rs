@@ -165,6 +165,7 @@ impl PodWorker {
     async fn start(&mut self, role: Role, name: &str, id: &str) -> Result<(), RuntimeError> {
         match self.rt.start_container(id).await {
             Ok(()) => {
+                self.timeline.mark("started");
                 if role == Role::App {
                     self.fresh.insert(id.to_string());
                 }
@@ -189,6 +190,7 @@ impl PodWorker {
         if !self.ensure_image(role, c).await? {
             return Ok(());
         }
+        self.timeline.mark("image");
         let service_env = match &self.services {
             Some(services) => services.for_pod(pod),
             None => Ok(Vec::new()),
@@ -225,6 +227,7 @@ impl PodWorker {
             .await
         {
             Ok(id) => {
+                self.timeline.mark("created");
                 self.record(
                     PodEvent::normal("Created", format!("Created container {}", c.name))
                         .about(role, &c.name),

@@ -10,7 +10,9 @@
 //!   sandbox, init and app containers with crash-loop back-off, image
 //!   pulls with pull back-off, probe runners and what they found);
 //! - `backoff`: the one crash-loop and image-pull back-off;
-//! - `kill`: [`PodWorker::kill_pod`], stopping and removing a deleted pod.
+//! - `kill`: [`PodWorker::kill_pod`], stopping and removing a deleted pod;
+//! - [`timeline`]: when each step of a pod's first start happened, logged
+//!   at debug once it is Ready.
 
 mod backoff;
 mod containers;
@@ -20,6 +22,7 @@ pub mod pod_workers;
 mod probing;
 mod sandbox;
 pub mod sync;
+pub mod timeline;
 pub mod worker_state;
 
 pub use pod_workers::{pod_worker_loop, PodWorkers};

@@ -25,8 +25,9 @@ use crate::volumes::volume_manager::VolumeManager;
 
 /// One pod's worker task, as the agent's sync loop holds it.
 struct WorkerHandle {
-    /// The pod object as last watched; `None` once it is gone.
-    pod: watch::Sender<Option<Pod>>,
+    /// The pod object as last watched (shared with the worker, which
+    /// keeps no copy of its own between syncs); `None` once it is gone.
+    pod: watch::Sender<Option<Arc<Pod>>>,
     /// Wakes the worker when the relist sees its containers change.
     poke: Arc<Notify>,
 }
@@ -71,7 +72,11 @@ impl PodWorkers {
     /// Hands the pod's latest object to its worker, starting a worker
     /// (a task running [`pod_worker_loop`]) if the pod has none running
     /// (the kubelet's `UpdatePod`).
-    pub fn update_pod(&mut self, pod: Pod) {
+    pub fn update_pod(&mut self, mut pod: Pod) {
+        // Who wrote which field is of no use to the agent, and was the
+        // larger part of each copy of a pod it held.
+        pod.metadata.managed_fields = None;
+        let pod = Arc::new(pod);
         let uid = uid_of(&pod);
         if let Some(w) = self.workers.get(&uid) {
             if !w.pod.is_closed() {
@@ -145,61 +150,51 @@ pub async fn pod_worker_loop(
     mut status: StatusManager,
     volumes: VolumeManager,
     recorder: Recorder,
-    mut rx: watch::Receiver<Option<Pod>>,
+    mut rx: watch::Receiver<Option<Arc<Pod>>>,
     poke: Arc<Notify>,
 ) {
-    let mut last_pod: Option<Pod> = None;
+    let mut last_pod: Option<Arc<Pod>> = None;
     let mut retry = Duration::from_millis(500);
     // Probe results that change the pod's status or need acting on, and
     // changes of the ConfigMaps and Secrets it reads.
     let wake = worker.wake_handle();
     // However the loop ends, the pod lets go of its ConfigMaps and Secrets.
-    let uid = rx.borrow().as_ref().map(uid_of).unwrap_or_default();
+    let uid = rx.borrow().as_deref().map(uid_of).unwrap_or_default();
     let _release = Released(&volumes, uid);
     loop {
         let current = rx.borrow_and_update().clone();
         let Some(pod) = current else {
             // The pod object is gone (force-deleted): stop at once.
             if let Some(p) = &last_pod {
-                kill(&mut worker, &recorder, p, Duration::from_secs(0)).await;
+                Box::pin(kill(&mut worker, &recorder, p, Duration::from_secs(0))).await;
             }
             return;
         };
         last_pod = Some(pod.clone());
         if pod.metadata.deletion_timestamp.is_some() {
             let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
-            if kill(
-                &mut worker,
-                &recorder,
-                &pod,
-                Duration::from_secs(grace.max(0) as u64),
-            )
-            .await
-            {
+            let grace = Duration::from_secs(grace.max(0) as u64);
+            if Box::pin(kill(&mut worker, &recorder, &pod, grace)).await {
                 status.finish_deletion(&pod).await;
                 return;
             }
             tokio::time::sleep(retry).await;
             continue;
         }
-        let seen = status.with_own_status(&pod);
-        let prepared = volumes.prepare(&seen, &worker.config_sources, &wake).await;
-        let seen = worker.use_volumes(&prepared);
-        let wake_after = match worker.sync_pod(&seen).await {
-            Ok(synced) => {
-                retry = Duration::from_millis(500);
-                recorder.pod_events(&pod, synced.events);
-                status.set_pod_status(&pod, synced.status).await;
-                synced.wake_after
-            }
-            Err(e) => {
-                let name = pod.metadata.name.as_deref().unwrap_or_default();
-                tracing::warn!(pod = %name, error = %e, "syncing pod; retrying in {retry:?}");
-                retry = (retry * 2).min(Duration::from_secs(10));
-                retry
-            }
-        };
-        let wake_after = wake_after.min(volumes.recheck_after(&prepared, status.waits_on_config()));
+        // Boxed: what a sync holds (the pod as seen, its volumes, Docker's
+        // answers) is freed when it ends, rather than sized into this
+        // task's future for the pod's whole life.
+        let wake_after = Box::pin(sync_once(
+            &mut worker,
+            &mut status,
+            &volumes,
+            &recorder,
+            &wake,
+            &pod,
+            &mut retry,
+        ))
+        .await;
+        drop(pod);
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { return },
             _ = poke.notified() => {}
@@ -207,6 +202,63 @@ pub async fn pod_worker_loop(
             _ = tokio::time::sleep(wake_after) => {}
         }
     }
+}
+
+/// One sync of the pod and the write of its status; when to look again.
+async fn sync_once(
+    worker: &mut PodWorker,
+    status: &mut StatusManager,
+    volumes: &VolumeManager,
+    recorder: &Recorder,
+    wake: &Arc<Notify>,
+    pod: &Pod,
+    retry: &mut Duration,
+) -> Duration {
+    let seen = status.with_own_status(pod);
+    let mut prepared = volumes.prepare(&seen, &worker.config_sources, wake).await;
+    drop(seen);
+    worker.timeline.mark("volumes");
+    let seen = worker.use_volumes(&mut prepared);
+    let wake_after = match worker.sync_pod(&seen).await {
+        Ok(synced) => {
+            *retry = Duration::from_millis(500);
+            recorder.pod_events(pod, synced.events);
+            let ready = is_ready(&synced.status);
+            if status.set_pod_status(pod, synced.status).await {
+                worker.timeline.mark("status");
+                if ready {
+                    worker.timeline.mark("ready");
+                    worker.timeline.report(&pod_key(pod));
+                }
+            }
+            synced.wake_after
+        }
+        Err(e) => {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            tracing::warn!(pod = %name, error = %e, "syncing pod; retrying in {retry:?}");
+            *retry = (*retry * 2).min(Duration::from_secs(10));
+            *retry
+        }
+    };
+    wake_after.min(volumes.recheck_after(&prepared, status.waits_on_config()))
+}
+
+/// Whether the status says the pod is Ready.
+fn is_ready(status: &k8s_openapi::api::core::v1::PodStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// `namespace/name`, as logs name a pod.
+fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// Releases the pod's references when its loop ends.

@@ -32,7 +32,7 @@ pub async fn ensure_pod_network(
 impl PodWorker {
     /// The pod's sandbox: its newest one if that runs; else every
     /// container of the pod is killed (a dead sandbox took their network
-    /// with it) and a new sandbox made. `containers` is listed again then.
+    /// with it) and a new sandbox made; `containers` then holds only it.
     pub(super) async fn ensure_sandbox(
         &mut self,
         pod: &Pod,
@@ -81,8 +81,10 @@ impl PodWorker {
         Ok(())
     }
 
-    /// Runs a new sandbox for the pod and lists the pod's containers again
-    /// into `containers`.
+    /// Runs a new sandbox for the pod; `containers` (emptied by the kill
+    /// before, if the pod had any) then holds it. Only the new sandbox is
+    /// inspected: listing the pod's containers again cost every new pod
+    /// one more Docker list in a burst.
     async fn create_sandbox(
         &mut self,
         pod: &Pod,
@@ -92,18 +94,16 @@ impl PodWorker {
             ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
         }
         self.rt.ensure_pause_image().await?;
+        self.timeline.mark("pause_image");
         let id = self
             .rt
             .run_sandbox(&self.cfg.node_name, &spec::sandbox_config(pod, &self.cfg))
             .await?;
-        *containers = self
-            .pod_containers(&super::worker_state::uid_of(pod))
-            .await?;
-        containers
-            .iter()
-            .find(|c| c.id == id)
-            .cloned()
-            .ok_or_else(|| RuntimeError::NotFound(id.clone()))
+        self.timeline.mark("sandbox");
+        let info = self.rt.inspect_container(&id).await?;
+        self.timeline.mark("sandbox_inspected");
+        *containers = vec![info.clone()];
+        Ok(info)
     }
 
     /// Stops the sandbox of a pod that has finished (its containers stay

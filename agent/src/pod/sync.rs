@@ -77,6 +77,7 @@ impl PodWorker {
                 self.run_app_containers(pod, &containers, &sandbox).await?;
             }
             containers = self.pod_containers(&uid).await?;
+            self.timeline.mark("listed");
             self.prune(&containers).await;
         } else {
             wake_after = self.cfg.backoff_base;

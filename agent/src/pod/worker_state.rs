@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::Notify;
 
 use super::backoff::Backoff;
+use super::timeline::Timeline;
 use crate::config::service_env::ServiceEnv;
 use crate::config::sources::ConfigSources;
 use crate::config::AgentConfig;
@@ -45,6 +46,8 @@ pub struct PodWorker {
     pub config_sources: ConfigSources,
     /// The Services whose variables containers get; none in unit tests.
     pub services: Option<ServiceEnv>,
+    /// When each step of the pod's first start happened.
+    pub timeline: Timeline,
 }
 
 impl PodWorker {
@@ -62,6 +65,7 @@ impl PodWorker {
             unmountable_claims: Vec::new(),
             config_sources: ConfigSources::default(),
             services: None,
+            timeline: Timeline::default(),
         }
     }
 
@@ -112,11 +116,12 @@ impl PodWorker {
     }
 
     /// Takes what the volume manager found before this sync, and gives
-    /// the pod as the sync sees it (bound claims as hostPaths).
-    pub fn use_volumes(&mut self, prepared: &PreparedVolumes) -> Pod {
+    /// the pod as the sync sees it (bound claims as hostPaths), moved out
+    /// of `prepared`.
+    pub fn use_volumes(&mut self, prepared: &mut PreparedVolumes) -> Pod {
         self.unmountable_claims = prepared.unmountable_claims.clone();
         self.config_sources = prepared.config_sources.clone();
-        prepared.pod.clone()
+        std::mem::take(&mut prepared.pod)
     }
 
     /// The pod's IP: the node's with hostNetwork, else the sandbox's.

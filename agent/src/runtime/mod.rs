@@ -334,8 +334,8 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// missing container is not an error.
     async fn stop_container(&self, id: &str, grace: Duration) -> Result<()>;
 
-    /// Removes a container (and its anonymous volumes); a missing one is
-    /// not an error.
+    /// Removes a container (and its anonymous volumes), killing it first
+    /// if it still runs; a missing one is not an error.
     async fn remove_container(&self, id: &str) -> Result<()>;
 
     /// Every container labelled with `node`, running or not.

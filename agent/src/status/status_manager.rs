@@ -46,11 +46,12 @@ impl StatusManager {
     }
 
     /// Writes `status` as the status of `pod` (a merge patch of the status
-    /// subresource), unless it is what was last written. A failed write
-    /// is logged and tried again with the next status.
-    pub async fn set_pod_status(&mut self, pod: &Pod, status: PodStatus) {
+    /// subresource), unless it is what was last written; true if it wrote
+    /// it now. A failed write is logged and tried again with the next
+    /// status.
+    pub async fn set_pod_status(&mut self, pod: &Pod, status: PodStatus) -> bool {
         if self.written.as_ref().is_some_and(|(w, _)| *w == status) {
-            return;
+            return false;
         }
         let json = to_json(&status);
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -63,8 +64,12 @@ impl StatusManager {
             Ok(_) => {
                 self.start.status_written(pod, &status);
                 self.written = Some((status, json));
+                true
             }
-            Err(e) => tracing::warn!(pod = %name, error = %e, "writing pod status"),
+            Err(e) => {
+                tracing::warn!(pod = %name, error = %e, "writing pod status");
+                false
+            }
         }
     }
 

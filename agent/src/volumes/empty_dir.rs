@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::EmptyDirVolumeSource;
 
-use super::{is_mounted, pod_dir};
+use super::{is_mounted, mount_tmpfs, pod_dir};
 use crate::config::AgentConfig;
 
 /// Where emptyDir volume `name` of pod `uid` lives.
@@ -35,14 +35,7 @@ pub(super) fn set_up(
                 opts.push_str(&format!(",size={}", q.value()));
             }
         }
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &opts, "tmpfs"])
-            .arg(&dir)
-            .status()
-            .map_err(|e| format!("emptyDir {name} (Memory): mount: {e}"))?;
-        if !status.success() {
-            return Err(format!("emptyDir {name} (Memory): mount tmpfs failed"));
-        }
+        mount_tmpfs(&dir, &opts).map_err(|e| format!("emptyDir {name} (Memory): {e}"))?;
     }
     Ok(())
 }

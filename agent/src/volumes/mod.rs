@@ -116,16 +116,19 @@ pub(super) fn is_mounted(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn mount_tmpfs(dir: &Path, opts: &str) -> Result<(), String> {
-    let status = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
-        .arg(dir)
-        .status()
-        .map_err(|e| format!("mount: {e}"))?;
-    if !status.success() {
-        return Err("mount tmpfs failed".into());
-    }
-    Ok(())
+/// Mounts a tmpfs with `opts` on `dir`: the mount(2) call itself, not
+/// mount(8), whose fork and exec blocked the runtime's worker thread for
+/// every secret and token volume of a burst of pods.
+pub(super) fn mount_tmpfs(dir: &Path, opts: &str) -> Result<(), String> {
+    use nix::mount::{mount, MsFlags};
+    mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some(opts),
+    )
+    .map_err(|e| format!("mount tmpfs on {}: {e}", dir.display()))
 }
 
 /// The folder kind of a volume made of files the agent writes: the
@@ -241,7 +244,7 @@ pub fn teardown(cfg: &AgentConfig, uid: &str) {
         };
         for e in entries.flatten() {
             if mounts() && is_mounted(&e.path()) {
-                let _ = std::process::Command::new("umount").arg(e.path()).status();
+                let _ = nix::mount::umount(&e.path());
             }
         }
     }

@@ -77,10 +77,26 @@ impl DockerRuntime {
     }
 
     pub(super) async fn ensure_pause(&self) -> Result<String> {
+        if let Some(reference) = self.pause_ok.lock().expect("poisoned").clone() {
+            return Ok(reference);
+        }
         // One import at a time in this process, so runtimes racing on an
         // engine without the image do not leave dangling copies.
         static IMPORTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         let _one_at_a_time = IMPORTING.lock().await;
+        let reference = self.check_pause().await?;
+        *self.pause_ok.lock().expect("poisoned") = Some(reference.clone());
+        Ok(reference)
+    }
+
+    /// Forgets that the pause image was found (Docker said it is missing).
+    pub(super) fn forget_pause(&self) {
+        *self.pause_ok.lock().expect("poisoned") = None;
+    }
+
+    /// Inspects the pause image and imports this agent's if it is missing
+    /// or differs.
+    async fn check_pause(&self) -> Result<String> {
         let reference = format!("{PAUSE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION"));
         let hash = format!("{:016x}", fnv1a64(PAUSE_BINARY));
         let docker = self.client().await?;

@@ -60,6 +60,14 @@ pub struct DockerRuntime {
     host: String,
     /// Pod CIDRs whose iptables rule this runtime has already checked.
     iptables_done: Mutex<HashSet<String>>,
+    /// Pod networks (name, subnet) found or made with that subnet: a burst of
+    /// sandboxes does not inspect the network once each. Forgotten when a
+    /// sandbox cannot be made, so the next sync looks again.
+    networks_ok: Mutex<HashSet<(String, String)>>,
+    /// The pause image's reference once it was found to be this agent's:
+    /// a burst of sandboxes does not queue on the import lock to inspect
+    /// it once each. Forgotten when Docker says the image is missing.
+    pause_ok: Mutex<Option<String>>,
     /// What inspect said of the node's containers, by id.
     inspected: inspected::Inspected,
 }
@@ -97,6 +105,8 @@ impl DockerRuntime {
             docker: OnceCell::new(),
             host,
             iptables_done: Mutex::new(HashSet::new()),
+            networks_ok: Mutex::new(HashSet::new()),
+            pause_ok: Mutex::new(None),
             inspected: Default::default(),
         })
     }

@@ -18,8 +18,20 @@ impl DockerRuntime {
     /// Removes a network; a missing one is not an error.
     pub async fn remove_network(&self, name: &str) -> Result<()> {
         match self.client().await?.remove_network(name).await {
-            Ok(()) => Ok(()),
-            Err(e) if status(&e) == Some(404) => Ok(()),
+            Ok(()) => {
+                self.networks_ok
+                    .lock()
+                    .expect("poisoned")
+                    .retain(|(n, _)| n != name);
+                Ok(())
+            }
+            Err(e) if status(&e) == Some(404) => {
+                self.networks_ok
+                    .lock()
+                    .expect("poisoned")
+                    .retain(|(n, _)| n != name);
+                Ok(())
+            }
             Err(e) => Err(docker_err(e)),
         }
     }
@@ -30,6 +42,10 @@ impl DockerRuntime {
         subnet: &str,
         node: &str,
     ) -> Result<()> {
+        let key = (name.to_string(), subnet.to_string());
+        if self.networks_ok.lock().expect("poisoned").contains(&key) {
+            return Ok(());
+        }
         let docker = self.client().await?;
         for _ in 0..2 {
             match docker
@@ -50,6 +66,7 @@ impl DockerRuntime {
                         )));
                     }
                     self.ensure_pod_traffic_rule(subnet).await;
+                    self.networks_ok.lock().expect("poisoned").insert(key);
                     return Ok(());
                 }
                 Err(e) if status(&e) == Some(404) => {}
@@ -90,6 +107,13 @@ impl DockerRuntime {
         Err(RuntimeError::Docker(format!(
             "network {name} vanished while it was being made"
         )))
+    }
+
+    /// Forgets which networks were found, so the next `ensure_network`
+    /// inspects them again (a sandbox could not be made: its network may
+    /// be gone).
+    pub(super) fn forget_networks(&self) {
+        self.networks_ok.lock().expect("poisoned").clear();
     }
 
     /// Makes sure pods of the /16 holding `subnet` may reach each other

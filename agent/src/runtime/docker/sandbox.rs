@@ -8,7 +8,9 @@ use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 
 use super::containers::{container_name, identity_labels};
 use super::DockerRuntime;
-use crate::runtime::{labels, ContainerRuntime, Result, Role, SandboxConfig, SANDBOX_CONTAINER};
+use crate::runtime::{
+    labels, ContainerRuntime, Result, Role, RuntimeError, SandboxConfig, SANDBOX_CONTAINER,
+};
 
 impl DockerRuntime {
     pub(super) async fn run_pause_container(
@@ -80,10 +82,27 @@ impl DockerRuntime {
         }
         body.host_config = Some(host_config);
 
-        let id = self.create_named(&name, body).await?;
+        let created = match self.create_named(&name, body.clone()).await {
+            Err(RuntimeError::ImageNotFound(_)) => {
+                // Removed since it was last found: import it again.
+                self.forget_pause();
+                body.image = Some(self.ensure_pause_image().await?);
+                self.create_named(&name, body).await
+            }
+            other => other,
+        };
+        let id = match created {
+            Ok(id) => id,
+            Err(e) => {
+                // Its network may be gone: the next sync looks again.
+                self.forget_networks();
+                return Err(e);
+            }
+        };
         if let Err(e) = self.start_container(&id).await {
             // Nothing half-made: a sandbox that cannot start is removed.
             let _ = self.remove_container(&id).await;
+            self.forget_networks();
             return Err(e);
         }
         Ok(id)
