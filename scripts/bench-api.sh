@@ -6,9 +6,14 @@
 # temp dir, also when something fails. Extra arguments go to api_bench
 # (e.g. --concurrency 16 --rate 1000 --duration 20). Results are printed and
 # written as JSON to $BENCH_JSON (default target/bench-api.json).
+# BENCH_CONTROL_BIN=PATH runs that bosun-control binary instead of the one
+# just built (e.g. a build of an older commit, for before/after figures).
+# BENCH_PERF=FILE records bosun-control with `perf record -g` into FILE
+# while the benchmark runs (read it with `perf report -i FILE --no-children`).
 #
 #   scripts/bench-api.sh
 #   BENCH_NO_ETCD=1 scripts/bench-api.sh --rate 200
+#   BENCH_CONTROL_BIN=/work/base/target-rel/release/bosun-control scripts/bench-api.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -16,13 +21,15 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
 
 cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
-control_bin="$CARGO_TARGET_DIR/release/bosun-control"
+control_bin="${BENCH_CONTROL_BIN:-$CARGO_TARGET_DIR/release/bosun-control}"
+[ -x "$control_bin" ] || { echo "no bosun-control binary at $control_bin" >&2; exit 1; }
 bench_bin="$CARGO_TARGET_DIR/release/examples/api_bench"
 
 work=$(mktemp -d -t bosun-bench.XXXXXX)
 bosun_pid=""
 etcd_pid=""
 sampler_pid=""
+perf_pid=""
 
 # Sends SIGTERM, waits up to 15 s, then SIGKILL. Prints the exit status.
 stop() {
@@ -46,6 +53,7 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
+    [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && { wait "$perf_pid" 2>/dev/null || true; }
     [ -n "$bosun_pid" ] && stop bosun-control "$bosun_pid"
     [ -n "$etcd_pid" ] && stop etcd "$etcd_pid"
     if [ "$rc" -ne 0 ]; then
@@ -97,7 +105,7 @@ mkdir -p "$work/bosun"
 "$control_bin" --data-dir "$work/bosun" --port 0 2>"$work/bosun.log" &
 bosun_pid=$!
 wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
-echo "bosun-control pid $bosun_pid on $(cat "$work/bosun/address")"
+echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$work/bosun/address")"
 
 # --- etcd, if Debian's etcd-server is installed
 etcd_args=()
@@ -140,8 +148,18 @@ sampler_pid=$!
 
 # --- the benchmark
 mkdir -p "$(dirname "$json_out")"
+if [ -n "${BENCH_PERF:-}" ]; then
+    perf record -q -F 999 -g -p "$bosun_pid" -o "$BENCH_PERF" 2>"$work/perf.log" &
+    perf_pid=$!
+fi
 "$bench_bin" --kubeconfig "$work/bosun/admin.kubeconfig" --server-pid "$bosun_pid" \
     "${etcd_args[@]}" --json "$json_out" "$@"
+if [ -n "$perf_pid" ]; then
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    perf_pid=""
+    echo "perf profile of bosun-control: $BENCH_PERF"
+fi
 
 kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
 sampler_pid=""

@@ -134,24 +134,28 @@ pub enum Scope {
 /// `set` without what no manager owns: apiVersion, kind, the server's
 /// metadata, and what the scope resets.
 pub fn strip(mut set: FieldSet, scope: Scope) -> FieldSet {
-    let mut system = FieldSet::new();
-    system.insert(&[fieldset::field("apiVersion")]);
-    system.insert(&[fieldset::field("kind")]);
-    system.insert(&[fieldset::field("metadata")]);
-    for f in [
-        "name",
-        "namespace",
-        "creationTimestamp",
-        "selfLink",
-        "uid",
-        "generation",
-        "resourceVersion",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-    ] {
-        system.insert(&[fieldset::field("metadata"), fieldset::field(f)]);
-    }
-    set = set.difference(&system);
+    // Built once: every write strips it.
+    static SYSTEM: std::sync::LazyLock<FieldSet> = std::sync::LazyLock::new(|| {
+        let mut system = FieldSet::new();
+        system.insert(&[fieldset::field("apiVersion")]);
+        system.insert(&[fieldset::field("kind")]);
+        system.insert(&[fieldset::field("metadata")]);
+        for f in [
+            "name",
+            "namespace",
+            "creationTimestamp",
+            "selfLink",
+            "uid",
+            "generation",
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            system.insert(&[fieldset::field("metadata"), fieldset::field(f)]);
+        }
+        system
+    });
+    set = set.difference(&SYSTEM);
     let mut md = set.child(&fieldset::field("metadata")).cloned();
     if let Some(m) = md.as_mut() {
         m.remove_subtree(&fieldset::field("managedFields"));

@@ -373,7 +373,7 @@ pub(crate) fn nonnegative(errs: &mut Vec<FieldError>, v: &Value, k: &str, path: 
 
 // ---- normalize -----------------------------------------------------------------
 
-fn roundtrip<T: DeserializeOwned + Serialize>(v: Value) -> Result<Value, String> {
+fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
     let typed: T = serde_path_to_error::deserialize(v).map_err(|e| e.to_string())?;
     serde_json::to_value(&typed).map_err(|e| e.to_string())
 }
@@ -415,17 +415,11 @@ fn prune_added(out: &mut Value, input: Option<&Value>) {
 /// words (`Deployment in version "v1" cannot be handled as a Deployment: ...`).
 /// Kinds without a built-in type come back unchanged.
 pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
-    use k8s_openapi::api::{
-        apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1, rbac::v1 as rbacv1,
-    };
-    let cannot = |detail: String| {
-        format!(
-            "{} in version {:?} cannot be handled as a {}: {detail}",
-            res.kind, res.version, res.kind
-        )
-    };
     let Value::Object(mut map) = obj else {
-        return Err(cannot("the object must be a JSON object".to_string()));
+        return Err(format!(
+            "{} in version {:?} cannot be handled as a {}: the object must be a JSON object",
+            res.kind, res.version, res.kind
+        ));
     };
     let api_version = res.api_version();
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -452,7 +446,27 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         _ => {}
     }
     let input = Value::Object(map);
-    let v = input.clone();
+    Ok(normalize_checked(res, &input)?.unwrap_or(input))
+}
+
+/// [`normalize`] of an object whose apiVersion and kind the caller has
+/// already checked to be `res`'s, decoded from a borrow: the normalized
+/// object, or None when the kind has no built-in type (the object is then
+/// its own normal form).
+pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Value>, String> {
+    use k8s_openapi::api::{
+        apps::v1 as apps, autoscaling, batch::v1 as batchv1, core::v1 as corev1, rbac::v1 as rbacv1,
+    };
+    let cannot = |detail: String| {
+        format!(
+            "{} in version {:?} cannot be handled as a {}: {detail}",
+            res.kind, res.version, res.kind
+        )
+    };
+    if !input.is_object() {
+        return Err(cannot("the object must be a JSON object".to_string()));
+    }
+    let v = input;
     let out = match (res.group, res.version, res.kind) {
         ("", "v1", "Pod") => roundtrip::<corev1::Pod>(v),
         ("", "v1", "Service") => roundtrip::<corev1::Service>(v),
@@ -486,9 +500,9 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         }
         // v2beta2 has v2's shape: decoded as v2, then given its apiVersion back.
         ("autoscaling", "v2beta2", "HorizontalPodAutoscaler") => {
-            let mut v = v;
+            let mut v = v.clone();
             v["apiVersion"] = serde_json::json!("autoscaling/v2");
-            roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v).map(|mut out| {
+            roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(&v).map(|mut out| {
                 out["apiVersion"] = serde_json::json!("autoscaling/v2beta2");
                 out
             })
@@ -502,11 +516,11 @@ pub fn normalize(res: &ResourceInfo, obj: Value) -> Result<Value, String> {
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
             roundtrip::<rbacv1::ClusterRoleBinding>(v)
         }
-        _ => return Ok(input),
+        _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
-    prune_added(&mut out, Some(&input));
-    Ok(out)
+    prune_added(&mut out, Some(input));
+    Ok(Some(out))
 }
 
 // ---- validate ------------------------------------------------------------------

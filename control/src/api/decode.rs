@@ -82,8 +82,10 @@ pub(super) fn prepare_input(req: &ApiRequest, mut input: Value) -> ApiResult<(Va
             )))
         }
     }
-    let mut normalized =
-        validation::normalize(res, input.clone()).map_err(ApiError::bad_request)?;
+    // apiVersion and kind are checked above, so only the typed decode is left.
+    let mut normalized = validation::normalize_checked(res, &input)
+        .map_err(ApiError::bad_request)?
+        .unwrap_or_else(|| input.clone());
     bosun::quantity::canonicalize_quantities(&mut normalized);
     strategy::for_kind(res.kind).normalize(&input, &mut normalized);
     let unknown: Vec<String> = object::unknown_fields(&input, &normalized)

@@ -51,11 +51,79 @@ pub fn set_resource_version(obj: &mut Value, rev: u64) {
 }
 
 /// The bytes kept in the store: the object without its resourceVersion,
-/// which the store's revision stands for.
+/// which the store's revision stands for (serialized leaving it out, not
+/// from a copy without it).
 pub fn to_store(obj: &Value) -> Vec<u8> {
-    let mut obj = obj.clone();
-    metadata_mut(&mut obj).remove("resourceVersion");
-    serde_json::to_vec(&obj).expect("a JSON value serializes")
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        let mut obj = obj.clone();
+        metadata_mut(&mut obj).remove("resourceVersion");
+        return serde_json::to_vec(&obj).expect("a JSON value serializes");
+    }
+    serde_json::to_vec(&WithoutRevision(obj)).expect("a JSON value serializes")
+}
+
+/// Serializes an object as it is but for `metadata.resourceVersion`.
+struct WithoutRevision<'a>(&'a Value);
+
+/// Serializes a map as it is but for one key.
+struct MapWithout<'a>(&'a Map<String, Value>, &'static str);
+
+impl serde::Serialize for WithoutRevision<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(top) = self.0 else {
+            return self.0.serialize(s);
+        };
+        let mut map = s.serialize_map(Some(top.len()))?;
+        for (k, v) in top {
+            match v {
+                Value::Object(md) if k == "metadata" => {
+                    map.serialize_entry(k, &MapWithout(md, "resourceVersion"))?
+                }
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for MapWithout<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let len = self.0.len() - usize::from(self.0.contains_key(self.1));
+        let mut map = s.serialize_map(Some(len))?;
+        for (k, v) in self.0.iter().filter(|(k, _)| *k != self.1) {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// Whether two objects are the same but for `metadata.resourceVersion`
+/// (compared in place, without copies; a missing metadata counts as an
+/// empty one, as [`metadata_mut`] would make it).
+pub fn same_but_revision(a: &Value, b: &Value) -> bool {
+    let (Value::Object(a), Value::Object(b)) = (a, b) else {
+        return a == b;
+    };
+    fn meta<'a>(
+        o: &'a Map<String, Value>,
+        empty: &'a Map<String, Value>,
+    ) -> &'a Map<String, Value> {
+        match o.get("metadata") {
+            Some(Value::Object(m)) => m,
+            _ => empty,
+        }
+    }
+    let empty = Map::new();
+    let not = |skip: &'static str| move |(k, _): &(&String, &Value)| *k != skip;
+    meta(a, &empty)
+        .iter()
+        .filter(not("resourceVersion"))
+        .eq(meta(b, &empty).iter().filter(not("resourceVersion")))
+        && a.iter()
+            .filter(not("metadata"))
+            .eq(b.iter().filter(not("metadata")))
 }
 
 /// The resourceVersion a client sent, if any.
@@ -73,32 +141,38 @@ pub fn requested_revision(obj: &Value) -> ApiResult<Option<u64>> {
 /// Paths of the fields in `input` that the typed schema dropped: the
 /// fields Kubernetes calls unknown.
 pub fn unknown_fields(input: &Value, normalized: &Value) -> Vec<String> {
-    fn walk(input: &Value, norm: &Value, path: &str, out: &mut Vec<String>) {
+    // `path` grows and shrinks as the walk goes (no string per field).
+    fn walk(input: &Value, norm: &Value, path: &mut String, out: &mut Vec<String>) {
         match (input, norm) {
             (Value::Object(a), Value::Object(b)) => {
                 for (k, v) in a {
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    match b.get(k) {
-                        Some(nv) => walk(v, nv, &p, out),
-                        None if v.is_null() => {}
-                        None => out.push(p),
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
                     }
+                    path.push_str(k);
+                    match b.get(k) {
+                        Some(nv) => walk(v, nv, path, out),
+                        None if v.is_null() => {}
+                        None => out.push(path.clone()),
+                    }
+                    path.truncate(len);
                 }
             }
             (Value::Array(a), Value::Array(b)) => {
+                use std::fmt::Write;
                 for (i, (v, nv)) in a.iter().zip(b).enumerate() {
-                    walk(v, nv, &format!("{path}[{i}]"), out);
+                    let len = path.len();
+                    let _ = write!(path, "[{i}]");
+                    walk(v, nv, path, out);
+                    path.truncate(len);
                 }
             }
             _ => {}
         }
     }
     let mut out = Vec::new();
-    walk(input, normalized, "", &mut out);
+    walk(input, normalized, &mut String::new(), &mut out);
     out
 }
 
@@ -262,6 +336,43 @@ mod tests {
             Some(&json!(5))
         );
         assert_eq!(from_storage_version(v1, stored), obj);
+    }
+
+    #[test]
+    fn stored_bytes_leave_out_the_resource_version_only() {
+        let obj = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "resourceVersion": "7", "labels": {"resourceVersion": "x"}},
+            "spec": {"resourceVersion": "kept"}});
+        let stored: Value = serde_json::from_slice(&to_store(&obj)).unwrap();
+        let mut expected = obj.clone();
+        expected["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        assert_eq!(stored, expected);
+        // Without metadata, an empty one is stored, as before.
+        let bare: Value = serde_json::from_slice(&to_store(&json!({"kind": "Pod"}))).unwrap();
+        assert_eq!(bare, json!({"kind": "Pod", "metadata": {}}));
+    }
+
+    #[test]
+    fn sameness_ignores_the_resource_version_only() {
+        let a = json!({"metadata": {"name": "p", "resourceVersion": "1"}, "spec": {"x": 1}});
+        let b = json!({"metadata": {"name": "p", "resourceVersion": "2"}, "spec": {"x": 1}});
+        let c = json!({"metadata": {"name": "p"}, "spec": {"x": 1}});
+        assert!(same_but_revision(&a, &b));
+        assert!(same_but_revision(&a, &c));
+        assert!(same_but_revision(
+            &json!({"spec": {}}),
+            &json!({"metadata": {}, "spec": {}})
+        ));
+        let relabeled = json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"x": 1}});
+        assert!(!same_but_revision(&a, &relabeled));
+        let respec = json!({"metadata": {"name": "p", "resourceVersion": "1"}, "spec": {"x": 2}});
+        assert!(!same_but_revision(&a, &respec));
+        let more = json!({"metadata": {"name": "p"}, "spec": {"x": 1}, "status": {}});
+        assert!(!same_but_revision(&a, &more));
+        assert!(!same_but_revision(&more, &a));
     }
 
     #[test]

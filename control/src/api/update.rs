@@ -63,7 +63,8 @@ pub(super) fn merge_write(res: &ResourceInfo, current: &Value, new: Value, part:
         return out;
     }
     let mut out = new;
-    let cur_md = object::metadata(current).cloned().unwrap_or_default();
+    let no_metadata = serde_json::Map::new();
+    let cur_md = object::metadata(current).unwrap_or(&no_metadata);
     {
         let md = metadata_mut(&mut out);
         for system in [
@@ -164,7 +165,7 @@ pub(super) async fn commit_write(
         managed::record_update(req, current, &mut next)?;
     }
     warnings.extend(admission::validate(state, req, &next, Some(current)).await?);
-    if without_revision(&next) == without_revision(current) {
+    if object::same_but_revision(&next, current) {
         return Ok(Ok(Written::Unchanged(current.clone())));
     }
     if dry_run(req) {

@@ -307,15 +307,15 @@ impl<'a> Evaluation<'a> {
 /// `isSignificantPodUpdate`): the number of containers or init
 /// containers, an image, or an ephemeral container added or changed.
 fn significant_pod_update(pod: &Value, old: &Value) -> bool {
-    let list = |o: &Value, field: &str| -> Vec<Value> {
-        o.pointer(&format!("/spec/{field}"))
+    fn list<'a>(o: &'a Value, field: &str) -> &'a [Value] {
+        o.get("spec")
+            .and_then(|s| s.get(field))
             .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
+            .map_or(&[], Vec::as_slice)
+    }
     for field in ["containers", "initContainers"] {
         let (new, old) = (list(pod, field), list(old, field));
-        if new.len() != old.len() || new.iter().zip(&old).any(|(n, o)| n["image"] != o["image"]) {
+        if new.len() != old.len() || new.iter().zip(old).any(|(n, o)| n["image"] != o["image"]) {
             return true;
         }
     }
