@@ -8,41 +8,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::error::{ApiError, ApiResult};
-
-/// The fields each kind can be selected by, besides metadata.name and
-/// metadata.namespace (Kubernetes' field label conversion functions).
-pub(super) fn selectable_fields(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "Pod" => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        "Event" => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        "Node" => &["spec.unschedulable"],
-        "Namespace" => &["status.phase"],
-        "Job" => &["status.successful"],
-        "ReplicaSet" => &["status.replicas"],
-        _ => &[],
-    }
-}
+use super::items::{selectable_fields, Attrs};
 
 /// A field's value as a selector compares it: missing fields are "".
 #[cfg(test)]
@@ -120,7 +86,7 @@ impl Filter {
 
     /// Whether an object matches, by the attributes read from its stored
     /// bytes ([`super::items::Attrs`]).
-    pub fn matches_attrs(&self, attrs: &super::items::Attrs) -> bool {
+    pub fn matches_attrs(&self, attrs: &Attrs) -> bool {
         if let Some(l) = &self.labels {
             if !l.matches(&attrs.labels) {
                 return false;
@@ -155,7 +121,13 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::items;
+    use crate::store::Stored;
     use serde_json::json;
+
+    fn pods() -> &'static ResourceInfo {
+        bosun::resources::by_name("pods").unwrap()
+    }
 
     #[test]
     fn pods_select_by_node_and_phase() {
@@ -181,5 +153,43 @@ mod tests {
         let err = Filter::parse(deploy, None, Some("spec.replicas=3")).unwrap_err();
         assert_eq!(err.code, 400);
         assert!(err.message.contains("spec.replicas"));
+    }
+
+    /// A selector matches the attributes read from the bytes exactly as it
+    /// matches the decoded object.
+    #[test]
+    fn attributes_select_as_the_decoded_object_does() {
+        let objects = [
+            json!({"metadata": {"name": "a", "namespace": "ns1", "labels": {"app": "web", "tier": "fe"}},
+                "spec": {"nodeName": "n1", "hostNetwork": true, "restartPolicy": "Always"},
+                "status": {"phase": "Running", "podIP": "10.0.0.1"}}),
+            json!({"metadata": {"name": "b", "namespace": "ns2", "labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "x"}]}, "status": {}}),
+            json!({"metadata": {"name": "c\\\"d"}, "spec": null}),
+            json!({"spec": {"nodeName": 3}}),
+        ];
+        let selectors = [
+            (Some("app=web"), None),
+            (Some("app in (web,db),!canary"), None),
+            (Some("tier"), Some("spec.nodeName=n1")),
+            (None, Some("spec.nodeName=")),
+            (None, Some("spec.nodeName!=n1,status.phase!=Failed")),
+            (None, Some("spec.hostNetwork=true")),
+            (None, Some("metadata.name=c\\\\\"d")),
+            (None, Some("metadata.namespace=ns2,status.podIP=")),
+            (None, Some("spec.nodeName=3")),
+        ];
+        for (labels, fields) in selectors {
+            let filter = Filter::parse(pods(), labels, fields).unwrap();
+            for obj in &objects {
+                let value = Stored::new(serde_json::to_vec(obj).unwrap());
+                let d = items::derived(pods(), &value);
+                assert_eq!(
+                    filter.matches_attrs(&d.attrs),
+                    filter.matches(obj),
+                    "{labels:?} {fields:?} on {obj}"
+                );
+            }
+        }
     }
 }

@@ -21,7 +21,6 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
-use super::filter::selectable_fields;
 use super::object::{from_storage_version, set_resource_version};
 use crate::store::{DerivedRef, Stored};
 
@@ -50,6 +49,41 @@ impl Attrs {
     /// A field's value; fields the kind cannot be selected by are "".
     pub fn field(&self, path: &str) -> String {
         self.fields.get(path).cloned().unwrap_or_default()
+    }
+}
+
+/// The fields each kind can be selected by, besides metadata.name and
+/// metadata.namespace (Kubernetes' field label conversion functions).
+pub fn selectable_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Pod" => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        "Event" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        "Node" => &["spec.unschedulable"],
+        "Namespace" => &["status.phase"],
+        "Job" => &["status.successful"],
+        "ReplicaSet" => &["status.replicas"],
+        _ => &[],
     }
 }
 
@@ -195,7 +229,6 @@ pub fn encoded(res: &ResourceInfo, value: &Stored, rev: u64) -> ApiResult<Bytes>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::filter::Filter;
     use serde_json::json;
 
     fn pods() -> &'static ResourceInfo {
@@ -245,44 +278,6 @@ mod tests {
                 want,
                 "{obj}"
             );
-        }
-    }
-
-    /// A selector matches the attributes read from the bytes exactly as it
-    /// matches the decoded object.
-    #[test]
-    fn attributes_select_as_the_decoded_object_does() {
-        let objects = [
-            json!({"metadata": {"name": "a", "namespace": "ns1", "labels": {"app": "web", "tier": "fe"}},
-                "spec": {"nodeName": "n1", "hostNetwork": true, "restartPolicy": "Always"},
-                "status": {"phase": "Running", "podIP": "10.0.0.1"}}),
-            json!({"metadata": {"name": "b", "namespace": "ns2", "labels": {"app": "db"}},
-                "spec": {"containers": [{"name": "x"}]}, "status": {}}),
-            json!({"metadata": {"name": "c\\\"d"}, "spec": null}),
-            json!({"spec": {"nodeName": 3}}),
-        ];
-        let selectors = [
-            (Some("app=web"), None),
-            (Some("app in (web,db),!canary"), None),
-            (Some("tier"), Some("spec.nodeName=n1")),
-            (None, Some("spec.nodeName=")),
-            (None, Some("spec.nodeName!=n1,status.phase!=Failed")),
-            (None, Some("spec.hostNetwork=true")),
-            (None, Some("metadata.name=c\\\\\"d")),
-            (None, Some("metadata.namespace=ns2,status.podIP=")),
-            (None, Some("spec.nodeName=3")),
-        ];
-        for (labels, fields) in selectors {
-            let filter = Filter::parse(pods(), labels, fields).unwrap();
-            for obj in &objects {
-                let value = stored(obj);
-                let d = derived(pods(), &value);
-                assert_eq!(
-                    filter.matches_attrs(&d.attrs),
-                    filter.matches(obj),
-                    "{labels:?} {fields:?} on {obj}"
-                );
-            }
         }
     }
 }
