@@ -1167,6 +1167,46 @@ async fn lists_page_with_limit_and_continue() {
     );
     assert_eq!(code, 400);
     assert!(message.contains("continue key is not valid"), "{message}");
+
+    // A reflector pages, then watches from the list's revision: a change
+    // made to an object of the first page while it paged must reach it.
+    let first = all.list(&ListParams::default().limit(3)).await.unwrap();
+    let p1 = dynamic_api(&client, "pods", Some("p1"));
+    p1.patch(
+        "web-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"seen": "late"}}})),
+    )
+    .await
+    .unwrap();
+    let mut token = first.metadata.continue_.clone();
+    let mut revision = first.metadata.resource_version.clone().unwrap();
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = all
+            .list(&ListParams::default().limit(3).continue_token(&t))
+            .await
+            .unwrap();
+        revision = page.metadata.resource_version.clone().unwrap();
+        token = page.metadata.continue_;
+    }
+    let mut stream = all
+        .watch(&WatchParams::default(), &revision)
+        .await
+        .unwrap()
+        .boxed();
+    loop {
+        if let WatchEvent::Modified(o) = next_event(&mut stream).await {
+            if o.metadata.name.as_deref() == Some("web-0")
+                && o.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("seen"))
+                    .is_some()
+            {
+                break;
+            }
+        }
+    }
 }
 
 #[tokio::test]

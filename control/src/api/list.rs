@@ -14,7 +14,8 @@
 //! kube-apiserver on etcd, later pages are read at the store's current
 //! revision, not at the first page's (the embedded store keeps no past
 //! versions of objects): an object changed between pages is seen as it is
-//! now.
+//! now. Every page says the first page's revision, so that a watch from
+//! it is sent every change made while the client paged (see [`select`]).
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
@@ -64,8 +65,9 @@ fn encode_continue(revision: u64, after_key: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
-/// The key (relative to the prefix) a continue token says to start at.
-fn decode_continue(token: &str) -> ApiResult<String> {
+/// The key (relative to the prefix) a continue token says to start at,
+/// and the revision of the list's first page.
+fn decode_continue(token: &str) -> ApiResult<(String, u64)> {
     let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
@@ -82,7 +84,11 @@ fn decode_continue(token: &str) -> ApiResult<String> {
     if start.is_empty() || start.contains("..") || start.starts_with('/') {
         return Err(invalid("key is not a key"));
     }
-    Ok(start.to_string())
+    let rv = token["rv"]
+        .as_u64()
+        .filter(|rv| *rv > 0)
+        .ok_or_else(|| invalid("incorrect encoded start resourceVersion"))?;
+    Ok((start.to_string(), rv))
 }
 
 /// The stored objects under the request's prefix that its selectors
@@ -106,9 +112,18 @@ pub(super) async fn select(state: &ApiState, req: &ApiRequest) -> ApiResult<Page
         .map_err(|e| ApiError::from_store(e, res, ""))?;
     let first = match &start {
         // The start key ends with a NUL: everything after the key itself.
-        Some(start) => kvs.partition_point(|kv| kv.key[prefix.len()..] < **start),
+        Some((start, _)) => kvs.partition_point(|kv| kv.key[prefix.len()..] < **start),
         None => 0,
     };
+    // Every page of a list says the first page's revision, and later
+    // tokens carry it on: a client that watches from the list's revision
+    // (a reflector after a paged list) is then sent every change made
+    // while it paged, including changes to objects of pages it had
+    // already read. Objects of later pages may be newer than that
+    // revision; the watch then replays changes the client already has,
+    // which it applies in order and ends up current. Watching from the
+    // last page's own revision instead would lose those changes.
+    let revision = start.as_ref().map_or(revision, |(_, rv)| *rv);
     let mut items = Vec::new();
     let mut rest = kvs.into_iter().skip(first);
     let mut more = false;
@@ -284,7 +299,10 @@ mod tests {
             json,
             json!({"v": "meta.k8s.io/v1", "rv": 42, "start": "default/web-7\u{0}"})
         );
-        assert_eq!(decode_continue(&token).unwrap(), "default/web-7\u{0}");
+        assert_eq!(
+            decode_continue(&token).unwrap(),
+            ("default/web-7\u{0}".to_string(), 42)
+        );
         for bad in ["", "!!", "bm90IGpzb24", &encode_continue(1, "/x")] {
             let err = decode_continue(bad).unwrap_err();
             assert_eq!(err.code, 400, "{bad}");
