@@ -37,6 +37,24 @@ pub const NODE_CREDENTIAL_PATH: &str = "/bootstrap/node-credential";
 pub const NODES_GROUP: &str = "system:nodes";
 pub const NODE_USER_PREFIX: &str = "system:node:";
 
+/// A new key for node `node` and the PEM certificate request a joining
+/// node sends to [`NODE_CREDENTIAL_PATH`]: subject `CN=system:node:<node>`,
+/// `O=system:nodes`, as the kubelet's bootstrap asks for its client
+/// certificate.
+pub fn node_certificate_request(node: &str) -> anyhow::Result<(rcgen::KeyPair, String)> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, NODES_GROUP);
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("{NODE_USER_PREFIX}{node}"),
+    );
+    let csr = params.serialize_request(&key)?.pem()?;
+    Ok((key, csr))
+}
+
 const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 const ID_LEN: usize = 6;
 const SECRET_LEN: usize = 16;

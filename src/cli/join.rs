@@ -180,16 +180,8 @@ async fn request_credential(
     token: &BootstrapToken,
     node: &str,
 ) -> Result<(String, String)> {
-    let key = rcgen::KeyPair::generate().context("generating the node's key")?;
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    params
-        .distinguished_name
-        .push(rcgen::DnType::OrganizationName, bt::NODES_GROUP);
-    params.distinguished_name.push(
-        rcgen::DnType::CommonName,
-        format!("{}{node}", bt::NODE_USER_PREFIX),
-    );
-    let csr = params.serialize_request(&key)?.pem()?;
+    let (key, csr) =
+        bt::node_certificate_request(node).context("making the node's key and request")?;
     let client = client_of(json!({
         "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": b64(ca)}}],
         "users": [{"name": "bootstrap", "user": {"token": token.to_string()}}],

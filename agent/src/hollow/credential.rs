@@ -16,16 +16,8 @@ pub struct NodeCredential {
 /// Asks the control plane, through `requester` (a client authenticated by
 /// a bootstrap token, or the admin), to sign a certificate for `node`.
 pub async fn request(requester: &kube::Client, node: &str) -> anyhow::Result<NodeCredential> {
-    let key = rcgen::KeyPair::generate().context("generating the node's key")?;
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    params
-        .distinguished_name
-        .push(rcgen::DnType::OrganizationName, bt::NODES_GROUP);
-    params.distinguished_name.push(
-        rcgen::DnType::CommonName,
-        format!("{}{node}", bt::NODE_USER_PREFIX),
-    );
-    let csr = params.serialize_request(&key)?.pem()?;
+    let (key, csr) =
+        bt::node_certificate_request(node).context("making the node's key and request")?;
     let body = serde_json::json!({ "request": csr });
     let req = http::Request::post(bt::NODE_CREDENTIAL_PATH)
         .header(http::header::CONTENT_TYPE, "application/json")
