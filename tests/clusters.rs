@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{ensure_images, kill_started_processes, kubectl_binary, wait_for, HostReaper, Run};
+use common::{ensure_images, kubectl_binary, wait_for, ClusterReaper, Run};
 use serde_json::Value;
 
 /// A home of the test's own (kubeconfig, data dirs), on this host.
@@ -56,32 +56,6 @@ impl Host {
     fn record(&self, name: &str) -> Value {
         let text = std::fs::read_to_string(self.control_dir(name).join("cluster.json")).unwrap();
         serde_json::from_str(&text).unwrap()
-    }
-}
-
-/// Cleans up after one cluster, also when the test fails half-way: what
-/// its supervisors and processes made, found from its record.
-struct ClusterReaper {
-    control: PathBuf,
-    node: String,
-}
-
-impl Drop for ClusterReaper {
-    fn drop(&mut self) {
-        kill_started_processes(&self.control);
-        let cidr = std::fs::read_to_string(self.control.join("cluster.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|r| r["clusterCIDR"].as_str().map(String::from))
-            .unwrap_or_default();
-        drop(HostReaper {
-            dirs: vec![
-                self.control.clone(),
-                self.control.parent().unwrap().join("agent"),
-            ],
-            node: self.node.clone(),
-            cidr,
-        });
     }
 }
 

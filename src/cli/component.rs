@@ -8,6 +8,10 @@
 //! - `<name>.restarts`: how often the supervisor restarted it, and why
 //!   the last time;
 //! - `<name>.log` and `<name>.log.1`...: its output, rotated by size.
+//!
+//! Where systemd is the host's service manager a component is a systemd
+//! unit instead ([`super::systemd`]): `<name>.unit` in the data dir names
+//! it, systemd restarts it and journald keeps its log.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +21,52 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+
+/// Who keeps `bosun up`'s and `bosun join`'s processes running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServiceManager {
+    /// systemd where it is the host's service manager and bosun runs as
+    /// root, else bosun's own supervisor.
+    Auto,
+    /// systemd units in /etc/systemd/system.
+    Systemd,
+    /// `bosun supervise`, a small supervisor of bosun's own.
+    Bosun,
+}
+
+impl ServiceManager {
+    /// Whether to use systemd; an explicit `systemd` where it cannot be
+    /// used is an error.
+    pub fn systemd(self) -> Result<bool> {
+        match self {
+            ServiceManager::Auto => Ok(super::systemd::available()),
+            ServiceManager::Bosun => Ok(false),
+            ServiceManager::Systemd if super::systemd::available() => Ok(true),
+            ServiceManager::Systemd => bail!(
+                "--service-manager systemd: systemd is not this host's service manager \
+                 (no /run/systemd/system) or bosun does not run as root"
+            ),
+        }
+    }
+}
+
+/// How `bosun up`/`bosun join` run one component.
+pub struct Launch<'a> {
+    pub args: &'a [String],
+    pub log: LogLimits,
+    /// The systemd unit to run it as, or None for bosun's supervisor.
+    pub unit: Option<String>,
+    /// Described in the unit.
+    pub description: String,
+    /// Units it starts after (the agent: Docker, a local control plane).
+    pub after: Vec<String>,
+}
+
+/// A component just started: its supervisor, or its systemd unit.
+pub enum Started {
+    Supervisor(std::process::Child),
+    Systemd,
+}
 
 /// A process `bosun up` or `bosun join` runs in the background.
 pub struct Component {
@@ -98,10 +148,40 @@ impl Component {
     pub fn log_file(&self, dir: &Path) -> PathBuf {
         dir.join(format!("{}.log", self.name))
     }
+    fn unit_file(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.unit", self.name))
+    }
 
-    /// The recorded pid, if that process is still running this component's binary.
+    /// The systemd unit it runs as, if it was started as one.
+    pub fn unit(&self, dir: &Path) -> Option<String> {
+        std::fs::read_to_string(self.unit_file(dir))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Where its log is: the file, or the journal.
+    pub fn log_location(&self, dir: &Path) -> String {
+        match self.unit(dir) {
+            Some(unit) => format!("journalctl -u {unit}"),
+            None => self.log_file(dir).display().to_string(),
+        }
+    }
+
+    /// The last `lines` lines of its log.
+    pub fn log_tail(&self, dir: &Path, lines: usize) -> String {
+        match self.unit(dir) {
+            Some(unit) => super::systemd::journal_tail(&unit, lines),
+            None => tail(&self.log_file(dir), lines),
+        }
+    }
+
+    /// The running process, if this component's binary runs.
     pub fn running_pid(&self, dir: &Path) -> Option<i32> {
-        let pid = read_pid(&self.pid_file(dir))?;
+        let pid = match self.unit(dir) {
+            Some(unit) => super::systemd::main_pid(&unit)?,
+            None => read_pid(&self.pid_file(dir))?,
+        };
         (is_alive(pid) && runs_binary(pid, self.binary)).then_some(pid)
     }
 
@@ -115,11 +195,18 @@ impl Component {
     /// Whether the component runs (or its supervisor is about to run it
     /// again).
     pub fn is_running(&self, dir: &Path) -> bool {
+        if let Some(unit) = self.unit(dir) {
+            return super::systemd::is_active(&unit);
+        }
         self.supervisor_pid(dir).is_some() || self.running_pid(dir).is_some()
     }
 
-    /// How often the supervisor restarted the process, and why the last time.
+    /// How often the supervisor (or systemd) restarted the process, and
+    /// why the last time.
     pub fn restarts(&self, dir: &Path) -> (u32, String) {
+        if let Some(unit) = self.unit(dir) {
+            return super::systemd::restarts(&unit);
+        }
         let text = std::fs::read_to_string(self.restarts_file(dir)).unwrap_or_default();
         let mut lines = text.lines();
         let n = lines
@@ -133,10 +220,53 @@ impl Component {
         find_executable(self.binary)
     }
 
+    /// Starts the component as `launch` says: a systemd unit, or under
+    /// bosun's supervisor.
+    pub fn start(&self, dir: &Path, launch: &Launch) -> Result<Started> {
+        let Some(unit) = &launch.unit else {
+            return self
+                .supervise(dir, launch.args, launch.log)
+                .map(Started::Supervisor);
+        };
+        let binary = self.find_binary()?;
+        let binary = binary.canonicalize().unwrap_or(binary);
+        let mut exec = vec![binary.display().to_string()];
+        exec.extend(launch.args.iter().cloned());
+        let unit = super::systemd::Unit {
+            name: unit.clone(),
+            description: launch.description.clone(),
+            data_dir: dir.to_path_buf(),
+            exec,
+            env: super::systemd::passed_environment(),
+            after: launch.after.clone(),
+            stop_timeout: Duration::from_secs(60),
+        };
+        // Recorded first: a failed start is still stopped and removed by
+        // `bosun down`.
+        bosun::files::write_atomically(&self.unit_file(dir), &format!("{}\n", unit.name), 0o644)?;
+        unit.install()?;
+        Ok(Started::Systemd)
+    }
+
+    /// Why a component just started is not coming up, if it is not: its
+    /// supervisor is gone, or the process exited and is being restarted.
+    pub fn failure(&self, dir: &Path, started: &mut Started) -> Result<Option<String>> {
+        if let Started::Supervisor(supervisor) = started {
+            if let Some(status) = supervisor.try_wait()? {
+                return Ok(Some(format!(
+                    "the supervisor of {} exited ({status})",
+                    self.binary
+                )));
+            }
+        }
+        let (restarts, why) = self.restarts(dir);
+        Ok((restarts > 0).then_some(why))
+    }
+
     /// Starts the component under its supervisor, detached from this
     /// process (its own process group, stdin from /dev/null); the
     /// supervisor writes the log. Returns the supervisor.
-    pub fn start(
+    fn supervise(
         &self,
         dir: &Path,
         args: &[String],
@@ -182,6 +312,11 @@ impl Component {
     /// then does not restart it) and waits for it; the stopped pid, or
     /// None if nothing ran.
     pub fn stop(&self, dir: &Path, timeout: Duration) -> Result<Option<i32>> {
+        if let Some(unit) = self.unit(dir) {
+            let pid = super::systemd::remove(&unit, timeout)?;
+            let _ = std::fs::remove_file(self.unit_file(dir));
+            return Ok(pid);
+        }
         let process = self.running_pid(dir);
         let target = match (self.supervisor_pid(dir), process) {
             (Some(s), _) => s,
@@ -200,7 +335,7 @@ impl Component {
                     "{} (pid {}) did not exit within {timeout:?} of SIGTERM; see {}",
                     self.binary,
                     process.unwrap_or(target),
-                    self.log_file(dir).display()
+                    self.log_location(dir)
                 );
             }
             std::thread::sleep(Duration::from_millis(50));

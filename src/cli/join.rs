@@ -54,7 +54,7 @@ pub struct JoinArgs {
     #[arg(long, default_value = "60s")]
     timeout: String,
     #[command(flatten)]
-    log: up::LogArgs,
+    process: up::ProcessArgs,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -71,6 +71,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
     }
     let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let timeout = parse_duration(&args.timeout)?;
+    args.process.check()?;
     let server = url::Url::parse(&args.server)
         .ok()
         .filter(|u| u.scheme() == "https" && u.host_str().is_some())
@@ -121,7 +122,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
     start_agent(args, &dir, &kubeconfig, &node, timeout).await?;
     println!("This host joined the cluster at {server} as node {node}.");
     println!("  data: {}", dir.display());
-    println!("  logs: {}", AGENT.log_file(&dir).display());
+    println!("  logs: {}", AGENT.log_location(&dir));
     println!("  stop: bosun down --data-dir {}", dir.display());
     Ok(true)
 }
@@ -256,10 +257,16 @@ async fn start_agent(
     ];
     agent_args.extend(args.node.agent_args());
     std::fs::write(dir.join(super::purge::NODE_FILE), node)?;
-    let supervisor = AGENT.start(dir, &agent_args, args.log.limits())?;
+    let launch = args.process.launch(
+        &agent_args,
+        super::systemd::unit_name(AGENT.name, None),
+        format!("bosun agent of node {node}"),
+        vec!["docker.service".to_string()],
+    )?;
+    let started = AGENT.start(dir, &launch)?;
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
     )?;
-    up::wait_for_node(supervisor, dir, client, node, timeout).await
+    up::wait_for_node(started, dir, client, node, timeout).await
 }

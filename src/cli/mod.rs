@@ -29,6 +29,7 @@ mod set;
 mod snapshot;
 mod streams;
 mod supervise;
+mod systemd;
 mod table;
 mod targets;
 mod token;

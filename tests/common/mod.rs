@@ -263,6 +263,33 @@ impl Drop for HostReaper {
     }
 }
 
+/// Cleans up after one cluster of `bosun up --name`, also when the test
+/// fails half-way: what its supervisors and processes made, found from its
+/// record (`control` is its data dir, the agent's is beside it).
+pub struct ClusterReaper {
+    pub control: PathBuf,
+    pub node: String,
+}
+
+impl Drop for ClusterReaper {
+    fn drop(&mut self) {
+        kill_started_processes(&self.control);
+        let cidr = std::fs::read_to_string(self.control.join("cluster.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|r| r["clusterCIDR"].as_str().map(String::from))
+            .unwrap_or_default();
+        drop(HostReaper {
+            dirs: vec![
+                self.control.clone(),
+                self.control.parent().unwrap().join("agent"),
+            ],
+            node: self.node.clone(),
+            cidr,
+        });
+    }
+}
+
 /// The ids of every container of `node`.
 pub fn docker_ids(node: &str) -> Vec<String> {
     node_containers(node, &[])

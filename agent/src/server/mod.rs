@@ -306,11 +306,18 @@ async fn route(server: Arc<NodeServer>, req: Request) -> Result<Response> {
                     .await
                     .map_err(StatusError::runtime)?
             } else {
-                server
+                let session = server
                     .rt
                     .attach_session(&target.id, flags)
                     .await
-                    .map_err(StatusError::runtime)?
+                    .map_err(StatusError::runtime)?;
+                // Docker attaches to a container that has just exited and
+                // hands back an empty stream; what it printed would be lost
+                // (`kubectl run -i -- echo hello` against a fast start). As
+                // CRI's attach, refuse a container that is no longer running
+                // once attached: kubectl then falls back to its logs.
+                server.running(&ns, &pod, &container).await?;
+                session
             };
             tracing::debug!(verb, pod = %pod, container = %container, v5, "session started");
             let rt = server.rt.clone();

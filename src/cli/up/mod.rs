@@ -17,7 +17,7 @@ use ipnet::Ipv4Net;
 
 use super::client::{bosun_kubeconfig, home_dir};
 use super::clusters::{self, ClusterRecord, KubeconfigNames, Registry};
-use super::component::{self, tail, LogLimits, AGENT, CONTROL};
+use super::component::{self, Launch, LogLimits, ServiceManager, Started, AGENT, CONTROL};
 use super::delete::parse_duration;
 use super::purge;
 
@@ -70,12 +70,19 @@ pub struct UpArgs {
     #[arg(long, value_name = "MODE=LEVEL[:VERSION],...")]
     pod_security_default: Option<String>,
     #[command(flatten)]
-    pub log: LogArgs,
+    pub process: ProcessArgs,
 }
 
-/// How big each process's log may grow (rotated by its supervisor).
+/// How `bosun up` and `bosun join` run their processes: who restarts
+/// them, and how big each log may grow under bosun's own supervisor.
 #[derive(Debug, Args)]
-pub(super) struct LogArgs {
+pub(super) struct ProcessArgs {
+    /// Who keeps the processes running: systemd units (restarted by
+    /// systemd, started at boot, logs in the journal), bosun's own
+    /// supervisor, or `auto`: systemd where it is the host's service
+    /// manager and bosun runs as root.
+    #[arg(long, value_enum, default_value = "auto")]
+    service_manager: ServiceManager,
     /// Size at which a log file is rotated (e.g. 10Mi, 512Ki).
     #[arg(long, default_value = "10Mi", value_parser = component::parse_size)]
     log_max_size: u64,
@@ -84,13 +91,42 @@ pub(super) struct LogArgs {
     log_max_files: u16,
 }
 
-impl LogArgs {
+impl ProcessArgs {
+    /// Refuses a --service-manager that cannot be used here.
+    pub fn check(&self) -> Result<()> {
+        self.service_manager.systemd().map(drop)
+    }
+
     pub fn limits(&self) -> LogLimits {
         LogLimits {
             max_bytes: self.log_max_size,
             files: self.log_max_files.into(),
         }
     }
+
+    /// How to run `component` with `args`; `unit` is its systemd unit's
+    /// name, used if systemd runs it.
+    pub fn launch<'a>(
+        &self,
+        args: &'a [String],
+        unit: String,
+        description: String,
+        after: Vec<String>,
+    ) -> Result<Launch<'a>> {
+        Ok(Launch {
+            args,
+            log: self.limits(),
+            unit: self.service_manager.systemd()?.then_some(unit),
+            description,
+            after,
+        })
+    }
+}
+
+/// The unit name of a component of cluster `name`.
+fn unit_of(component: &component::Component, name: &str) -> String {
+    let cluster = (name != clusters::DEFAULT_NAME).then_some(name);
+    super::systemd::unit_name(component.name, cluster)
 }
 
 /// What `bosun up` and `bosun join` both tell the agent they start about
@@ -289,7 +325,11 @@ fn print_next_steps(server: &str, pid: i32, dir: &Path, kubeconfig: &Path) {
     let kc = pretty(kubeconfig);
     println!("  server:     {server} (pid {pid})");
     println!("  data:       {}", pretty(dir));
-    println!("  logs:       {}", pretty(&CONTROL.log_file(dir)));
+    let logs = match CONTROL.unit(dir) {
+        Some(_) => CONTROL.log_location(dir),
+        None => pretty(&CONTROL.log_file(dir)),
+    };
+    println!("  logs:       {logs}");
     println!("  kubeconfig: {kc}");
     println!();
     println!("Next:");
@@ -329,6 +369,8 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         .clone()
         .unwrap_or_else(|| clusters::default_data_dir(Some(name)));
     let timeout = parse_duration(&args.timeout)?;
+    // Before anything is made: an unusable --service-manager.
+    args.process.check()?;
     // What this call creates goes again if the cluster cannot be made.
     let made = dir
         .ancestors()
@@ -359,7 +401,7 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         }
         bail!(
             "bosun-control is running but not ready; see {} or run `bosun down`",
-            CONTROL.log_file(&dir).display()
+            CONTROL.log_location(&dir)
         );
     }
     let cluster = match plan_cluster(args, name, &dir) {
@@ -401,27 +443,31 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     if let Some(levels) = &args.pod_security_default {
         control_args.extend(["--pod-security-default".into(), levels.clone()]);
     }
-    let mut supervisor = CONTROL.start(&dir, &control_args, args.log.limits())?;
+    let launch = args.process.launch(
+        &control_args,
+        unit_of(&CONTROL, name),
+        format!("bosun control plane (cluster {name})"),
+        vec![],
+    )?;
+    let mut started = CONTROL.start(&dir, &launch)?;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if let Some(failure) = failed(&CONTROL, &dir, &mut supervisor)? {
+        if let Some(failure) = CONTROL.failure(&dir, &mut started)? {
+            let log = CONTROL.log_tail(&dir, 20);
+            let location = CONTROL.log_location(&dir);
             let _ = CONTROL.stop(&dir, Duration::from_secs(10));
-            bail!(
-                "{failure} before becoming ready; last lines of {}:\n{}",
-                CONTROL.log_file(&dir).display(),
-                tail(&CONTROL.log_file(&dir), 20)
-            );
+            bail!("{failure} before becoming ready; last lines of {location}:\n{log}");
         }
         if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
             break;
         }
         if tokio::time::Instant::now() >= deadline {
+            let log = CONTROL.log_tail(&dir, 20);
+            let location = CONTROL.log_location(&dir);
             let _ = CONTROL.stop(&dir, Duration::from_secs(10));
             bail!(
-                "bosun-control did not become ready within {}; last lines of {}:\n{}",
+                "bosun-control did not become ready within {}; last lines of {location}:\n{log}",
                 args.timeout,
-                CONTROL.log_file(&dir).display(),
-                tail(&CONTROL.log_file(&dir), 20)
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -450,23 +496,6 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     print_next_steps(&admin.server, pid, &dir, &kubeconfig);
     print_join_command(&admin_kubeconfig).await?;
     Ok(true)
-}
-
-/// Why a component that was just started is not coming up, if it is not:
-/// its supervisor is gone, or the process exited and is being restarted.
-fn failed(
-    component: &component::Component,
-    dir: &Path,
-    supervisor: &mut std::process::Child,
-) -> Result<Option<String>> {
-    if let Some(status) = supervisor.try_wait()? {
-        return Ok(Some(format!(
-            "the supervisor of {} exited ({status})",
-            component.binary
-        )));
-    }
-    let (restarts, why) = component.restarts(dir);
-    Ok((restarts > 0).then_some(why))
 }
 
 /// Starts the local agent (unless it runs already) and waits until its
@@ -500,20 +529,30 @@ async fn start_agent(
         // stream API takes a free port (it is published on the Node).
         agent_args.extend(["--port".to_string(), "0".into()]);
     }
-    let supervisor = AGENT.start(dir, &agent_args, args.log.limits())?;
+    let after = match CONTROL.unit(dir) {
+        Some(control) => vec!["docker.service".to_string(), control],
+        None => vec!["docker.service".to_string()],
+    };
+    let launch = args.process.launch(
+        &agent_args,
+        unit_of(&AGENT, &cluster.name),
+        format!("bosun agent of node {node} (cluster {})", cluster.name),
+        after,
+    )?;
+    let started = AGENT.start(dir, &launch)?;
     let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig)?;
     let client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
     )?;
-    wait_for_node(supervisor, dir, client, node, timeout).await
+    wait_for_node(started, dir, client, node, timeout).await
 }
 
-/// Waits until the agent (whose supervisor is `supervisor`, started from
-/// `dir`) has made Node `node` Ready. If the agent exits first it is
-/// stopped and its log's end is the error; if it is only slow (waiting
-/// for Docker or the control plane), it keeps trying in the background.
+/// Waits until the agent (`started` from `dir`) has made Node `node`
+/// Ready. If the agent exits first it is stopped and its log's end is the
+/// error; if it is only slow (waiting for Docker or the control plane), it
+/// keeps trying in the background.
 pub(super) async fn wait_for_node(
-    mut supervisor: std::process::Child,
+    mut started: Started,
     dir: &Path,
     client: kube::Client,
     node: &str,
@@ -523,13 +562,11 @@ pub(super) async fn wait_for_node(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("not registered");
     loop {
-        if let Some(failure) = failed(&AGENT, dir, &mut supervisor)? {
+        if let Some(failure) = AGENT.failure(dir, &mut started)? {
+            let log = AGENT.log_tail(dir, 20);
+            let location = AGENT.log_location(dir);
             let _ = AGENT.stop(dir, Duration::from_secs(30));
-            bail!(
-                "{failure} before node {node} was Ready; last lines of {}:\n{}",
-                AGENT.log_file(dir).display(),
-                tail(&AGENT.log_file(dir), 20)
-            );
+            bail!("{failure} before node {node} was Ready; last lines of {location}:\n{log}");
         }
         if let Ok(Some(n)) = nodes.get_opt(node).await {
             let ready = n
@@ -554,8 +591,8 @@ pub(super) async fn wait_for_node(
             bail!(
                 "node {node} was not Ready in {timeout:?} (last seen: {last}); the agent keeps \
                  trying in the background (`bosun down` stops it); last lines of {}:\n{}",
-                AGENT.log_file(dir).display(),
-                tail(&AGENT.log_file(dir), 20)
+                AGENT.log_location(dir),
+                AGENT.log_tail(dir, 20)
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
