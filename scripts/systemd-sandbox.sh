@@ -155,7 +155,7 @@ case "$cmd" in
     ) &
     echo $! >"$dir/unshare.pid"
     # systemd is the unshare process's one child.
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 300); do
       pid=$(cat "/proc/$(cat "$dir/unshare.pid")/task/"*/children 2>/dev/null | head -n1 | tr -d ' ')
       [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = systemd ] && break
       pid=
@@ -163,12 +163,14 @@ case "$cmd" in
     done
     [ -n "$pid" ] || { echo "systemd-sandbox.sh: systemd did not start:" >&2; cat "$dir/boot.log" >&2; "$0" stop "$dir"; exit 1; }
     echo "$pid" >"$dir/systemd.pid"
-    for _ in $(seq 1 300); do
+    # Booting takes about a second; a loaded machine may take much longer.
+    deadline=$((SECONDS + 120))
+    while [ $SECONDS -lt $deadline ]; do
       state=$(nsenter -t "$pid" -m -p -u systemctl is-system-running 2>/dev/null || true)
       case "$state" in
         running|degraded) echo "$pid"; exit 0 ;;
       esac
-      sleep 0.1
+      sleep 0.2
     done
     echo "systemd-sandbox.sh: systemd did not finish booting (state: $state)" >&2
     nsenter -t "$pid" -m -p -u systemctl --failed --no-pager >&2 || true

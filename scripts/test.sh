@@ -114,11 +114,17 @@ need_apt=()
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubectl)
 # The agent's service proxy programs nftables with `nft`.
 command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
+# tests/systemd.rs boots a real systemd in namespaces of its own
+# (scripts/systemd-sandbox.sh); its binaries are all it needs.
+[ -x /lib/systemd/systemd ] && command -v journalctl >/dev/null 2>&1 || need_apt+=(systemd)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   apt-get update -qq
   if [[ " ${need_apt[*]} " == *" nftables "* ]]; then
     apt-get install -y -qq nftables
+  fi
+  if [[ " ${need_apt[*]} " == *" systemd "* ]]; then
+    apt-get install -y -qq systemd
   fi
   if [[ " ${need_apt[*]} " == *" kubectl "* ]]; then
     # Debian's kubectl is packaged as kubernetes-client.
