@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{ensure_images, kubectl_binary, wait_for, ClusterReaper, Run};
+use common::{ensure_images, kubectl_context, wait_for, ClusterReaper, Run};
 use serde_json::Value;
 
 /// A home of the test's own (kubeconfig, data dirs), on this host.
@@ -38,15 +38,7 @@ impl Host {
     }
 
     fn kubectl(&self, context: &str, args: &[&str]) -> Run {
-        let out = Command::new(kubectl_binary())
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(["--context", context])
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("kubectl is installed");
-        Run::from("kubectl", args, out)
+        kubectl_context(&self.kubeconfig(), context, args)
     }
 
     fn control_dir(&self, name: &str) -> PathBuf {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{bin_dir, ensure_images, kubectl_binary, wait_for, ClusterReaper, Run};
+use common::{bin_dir, ensure_images, kubectl_context as kubectl, wait_for, ClusterReaper, Run};
 
 const SANDBOX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/systemd-sandbox.sh");
 
@@ -77,18 +77,6 @@ impl Drop for Sandbox {
             .arg(self.state.path())
             .status();
     }
-}
-
-fn kubectl(kubeconfig: &Path, context: &str, args: &[&str]) -> Run {
-    let out = Command::new(kubectl_binary())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--context", context])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("kubectl is installed");
-    Run::from("kubectl", args, out)
 }
 
 #[test]

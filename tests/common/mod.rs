@@ -263,6 +263,19 @@ impl Drop for HostReaper {
     }
 }
 
+/// kubectl with `kubeconfig` and `context`.
+pub fn kubectl_context(kubeconfig: &Path, context: &str, args: &[&str]) -> Run {
+    let out = Command::new(kubectl_binary())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", context])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("kubectl is installed");
+    Run::from("kubectl", args, out)
+}
+
 /// Cleans up after one cluster of `bosun up --name`, also when the test
 /// fails half-way: what its supervisors and processes made, found from its
 /// record (`control` is its data dir, the agent's is beside it).
