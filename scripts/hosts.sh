@@ -36,6 +36,9 @@ set -euo pipefail
 CALLER_PWD=$PWD
 cd "$(dirname "$0")/.."
 
+# A host here is a network namespace, not a machine: its bosun processes
+# are never units of this machine's systemd.
+export BOSUN_SERVICE_MANAGER=bosun
 DIR=${BOSUN_HOSTS_DIR:-/tmp/bosun-hosts}
 # br-: agents on this machine that pick their node address by themselves
 # skip Docker's bridges by that prefix, so the hosts' bridge never makes

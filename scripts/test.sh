@@ -135,6 +135,11 @@ fi
 # Two cores: one build job per core, and test binaries that start servers
 # run two at a time.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+# The clusters the tests start with `bosun up`/`join` run under bosun's
+# own supervisor, also on a host whose service manager is systemd (units
+# in /etc/systemd/system are not a test's to make); tests/systemd.rs
+# shows the units in a systemd of its own.
+export BOSUN_SERVICE_MANAGER=bosun
 # A one-off build gains nothing from incremental state, which costs disk
 # (over 20 GB for this workspace) and time.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"

@@ -104,9 +104,12 @@ fn up_under_systemd_installs_units_that_restart_and_down_removes_them() {
     let bosun = bins.join("bosun").display().to_string();
     let home_env = home.display().to_string();
     let registry_env = registry.display().to_string();
+    // The default, `auto`, finds systemd (scripts/test.sh makes the rest
+    // of the suite use bosun's supervisor).
     let env = [
         ("HOME", home_env.as_str()),
         ("BOSUN_CLUSTERS_DIR", registry_env.as_str()),
+        ("BOSUN_SERVICE_MANAGER", "auto"),
     ];
 
     let up = sandbox.run(&bosun, &["up", "--name", &name, "--timeout", "120s"], &env);

@@ -81,7 +81,12 @@ pub(super) struct ProcessArgs {
     /// systemd, started at boot, logs in the journal), bosun's own
     /// supervisor, or `auto`: systemd where it is the host's service
     /// manager and bosun runs as root.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "BOSUN_SERVICE_MANAGER"
+    )]
     service_manager: ServiceManager,
     /// Size at which a log file is rotated (e.g. 10Mi, 512Ki).
     #[arg(long, default_value = "10Mi", value_parser = component::parse_size)]
