@@ -174,3 +174,92 @@ fn base64_that_go_refuses_is_refused_naming_the_field() {
         c.kubectl(&["get", "secret", name]).fails();
     }
 }
+
+#[test]
+fn selectors_joined_with_a_trailing_comma_as_kubernetes() {
+    let c = Cluster::start();
+    let pods = c.write(
+        "pods.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web-1, labels: {app: web}}\n\
+         spec:\n  containers: [{name: a, image: bosun.local/web:1}]\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: db-1, labels: {app: db}}\n\
+         spec:\n  containers: [{name: a, image: bosun.local/web:1}]\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: blank, labels: {app: \"\"}}\n\
+         spec:\n  containers: [{name: a, image: bosun.local/web:1}]\n",
+    );
+    c.kubectl(&["apply", "-f", &pods]).ok();
+    let names = |args: &[&str]| {
+        let mut argv = vec!["get", "pods", "-o", "name"];
+        argv.extend_from_slice(args);
+        let mut names: Vec<String> = c.kubectl(&argv).ok().lines().map(String::from).collect();
+        names.sort();
+        names.join(" ")
+    };
+    // Field selectors: empty terms are skipped, as fields.ParseSelector does.
+    assert_eq!(
+        names(&["--field-selector", "metadata.name=web-1,"]),
+        "pod/web-1"
+    );
+    assert_eq!(
+        names(&[
+            "--field-selector",
+            ",metadata.name=db-1,,metadata.namespace=default,"
+        ]),
+        "pod/db-1"
+    );
+    let raw = c
+        .kubectl(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dweb-1%2C",
+        ])
+        .ok()
+        .to_string();
+    let list: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let items: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(items, ["web-1"]);
+    // An unescaped '=' in a value is refused, with upstream's message.
+    let err = c
+        .kubectl(&["get", "pods", "--field-selector", "metadata.name=web-1=x"])
+        .fails()
+        .to_string();
+    assert!(
+        err.contains("invalid field selector: unescaped character in value: 61"),
+        "{err}"
+    );
+
+    // Label selectors: labels.Parse refuses a trailing comma, and so does
+    // bosun, with upstream's message, from kubectl and on the wire.
+    let err = c
+        .kubectl(&["get", "pods", "-l", "app=web,"])
+        .fails()
+        .to_string();
+    assert!(
+        err.contains("found '', expected: identifier after ','"),
+        "{err}"
+    );
+    let err = c
+        .kubectl(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/pods?labelSelector=app%3Dweb%2C",
+        ])
+        .fails()
+        .to_string();
+    assert!(
+        err.contains("found '', expected: identifier after ','"),
+        "{err}"
+    );
+    // A trailing comma inside a value list, and an empty list, stand for
+    // the empty value (the pod labelled `app: ""`).
+    assert_eq!(names(&["-l", "app in (web,)"]), "pod/blank pod/web-1");
+    assert_eq!(names(&["-l", "app notin (web,)"]), "pod/db-1");
+    assert_eq!(names(&["-l", "app in ()"]), "pod/blank");
+    // `in` is a value where a value stands.
+    assert_eq!(names(&["-l", "app!=in,app notin (db,)"]), "pod/web-1");
+}
