@@ -2,8 +2,8 @@
 //! kubectl against a running `bosun-control`, answered as Kubernetes
 //! answers them: `[]byte` values (a Secret's `data`, a ConfigMap's
 //! `binaryData`) base64 wrapped over several lines, as PEM files pasted into
-//! manifests are, in creates, client-side and server-side applies and merge
-//! patches; and selectors built by joining terms, with a trailing comma.
+//! manifests are, in creates, client-side and server-side applies, merge
+//! and JSON patches; and selectors built by joining terms, with a trailing comma.
 
 mod common;
 
@@ -100,6 +100,18 @@ fn wrapped_base64_values_round_trip_byte_for_byte() {
     ])
     .ok();
     assert_eq!(stored_bytes(&c, &["secret", "tls"], ".data.short"), b"abcd");
+    // A JSON patch too.
+    c.kubectl(&[
+        "patch",
+        "secret",
+        "tls",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/json","value":"YW\r\nI="}]"#,
+    ])
+    .ok();
+    assert_eq!(stored_bytes(&c, &["secret", "tls"], ".data.json"), b"ab");
 
     // Server-side apply: a second manager applying the same bytes wrapped
     // differently owns the field with the first, without a conflict, as the

@@ -112,37 +112,41 @@ pub fn decode_std(text: &str) -> Result<Vec<u8>, Corrupt> {
     }
 }
 
-/// Rewrites every `[]byte` value of `obj` (of kind `res`) that Go would
-/// accept into canonical base64; a value Go refuses is an error naming its
-/// field (`data.tls.crt: illegal base64 data at input byte 4`). Values that
-/// are not strings are left for the typed decode to refuse. Returns whether
-/// anything changed.
-pub fn canonicalize(res: &ResourceInfo, obj: &mut Value) -> Result<bool, String> {
-    let mut changed = false;
+/// `obj` (of kind `res`) with every `[]byte` value that Go accepts in
+/// canonical base64, or None when each already is (no copy is made then);
+/// a value Go refuses is an error naming its field (`data.tls.crt: illegal
+/// base64 data at input byte 4`). Values that are not strings are left for
+/// the typed decode to refuse.
+pub fn canonical(res: &ResourceInfo, obj: &Value) -> Result<Option<Value>, String> {
+    let engine = &base64::engine::general_purpose::STANDARD;
+    let mut out: Option<Value> = None;
     for (kind, field) in BYTE_MAPS {
         if !res.group.is_empty() || *kind != res.kind {
             continue;
         }
-        let Some(map) = obj.get_mut(*field).and_then(Value::as_object_mut) else {
+        let Some(map) = obj.get(*field).and_then(Value::as_object) else {
             continue;
         };
-        for (key, value) in map.iter_mut() {
+        for (key, value) in map {
             let Value::String(text) = value else { continue };
-            let engine = &base64::engine::general_purpose::STANDARD;
             if engine.decode(text.as_bytes()).is_ok() {
                 continue; // already canonical
             }
             let bytes = decode_std(text).map_err(|e| format!("{field}.{key}: {e}"))?;
-            *text = engine.encode(bytes);
-            changed = true;
+            let copy = out.get_or_insert_with(|| obj.clone());
+            copy[*field][key.as_str()] = Value::String(engine.encode(bytes));
         }
     }
-    Ok(changed)
+    Ok(out)
 }
 
-/// Whether `res` has `[]byte` maps at all (the caller can skip a copy).
-pub fn has_byte_fields(res: &ResourceInfo) -> bool {
-    res.group.is_empty() && BYTE_MAPS.iter().any(|(k, _)| *k == res.kind)
+/// [`canonical`] in place. Returns whether anything changed.
+pub fn canonicalize(res: &ResourceInfo, obj: &mut Value) -> Result<bool, String> {
+    let Some(done) = canonical(res, obj)? else {
+        return Ok(false);
+    };
+    *obj = done;
+    Ok(true)
 }
 
 #[cfg(test)]

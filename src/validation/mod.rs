@@ -468,18 +468,8 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         return Err(cannot("the object must be a JSON object".to_string()));
     }
     // `[]byte` values as Go reads them, canonical before the strict typed decode.
-    let canonical;
-    let v = if bytes::has_byte_fields(res) {
-        let mut copy = input.clone();
-        if !bytes::canonicalize(res, &mut copy).map_err(cannot)? {
-            input
-        } else {
-            canonical = copy;
-            &canonical
-        }
-    } else {
-        input
-    };
+    let canonical = bytes::canonical(res, input).map_err(cannot)?;
+    let v = canonical.as_ref().unwrap_or(input);
     let out = match (res.group, res.version, res.kind) {
         ("", "v1", "Pod") => roundtrip::<corev1::Pod>(v),
         ("", "v1", "Service") => roundtrip::<corev1::Service>(v),
