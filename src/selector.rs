@@ -44,6 +44,17 @@ pub struct Requirement {
     pub values: BTreeSet<String>,
 }
 
+fn check_key(key: &str) -> Result<(), SelectorError> {
+    let key_errs = is_qualified_name(key);
+    if key_errs.is_empty() {
+        return Ok(());
+    }
+    err(format!(
+        "key: Invalid value: {key:?}: {}",
+        key_errs.join("; ")
+    ))
+}
+
 impl Requirement {
     /// Builds a requirement, checking the key, the values and their count as Kubernetes does.
     pub fn new(
@@ -52,13 +63,7 @@ impl Requirement {
         values: impl IntoIterator<Item = String>,
     ) -> Result<Requirement, SelectorError> {
         let values: BTreeSet<String> = values.into_iter().collect();
-        let key_errs = is_qualified_name(key);
-        if !key_errs.is_empty() {
-            return err(format!(
-                "key: Invalid value: {key:?}: {}",
-                key_errs.join("; ")
-            ));
-        }
+        check_key(key)?;
         match operator {
             Operator::In | Operator::NotIn => {
                 if values.is_empty() {
@@ -182,6 +187,8 @@ enum Token {
     Open,
     Close,
     Comma,
+    /// The end of the string (upstream's EndOfStringToken), shown as ''.
+    End,
 }
 
 impl fmt::Display for Token {
@@ -199,12 +206,19 @@ impl fmt::Display for Token {
             Token::Open => f.write_str("("),
             Token::Close => f.write_str(")"),
             Token::Comma => f.write_str(","),
+            Token::End => Ok(()),
         }
     }
 }
 
+/// Upstream's lexer takes only these as blanks; any other character that
+/// is not an operator is part of a word.
+fn is_blank(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
 fn is_special(c: char) -> bool {
-    matches!(c, '=' | '!' | '(' | ')' | ',' | '<' | '>') || c.is_whitespace()
+    matches!(c, '=' | '!' | '(' | ')' | ',' | '<' | '>') || is_blank(c)
 }
 
 fn lex(s: &str) -> Vec<Token> {
@@ -213,7 +227,7 @@ fn lex(s: &str) -> Vec<Token> {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        if c.is_whitespace() {
+        if is_blank(c) {
             i += 1;
             continue;
         }
@@ -254,123 +268,168 @@ fn lex(s: &str) -> Vec<Token> {
     out
 }
 
+/// Where the parser reads: `in` and `notin` are operators only where an
+/// operator belongs; as keys and values they are words (`notin=in`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Context {
+    Operator,
+    Values,
+}
+
+/// A recursive descent over the tokens, step for step upstream's
+/// `labels.Parser`, so the same strings parse, to the same requirements,
+/// and fail with the same messages.
 struct Parser {
     tokens: Vec<Token>,
     pos: usize,
 }
 
 impl Parser {
-    fn peek(&self) -> Option<&Token> {
-        self.tokens.get(self.pos)
+    fn look(&self, ctx: Context) -> Token {
+        let t = self.tokens.get(self.pos).cloned().unwrap_or(Token::End);
+        match (ctx, t) {
+            (Context::Values, Token::In) => Token::Ident("in".into()),
+            (Context::Values, Token::NotIn) => Token::Ident("notin".into()),
+            (_, t) => t,
+        }
     }
-    fn next(&mut self) -> Option<Token> {
-        let t = self.tokens.get(self.pos).cloned();
+
+    fn take(&mut self, ctx: Context) -> Token {
+        let t = self.look(ctx);
         self.pos += 1;
         t
     }
 
-    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
-        let bang = if self.peek() == Some(&Token::Bang) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        };
-        let key = match self.next() {
-            Some(Token::Ident(k)) => k,
-            // `in`/`notin` are fine as keys when they stand where a key belongs.
-            Some(Token::In) => "in".to_string(),
-            Some(Token::NotIn) => "notin".to_string(),
-            Some(t) => {
-                return err(format!(
-                    "unable to parse requirement: found '{t}', expected: identifier"
-                ))
-            }
-            None => return err("unable to parse requirement: found '', expected: identifier"),
-        };
-        if bang {
-            return match self.peek() {
-                None | Some(Token::Comma) => Requirement::new(&key, Operator::DoesNotExist, []),
-                Some(t) => err(format!(
-                    "unable to parse requirement: found '{t}', expected: ',' or 'end of string' after '!{key}'"
-                )),
-            };
-        }
-        let op = match self.peek() {
-            None | Some(Token::Comma) => return Requirement::new(&key, Operator::Exists, []),
-            Some(Token::Eq) => Operator::Equals,
-            Some(Token::DoubleEq) => Operator::DoubleEquals,
-            Some(Token::NotEq) => Operator::NotEquals,
-            Some(Token::In) => Operator::In,
-            Some(Token::NotIn) => Operator::NotIn,
-            Some(Token::Gt) => Operator::GreaterThan,
-            Some(Token::Lt) => Operator::LessThan,
-            Some(t) => {
-                return err(format!(
-                    "found '{t}', expected: in, notin, =, ==, !=, gt, lt (after key {key:?})"
-                ))
-            }
-        };
-        self.pos += 1;
-        let values: Vec<String> = match op {
-            Operator::In | Operator::NotIn => {
-                if self.next() != Some(Token::Open) {
-                    return err(format!(
-                        "found '{}', expected: '(' after '{key} {}'",
-                        self.prev_text(),
-                        if op == Operator::In { "in" } else { "notin" }
-                    ));
-                }
-                let mut vals = Vec::new();
-                loop {
-                    match self.next() {
-                        Some(Token::Close) => break,
-                        Some(Token::Ident(v)) => {
-                            vals.push(v);
-                            match self.next() {
-                                Some(Token::Comma) => continue,
-                                Some(Token::Close) => break,
-                                t => {
-                                    return err(format!(
-                                        "found '{}', expected: ',' or ')' in the values of {key:?}",
-                                        t.map(|t| t.to_string()).unwrap_or_default()
-                                    ))
-                                }
+    fn requirements(&mut self) -> Result<Vec<Requirement>, SelectorError> {
+        let mut out = Vec::new();
+        loop {
+            match self.look(Context::Values) {
+                Token::Ident(_) | Token::Bang => {
+                    let r = self.requirement().map_err(|e| {
+                        SelectorError(format!("unable to parse requirement: {}", e.0))
+                    })?;
+                    out.push(r);
+                    match self.take(Context::Values) {
+                        Token::End => return Ok(out),
+                        Token::Comma => match self.look(Context::Values) {
+                            Token::Ident(_) | Token::Bang => {}
+                            t => {
+                                return err(format!("found '{t}', expected: identifier after ','"))
                             }
-                        }
-                        Some(Token::Comma) => vals.push(String::new()),
-                        t => {
-                            return err(format!(
-                            "found '{}', expected: ',', ')' or identifier in the values of {key:?}",
-                            t.map(|t| t.to_string()).unwrap_or_default()
-                        ))
-                        }
+                        },
+                        t => return err(format!("found '{t}', expected: ',' or 'end of string'")),
                     }
                 }
-                vals
-            }
-            _ => match self.peek() {
-                Some(Token::Ident(v)) => {
-                    let v = v.clone();
-                    self.pos += 1;
-                    vec![v]
-                }
-                None | Some(Token::Comma) => vec![String::new()],
-                Some(t) => {
+                Token::End => return Ok(out),
+                t => {
                     return err(format!(
-                        "found '{t}', expected: identifier as the value of {key:?}"
+                        "found '{t}', expected: !, identifier, or 'end of string'"
                     ))
                 }
-            },
+            }
+        }
+    }
+
+    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
+        let mut t = self.take(Context::Values);
+        let absent = t == Token::Bang;
+        if absent {
+            t = self.take(Context::Values);
+        }
+        let Token::Ident(key) = t else {
+            return err(format!("found '{t}', expected: identifier"));
+        };
+        check_key(&key)?;
+        if absent {
+            return Requirement::new(&key, Operator::DoesNotExist, []);
+        }
+        if matches!(self.look(Context::Values), Token::End | Token::Comma) {
+            return Requirement::new(&key, Operator::Exists, []);
+        }
+        let op = match self.take(Context::Operator) {
+            Token::In => Operator::In,
+            Token::NotIn => Operator::NotIn,
+            Token::Eq => Operator::Equals,
+            Token::DoubleEq => Operator::DoubleEquals,
+            Token::NotEq => Operator::NotEquals,
+            Token::Gt => Operator::GreaterThan,
+            Token::Lt => Operator::LessThan,
+            t => {
+                return err(format!(
+                    "found '{t}', expected: in, notin, =, ==, !=, gt, lt"
+                ))
+            }
+        };
+        let values = match op {
+            Operator::In | Operator::NotIn => self.values()?,
+            _ => self.exact_value()?,
         };
         Requirement::new(&key, op, values)
     }
 
-    fn prev_text(&self) -> String {
-        self.tokens
-            .get(self.pos.saturating_sub(1))
-            .map(|t| t.to_string())
-            .unwrap_or_default()
+    /// `(a,b)`; an empty element, and `()`, stand for the empty value.
+    fn values(&mut self) -> Result<BTreeSet<String>, SelectorError> {
+        let t = self.take(Context::Values);
+        if t != Token::Open {
+            return err(format!("found '{t}' expected: '('"));
+        }
+        match self.look(Context::Values) {
+            first @ (Token::Ident(_) | Token::Comma) => {
+                let set = self.value_list()?;
+                if self.take(Context::Values) != Token::Close {
+                    return err(format!("found '{first}', expected: ')'"));
+                }
+                Ok(set)
+            }
+            Token::Close => {
+                self.pos += 1;
+                Ok(BTreeSet::from([String::new()]))
+            }
+            t => err(format!("found '{t}', expected: ',', ')' or identifier")),
+        }
+    }
+
+    fn value_list(&mut self) -> Result<BTreeSet<String>, SelectorError> {
+        let mut set = BTreeSet::new();
+        loop {
+            match self.take(Context::Values) {
+                Token::Ident(v) => {
+                    set.insert(v);
+                    match self.look(Context::Values) {
+                        Token::Comma => {}
+                        Token::Close => return Ok(set),
+                        t => return err(format!("found '{t}', expected: ',' or ')'")),
+                    }
+                }
+                Token::Comma => {
+                    if set.is_empty() {
+                        set.insert(String::new());
+                    }
+                    match self.look(Context::Values) {
+                        Token::Close => {
+                            set.insert(String::new());
+                            return Ok(set);
+                        }
+                        Token::Comma => {
+                            set.insert(String::new());
+                        }
+                        _ => {}
+                    }
+                }
+                t => return err(format!("found '{t}', expected: ',', or identifier")),
+            }
+        }
+    }
+
+    /// The value of `=`, `==`, `!=`, `>`, `<`: empty when none follows.
+    fn exact_value(&mut self) -> Result<BTreeSet<String>, SelectorError> {
+        if matches!(self.look(Context::Values), Token::End | Token::Comma) {
+            return Ok(BTreeSet::from([String::new()]));
+        }
+        match self.take(Context::Values) {
+            Token::Ident(v) => Ok(BTreeSet::from([v])),
+            t => err(format!("found '{t}', expected: identifier")),
+        }
     }
 }
 
@@ -388,28 +447,14 @@ impl LabelSelector {
         }
     }
 
-    /// Parses the query-string form: `a=b,c!=d,env in (prod,qa),tier notin (fe),key,!key`.
+    /// Parses the query-string form: `a=b,c!=d,env in (prod,qa),tier notin (fe),key,!key`,
+    /// as upstream's `labels.Parse` (a trailing comma is refused there too).
     pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
         let mut parser = Parser {
             tokens: lex(s),
             pos: 0,
         };
-        let mut requirements = Vec::new();
-        if parser.tokens.is_empty() {
-            return Ok(LabelSelector::everything());
-        }
-        loop {
-            requirements.push(parser.requirement()?);
-            match parser.next() {
-                None => break,
-                Some(Token::Comma) => {
-                    if parser.peek().is_none() {
-                        return err("found '', expected: identifier after ','");
-                    }
-                }
-                Some(t) => return err(format!("found '{t}', expected: ',' or 'end of string'")),
-            }
-        }
+        let mut requirements = parser.requirements()?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(LabelSelector {
             requirements,
@@ -527,3 +572,5 @@ fn render(sel: Result<LabelSelector, SelectorError>, everything: &str) -> String
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;

@@ -17,99 +17,88 @@ pub struct FieldSelector {
     terms: Vec<FieldTerm>,
 }
 
-/// Splits on `sep` outside backslash escapes.
-fn split_escaped(s: &str, sep: char) -> Vec<String> {
+/// The terms between commas, a backslash escaping the character after it
+/// (upstream's `splitTerms`); escapes stay in the terms.
+pub(super) fn split_terms(s: &str) -> Vec<&str> {
     let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            cur.push(c);
-            if let Some(n) = chars.next() {
-                cur.push(n);
-            }
-        } else if c == sep {
-            parts.push(std::mem::take(&mut cur));
-        } else {
-            cur.push(c);
+    let mut start = 0;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == ',' {
+            parts.push(&s[start..i]);
+            start = i + 1;
         }
     }
-    parts.push(cur);
+    parts.push(&s[start..]);
     parts
 }
 
+/// The field, whether the operator is `!=`, and the raw value, split at the
+/// first operator (upstream's `splitTerm`: no escapes in the field name,
+/// `!=` and `==` tried before `=` at each position).
+pub(super) fn split_term(term: &str) -> Option<(&str, bool, &str)> {
+    for (i, _) in term.char_indices() {
+        let rest = &term[i..];
+        for (op, negated) in [("!=", true), ("==", false), ("=", false)] {
+            if let Some(value) = rest.strip_prefix(op) {
+                return Some((&term[..i], negated, value));
+            }
+        }
+    }
+    None
+}
+
+/// A value with its escapes (`\\`, `\,`, `\=`) resolved; any other escape,
+/// a lone backslash at the end, or an unescaped `,` or `=` is an error
+/// (upstream's `UnescapeValue`, whose message prints the character's code).
 fn unescape(s: &str) -> Result<String, SelectorError> {
-    let mut out = String::new();
+    let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some(n @ ('\\' | ',' | '=' | '!')) => out.push(n),
+        match c {
+            '\\' => match chars.next() {
+                Some(n @ ('\\' | ',' | '=')) => out.push(n),
                 Some(n) => {
                     return err(format!(
-                        "invalid escape sequence '\\{n}' in field selector value {s:?}"
+                        "invalid field selector: invalid escape sequence: \\{n}"
                     ))
                 }
-                None => {
-                    return err(format!(
-                        "unterminated escape sequence in field selector value {s:?}"
-                    ))
-                }
+                None => return err("invalid field selector: invalid escape sequence: \\"),
+            },
+            ',' | '=' => {
+                return err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    u32::from(c)
+                ))
             }
-        } else {
-            out.push(c);
+            c => out.push(c),
         }
     }
     Ok(out)
 }
 
 impl FieldSelector {
-    /// Parses `a=b`, `a==b`, `a!=b` terms separated by commas; empty = everything.
+    /// Parses `a=b`, `a==b`, `a!=b` terms separated by commas, as upstream's
+    /// `fields.ParseSelector`: empty terms are skipped (`a=b,` is `a=b`, so
+    /// clients can join terms), nothing is trimmed, the terms are sorted.
+    /// Whether a field may be selected on is the caller's check.
     pub fn parse(s: &str) -> Result<FieldSelector, SelectorError> {
+        let mut parts = split_terms(s);
+        parts.sort_unstable();
         let mut terms = Vec::new();
-        if s.trim().is_empty() {
-            return Ok(FieldSelector { terms });
-        }
-        for part in split_escaped(s, ',') {
-            let part = part.trim();
-            if part.is_empty() {
-                return err(format!("invalid selector: '{s}'; empty term"));
-            }
-            // Find the first unescaped operator.
-            let bytes = part.as_bytes();
-            let mut i = 0;
-            let mut found = None;
-            while i < bytes.len() {
-                match bytes[i] {
-                    b'\\' => i += 2,
-                    b'!' if bytes.get(i + 1) == Some(&b'=') => {
-                        found = Some((i, 2, true));
-                        break;
-                    }
-                    b'=' if bytes.get(i + 1) == Some(&b'=') => {
-                        found = Some((i, 2, false));
-                        break;
-                    }
-                    b'=' => {
-                        found = Some((i, 1, false));
-                        break;
-                    }
-                    _ => i += 1,
-                }
-            }
-            let Some((at, len, negated)) = found else {
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            let Some((field, negated, raw)) = split_term(part) else {
                 return err(format!(
-                    "invalid selector: '{part}'; can't understand '{part}'"
+                    "invalid selector: '{s}'; can't understand '{part}'"
                 ));
             };
-            let field = part[..at].trim();
-            if field.is_empty() {
-                return err(format!("invalid selector: '{part}'; field name is empty"));
-            }
-            let value = unescape(part[at + len..].trim())?;
             terms.push(FieldTerm {
                 field: field.to_string(),
-                value,
+                value: unescape(raw)?,
                 negated,
             });
         }

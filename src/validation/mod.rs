@@ -10,6 +10,7 @@
 mod apps;
 mod autoscaling;
 mod batch;
+pub mod bytes;
 mod config;
 mod container;
 mod coordination;
@@ -466,7 +467,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
     if !input.is_object() {
         return Err(cannot("the object must be a JSON object".to_string()));
     }
-    let v = input;
+    // `[]byte` values as Go reads them, canonical before the strict typed decode.
+    let canonical = bytes::canonical(res, input).map_err(cannot)?;
+    let v = canonical.as_ref().unwrap_or(input);
     let out = match (res.group, res.version, res.kind) {
         ("", "v1", "Pod") => roundtrip::<corev1::Pod>(v),
         ("", "v1", "Service") => roundtrip::<corev1::Service>(v),

@@ -51,18 +51,18 @@ impl Filter {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> ApiResult<Filter> {
-        let labels =
-            match label_selector.filter(|s| !s.trim().is_empty()) {
-                None => None,
-                Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
-                    ApiError::bad_request(format!("unable to parse requirement: {e}"))
-                })?),
-            };
-        let fields = match field_selector.filter(|s| !s.trim().is_empty()) {
+        let labels = match label_selector.filter(|s| !s.is_empty()) {
             None => None,
             Some(s) => {
-                let sel = FieldSelector::parse(s)
-                    .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+                Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?)
+            }
+        };
+        // Only the empty string selects everything: upstream refuses " ".
+        let fields = match field_selector.filter(|s| !s.is_empty()) {
+            None => None,
+            Some(s) => {
+                let sel =
+                    FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
                 for f in sel.fields() {
                     let ok = f == "metadata.name"
                         || f == "metadata.namespace"

@@ -98,7 +98,11 @@ pub(super) async fn patch(state: &ApiState, req: &ApiRequest) -> ApiResult<Respo
 /// The applied configuration: YAML (JSON is YAML too), an object naming
 /// its apiVersion and kind, and the object of the URL.
 fn parse_apply(req: &ApiRequest) -> ApiResult<Value> {
-    let config = super::decode::decode_yaml(req, "error decoding YAML")?;
+    let mut config = super::decode::decode_yaml(req, "error decoding YAML")?;
+    // Field ownership compares values as Kubernetes' typed decode leaves
+    // them: `[]byte` values canonical, however the manifest wrapped them.
+    bosun::validation::bytes::canonicalize(req.target.res, &mut config)
+        .map_err(ApiError::bad_request)?;
     if !config.is_object() {
         return Err(ApiError::bad_request(
             "the apply patch must be an object with apiVersion, kind and metadata",

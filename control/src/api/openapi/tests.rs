@@ -128,3 +128,55 @@ fn the_index_hash_is_the_content_hash() {
         .unwrap();
     assert_ne!(url.rsplit('=').next(), core.rsplit('=').next());
 }
+
+/// Every `[]byte` field (`format: byte`) reachable from a served kind's
+/// schema, as (kind, path) with `*` for a map's values.
+fn byte_fields(defs: &Value, schema: &Value, kind: &str, path: &str, out: &mut Vec<String>) {
+    if let Some(name) = schema
+        .get("$ref")
+        .or_else(|| schema.pointer("/allOf/0/$ref"))
+        .and_then(Value::as_str)
+    {
+        let name = name.trim_start_matches(V2_REF_PREFIX);
+        // Object meta and the like hold no bytes; recursion stops at them.
+        if !name.starts_with("io.k8s.apimachinery.") && path.matches('.').count() < 12 {
+            byte_fields(defs, &defs[name], kind, path, out);
+        }
+        return;
+    }
+    if schema["format"] == "byte" {
+        out.push(format!("{kind} {}", path.trim_start_matches('.')));
+    }
+    for (name, prop) in schema["properties"].as_object().into_iter().flatten() {
+        byte_fields(defs, prop, kind, &format!("{path}.{name}"), out);
+    }
+    for (sub, step) in [("items", "[]"), ("additionalProperties", ".*")] {
+        if let Some(inner) = schema.get(sub).filter(|v| v.is_object()) {
+            byte_fields(defs, inner, kind, &format!("{path}{step}"), out);
+        }
+    }
+}
+
+/// The decode makes Go's base64 of every `[]byte` map it knows of
+/// (`bosun::validation::bytes::BYTE_MAPS`): a newly served kind with
+/// bytes must be added there, or wrapped values in it would be refused.
+#[test]
+fn every_byte_field_of_a_served_kind_is_decoded_as_go_decodes_it() {
+    let v2 = v2_document();
+    let defs = &v2["definitions"];
+    let mut found = Vec::new();
+    for r in served() {
+        let Some(name) = schema_name_of(defs.as_object().unwrap(), r) else {
+            continue;
+        };
+        byte_fields(defs, &defs[&name], r.kind, "", &mut found);
+    }
+    found.sort();
+    found.dedup();
+    let mut known: Vec<String> = bosun::validation::bytes::BYTE_MAPS
+        .iter()
+        .map(|(kind, field)| format!("{kind} {field}.*"))
+        .collect();
+    known.sort();
+    assert_eq!(found, known);
+}
