@@ -203,10 +203,14 @@ pub fn anonymous_allowed(method: &Method, path: &str) -> bool {
 /// RequestInfo takes it (a node may watch one referenced Secret so).
 pub fn selected_name(query: &[(String, String)]) -> Option<String> {
     let (_, selector) = query.iter().find(|(k, _)| k == "fieldSelector")?;
-    selector.split(',').find_map(|term| {
-        let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
-        (field.trim() == "metadata.name" && !value.contains('=')).then(|| value.trim().to_string())
-    })
+    // Upstream's RequestInfo: the selector as the list will parse it, and
+    // its exact match on metadata.name (RequiresExactMatch).
+    let selector = bosun::selector::FieldSelector::parse(selector).ok()?;
+    selector
+        .terms()
+        .iter()
+        .find(|t| t.field == "metadata.name" && !t.negated)
+        .map(|t| t.value.clone())
 }
 
 /// A 403 unless `who` may do what the request asks of `target` (`body`:
@@ -342,4 +346,29 @@ pub async fn no_escalation(
     auth::rbac::escalation::check(&state.rbac, &req.who.user_info(), req.target.res.kind, obj)
         .await
         .map_err(ApiError::forbidden)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selected_name;
+
+    fn selected(selector: &str) -> Option<String> {
+        selected_name(&[("fieldSelector".to_string(), selector.to_string())])
+    }
+
+    #[test]
+    fn the_selected_name_is_the_exact_match_on_metadata_name() {
+        assert_eq!(selected("metadata.name=web").as_deref(), Some("web"));
+        assert_eq!(selected("metadata.name==web,").as_deref(), Some("web"));
+        assert_eq!(
+            selected("type=Opaque,metadata.name=web").as_deref(),
+            Some("web")
+        );
+        // As the list parses it: nothing trimmed, no negation, no bad selector.
+        assert_eq!(selected(" metadata.name=web"), None);
+        assert_eq!(selected("metadata.name!=web"), None);
+        assert_eq!(selected("metadata.name=a=b"), None);
+        assert_eq!(selected("type=Opaque"), None);
+        assert_eq!(selected_name(&[]), None);
+    }
 }
