@@ -260,13 +260,13 @@ async fn deleting_a_pod_stops_and_removes_its_containers() {
     api.delete("doomed", &DeleteParams::default())
         .await
         .unwrap();
-    cluster::wait_for("the pod object to go", Duration::from_secs(30), || {
-        let done = futures::executor::block_on(api.get_opt("doomed"))
-            .ok()
-            .flatten()
-            .is_none();
-        done.then_some(())
-    });
+    // Polled on the test's runtime: futures' block_on inside it spun
+    // forever once tokio's cooperative budget ran out (a CI run hung here).
+    c.poll("the pod object to go", Duration::from_secs(60), || async {
+        let gone = matches!(api.get_opt("doomed").await, Ok(None));
+        gone.then_some(())
+    })
+    .await;
     assert!(
         c.docker_ids(&["io.bosun.pod.name=doomed"]).is_empty(),
         "containers removed"
