@@ -4,8 +4,12 @@
 //! [`pod_worker_loop`]. The loop syncs the pod ([`PodWorker::sync_pod`])
 //! and writes its status whenever the pod object changes, the relist sees
 //! its containers change, a probe result matters, or the sync's
-//! `wake_after` passes; a deleted pod is killed ([`PodWorker::kill_pod`])
-//! and its object removed.
+//! `wake_after` passes. A deleted pod is stopped within its grace period
+//! ([`PodWorker::stop_pod`]), its terminal status written (containers
+//! terminated, not Ready, Succeeded or Failed), its containers removed,
+//! and only then its object, as the kubelet's `syncTerminatingPod` and
+//! status manager do. Until its containers are stopped the pod keeps the
+//! readiness it had (a terminating endpoint may still serve).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -174,7 +178,7 @@ pub async fn pod_worker_loop(
         if pod.metadata.deletion_timestamp.is_some() {
             let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
             let grace = Duration::from_secs(grace.max(0) as u64);
-            if Box::pin(kill(&mut worker, &recorder, &pod, grace)).await {
+            if Box::pin(terminate(&mut worker, &mut status, &recorder, &pod, grace)).await {
                 status.finish_deletion(&pod).await;
                 return;
             }
@@ -279,9 +283,55 @@ async fn kill(worker: &mut PodWorker, recorder: &Recorder, pod: &Pod, grace: Dur
             true
         }
         Err(e) => {
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            tracing::warn!(pod = %name, error = %e, "stopping a deleted pod");
+            warn_stop_failed(pod, &e);
             false
         }
     }
+}
+
+/// Ends a deleted pod whose object is still there: stops its containers
+/// within `grace`, writes the stopped pod's terminal status (clients wait
+/// for Ready=False and the exit codes before the pod goes), then removes
+/// its containers and volumes. False (logged) if a step failed and the
+/// whole must be tried again (what is stopped stays stopped).
+async fn terminate(
+    worker: &mut PodWorker,
+    status: &mut StatusManager,
+    recorder: &Recorder,
+    pod: &Pod,
+    grace: Duration,
+) -> bool {
+    match worker.stop_pod(pod, grace).await {
+        Ok(events) => recorder.pod_events(pod, events),
+        Err(e) => {
+            warn_stop_failed(pod, &e);
+            return false;
+        }
+    }
+    let seen = status.with_own_status(pod);
+    match worker.terminal_status(&seen).await {
+        Ok(Some(terminal)) => {
+            if !status.set_pod_status(pod, terminal.clone()).await && !status.has_written(&terminal)
+            {
+                return false;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            warn_stop_failed(pod, &e);
+            return false;
+        }
+    }
+    match worker.remove_pod(pod).await {
+        Ok(()) => true,
+        Err(e) => {
+            warn_stop_failed(pod, &e);
+            false
+        }
+    }
+}
+
+fn warn_stop_failed(pod: &Pod, e: &crate::runtime::RuntimeError) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    tracing::warn!(pod = %name, error = %e, "stopping a deleted pod");
 }
