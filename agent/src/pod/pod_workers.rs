@@ -4,14 +4,18 @@
 //! [`pod_worker_loop`]. The loop syncs the pod ([`PodWorker::sync_pod`])
 //! and writes its status whenever the pod object changes, the relist sees
 //! its containers change, a probe result matters, or the sync's
-//! `wake_after` passes; a deleted pod is killed ([`PodWorker::kill_pod`])
-//! and its object removed.
+//! `wake_after` passes. A deleted pod is stopped within its grace period
+//! ([`PodWorker::stop_pod`]), its containers removed, its terminal status
+//! written (containers terminated, not Ready, Succeeded or Failed), and
+//! only then its object, as the kubelet's `syncTerminatingPod` and status
+//! manager do. Until its containers are stopped the pod keeps the
+//! readiness it had (a terminating endpoint may still serve).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::Client;
 use tokio::sync::{watch, Notify};
 
@@ -155,6 +159,8 @@ pub async fn pod_worker_loop(
 ) {
     let mut last_pod: Option<Arc<Pod>> = None;
     let mut retry = Duration::from_millis(500);
+    // A deleted pod's terminal status, once computed.
+    let mut terminal = None;
     // Probe results that change the pod's status or need acting on, and
     // changes of the ConfigMaps and Secrets it reads.
     let wake = worker.wake_handle();
@@ -174,7 +180,15 @@ pub async fn pod_worker_loop(
         if pod.metadata.deletion_timestamp.is_some() {
             let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
             let grace = Duration::from_secs(grace.max(0) as u64);
-            if Box::pin(kill(&mut worker, &recorder, &pod, grace)).await {
+            let ended = terminate(
+                &mut worker,
+                &mut status,
+                &recorder,
+                &pod,
+                grace,
+                &mut terminal,
+            );
+            if Box::pin(ended).await {
                 status.finish_deletion(&pod).await;
                 return;
             }
@@ -279,9 +293,57 @@ async fn kill(worker: &mut PodWorker, recorder: &Recorder, pod: &Pod, grace: Dur
             true
         }
         Err(e) => {
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            tracing::warn!(pod = %name, error = %e, "stopping a deleted pod");
+            warn_stop_failed(pod, &e);
             false
         }
     }
+}
+
+/// Ends a deleted pod whose object is still there: stops its containers
+/// within `grace` and computes the stopped pod's terminal status while
+/// they can still be inspected (kept in `terminal` across retries),
+/// removes its containers and volumes, then writes that status (clients
+/// wait for Ready=False and the exit codes before the pod goes). The
+/// write comes last because it may end the object (an API server that
+/// deletes a pod being deleted on any write), which must not go before
+/// its containers. False (logged) if a step failed and the rest must be
+/// tried again.
+async fn terminate(
+    worker: &mut PodWorker,
+    status: &mut StatusManager,
+    recorder: &Recorder,
+    pod: &Pod,
+    grace: Duration,
+    terminal: &mut Option<Option<PodStatus>>,
+) -> bool {
+    if terminal.is_none() {
+        match worker.stop_pod(pod, grace).await {
+            Ok(events) => recorder.pod_events(pod, events),
+            Err(e) => {
+                warn_stop_failed(pod, &e);
+                return false;
+            }
+        }
+        let seen = status.with_own_status(pod);
+        match worker.terminal_status(&seen).await {
+            Ok(s) => *terminal = Some(s),
+            Err(e) => {
+                warn_stop_failed(pod, &e);
+                return false;
+            }
+        }
+    }
+    if let Err(e) = worker.remove_pod(pod).await {
+        warn_stop_failed(pod, &e);
+        return false;
+    }
+    match terminal {
+        Some(Some(s)) => status.set_pod_status(pod, s.clone()).await || status.has_written(s),
+        _ => true,
+    }
+}
+
+fn warn_stop_failed(pod: &Pod, e: &crate::runtime::RuntimeError) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    tracing::warn!(pod = %name, error = %e, "stopping a deleted pod");
 }

@@ -83,7 +83,7 @@ impl PodWorker {
             wake_after = self.cfg.backoff_base;
         }
         self.ensure_runners(pod, &containers, pod_ip);
-        let status = self.compute_status(pod, &containers, sandbox.pod_ip.clone());
+        let status = self.compute_status(pod, &containers, sandbox.pod_ip.clone(), false);
         if is_finished(status.phase.as_deref()) {
             self.stop_sandbox(&containers).await;
         }
@@ -143,12 +143,14 @@ impl PodWorker {
     }
 
     /// The pod's status from its containers, this sync's waiting reasons
-    /// and the probe runners' results.
+    /// and the probe runners' results; `terminal` once a deleted pod's
+    /// containers are stopped (see [`Observed::terminal`]).
     pub(super) fn compute_status(
         &mut self,
         pod: &Pod,
         containers: &[ContainerInfo],
         pod_ip: Option<String>,
+        terminal: bool,
     ) -> PodStatus {
         let mut ready = BTreeMap::new();
         let mut started = BTreeMap::new();
@@ -180,6 +182,7 @@ impl PodWorker {
             pod_ip,
             host_ip: self.cfg.node_ip.clone(),
             failed: None,
+            terminal,
             now: Utc::now(),
         })
     }

@@ -438,3 +438,34 @@ async fn kill_pod_removes_everything() {
     assert!(rt.containers().is_empty());
     assert!(!dir.path().join("pods/u1").exists());
 }
+
+#[tokio::test]
+async fn a_stopped_pod_reports_its_terminal_status_before_its_containers_go() {
+    let (rt, mut w, _d) = setup(Duration::from_secs(10));
+    let p = pod(json!({"containers": [{"name": "a", "image": "bosun.local/busybox:1.35"}]}));
+    let s = w.sync_pod(&p).await.unwrap();
+    let p = with_status(p, &s.status_json());
+    w.stop_pod(&p, Duration::from_secs(1)).await.unwrap();
+    // Stopped, not yet removed: the exit code is still there to report.
+    assert!(!rt.containers().is_empty());
+    let terminal = w.terminal_status(&p).await.unwrap().unwrap();
+    let t = crate::status::to_json(&terminal);
+    assert_eq!(t["phase"], "Failed");
+    assert_eq!(
+        t["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        137
+    );
+    let ready = t["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(t["podIP"], s.status_json()["podIP"]);
+    w.remove_pod(&p).await.unwrap();
+    assert!(rt.containers().is_empty());
+    // A pod that had finished keeps the status it has.
+    let done = with_status(p, &json!({"phase": "Succeeded"}));
+    assert!(w.terminal_status(&done).await.unwrap().is_none());
+}

@@ -58,6 +58,11 @@ pub struct Observed<'a> {
     /// Set when the pod failed as a whole (e.g. an init container failed
     /// with restartPolicy Never).
     pub failed: Option<(String, String)>,
+    /// The pod is being deleted and its containers have been stopped: it
+    /// gets a terminal phase whatever its restartPolicy (the kubelet's
+    /// `podIsTerminal`, since 1.27), and a container that never ran is
+    /// reported terminated with ContainerStatusUnknown (its `TerminatePod`).
+    pub terminal: bool,
     pub now: DateTime<Utc>,
 }
 
@@ -96,6 +101,20 @@ fn waiting(reason: &str, message: &str) -> State {
         waiting: Some(ContainerStateWaiting {
             reason: Some(reason.to_string()),
             message: Some(message.to_string()).filter(|m| !m.is_empty()),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The state of a container a terminated pod has no record of having
+/// run, as the kubelet reports it.
+fn unknown_at_termination() -> State {
+    State {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: 137,
+            reason: Some("ContainerStatusUnknown".into()),
+            message: Some("The container could not be located when the pod was terminated".into()),
+            ..Default::default()
         }),
         ..Default::default()
     }
@@ -256,7 +275,13 @@ pub fn pod_status(obs: &Observed<'_>) -> PodStatus {
     } else if running > 0 && unknown == 0 {
         "Running"
     } else if running == 0 && stopped > 0 && unknown == 0 {
-        if restart_policy == "Always" {
+        if obs.terminal {
+            if stopped == succeeded {
+                "Succeeded"
+            } else {
+                "Failed"
+            }
+        } else if restart_policy == "Always" {
             "Running"
         } else if stopped == succeeded {
             "Succeeded"
@@ -269,6 +294,21 @@ pub fn pod_status(obs: &Observed<'_>) -> PodStatus {
         "Pending"
     } else {
         "Unknown"
+    };
+    // A deleted pod whose containers are stopped is terminal: what never
+    // ran (or still waits) failed, as the kubelet's `TerminatePod` says.
+    let ended = phase == "Succeeded" || phase == "Failed";
+    let phase = if obs.terminal && running == 0 && !ended {
+        for s in &mut statuses {
+            if s.state.as_ref().is_none_or(|st| st.terminated.is_none()) {
+                s.state = Some(unknown_at_termination());
+                s.ready = false;
+                s.started = Some(false);
+            }
+        }
+        "Failed"
+    } else {
+        phase
     };
 
     let containers_ready = all_ready && running == spec.containers.len();
@@ -380,6 +420,20 @@ mod tests {
     }
 
     fn status_of(spec: Value, containers: &[ContainerInfo], waiting: &[(&str, &str)]) -> Value {
+        observe(spec, containers, waiting, false)
+    }
+
+    /// The status of a deleted pod whose containers have been stopped.
+    fn terminal_status_of(spec: Value, containers: &[ContainerInfo]) -> Value {
+        observe(spec, containers, &[], true)
+    }
+
+    fn observe(
+        spec: Value,
+        containers: &[ContainerInfo],
+        waiting: &[(&str, &str)],
+        terminal: bool,
+    ) -> Value {
         let pod = pod(spec);
         let waiting: BTreeMap<String, Waiting> = waiting
             .iter()
@@ -402,6 +456,7 @@ mod tests {
             pod_ip: Some("10.244.0.2".into()),
             host_ip: "192.168.1.10".into(),
             failed: None,
+            terminal,
             now: Utc::now(),
         }))
     }
@@ -460,6 +515,54 @@ mod tests {
         assert_eq!(
             s["containerStatuses"][0]["state"]["waiting"]["reason"],
             "ContainerCreating"
+        );
+    }
+
+    fn condition_of<'a>(status: &'a Value, kind: &str) -> &'a Value {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_deleted_pod_whose_containers_stopped_is_terminal_and_not_ready() {
+        // SIGKILLed at the end of the grace period: Failed whatever the
+        // restartPolicy, where a live pod with Always would be Running.
+        let killed = container("a", ContainerState::Exited, Some(137), 0);
+        let live = status_of(one("Always"), std::slice::from_ref(&killed), &[]);
+        assert_eq!(live["phase"], "Running");
+        let s = terminal_status_of(one("Always"), std::slice::from_ref(&killed));
+        assert_eq!(s["phase"], "Failed");
+        let c = &s["containerStatuses"][0];
+        assert_eq!(c["state"]["terminated"]["exitCode"], 137);
+        assert_eq!(c["state"]["terminated"]["reason"], "Error");
+        assert_eq!(c["ready"], false);
+        for kind in ["Ready", "ContainersReady"] {
+            let cond = condition_of(&s, kind);
+            assert_eq!(cond["status"], "False", "{kind}");
+            assert_eq!(cond["reason"], "PodCompleted", "{kind}");
+        }
+        // Every container exited 0 on SIGTERM: Succeeded.
+        let ok = container("a", ContainerState::Exited, Some(0), 0);
+        assert_eq!(
+            terminal_status_of(one("Always"), &[ok])["phase"],
+            "Succeeded"
+        );
+        // A container that never ran is reported as the kubelet does.
+        let s = terminal_status_of(one("Always"), &[]);
+        assert_eq!(s["phase"], "Failed");
+        let t = &s["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(t["reason"], "ContainerStatusUnknown");
+        assert_eq!(t["exitCode"], 137);
+        // One that still runs keeps the pod Running (never terminal with a
+        // live container).
+        let run = container("a", ContainerState::Running, None, 0);
+        assert_eq!(
+            terminal_status_of(one("Always"), &[run])["phase"],
+            "Running"
         );
     }
 

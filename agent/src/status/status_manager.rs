@@ -1,6 +1,6 @@
 //! The status manager (the kubelet's `status_manager`): the one place
 //! that writes a pod's status, and deletes the pod object once a deleted
-//! pod's containers are gone. One per pod worker; it remembers what it
+//! pod's terminal status is written and its containers are gone. One per pod worker; it remembers what it
 //! last wrote, so
 //!
 //! - a status equal to the last one written is not written again (an
@@ -71,6 +71,11 @@ impl StatusManager {
                 false
             }
         }
+    }
+
+    /// Whether `status` is the one last written.
+    pub fn has_written(&self, status: &PodStatus) -> bool {
+        self.written.as_ref().is_some_and(|(w, _)| w == status)
     }
 
     /// Whether a container of the pod waits with CreateContainerConfigError

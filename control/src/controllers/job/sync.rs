@@ -74,6 +74,8 @@ struct Counted<'a> {
     active: Vec<&'a Pod>,
     /// Owned pods not yet in a terminal phase, terminating ones included.
     running: usize,
+    /// Of those, the ones being deleted (`status.terminating`).
+    terminating: i32,
     succeeded: i32,
     failed: i32,
     ready: i32,
@@ -121,6 +123,7 @@ fn count<'a>(spec: &JobSpec, old: &JobStatus, owned: &[&'a Pod]) -> Counted<'a> 
     let mut c = Counted {
         active: Vec::new(),
         running: 0,
+        terminating: 0,
         succeeded: 0,
         failed: 0,
         ready: 0,
@@ -148,6 +151,9 @@ fn count<'a>(spec: &JobSpec, old: &JobStatus, owned: &[&'a Pod]) -> Counted<'a> 
             }
             _ => {
                 c.running += 1;
+                if pod.metadata.deletion_timestamp.is_some() {
+                    c.terminating += 1;
+                }
                 if is_active(pod) {
                     c.active.push(pod);
                     c.restarts += restarts_of(pod);
@@ -308,6 +314,7 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     let mut status = JobStatus {
         active: Some(c.active.len() as i32),
         ready: Some(c.ready),
+        terminating: Some(c.terminating),
         succeeded: Some(c.succeeded),
         failed: Some(c.failed),
         ..old.clone()
@@ -571,6 +578,7 @@ pub(super) async fn update_status(
     let patch = json!({
         "active": status.active,
         "ready": status.ready,
+        "terminating": status.terminating,
         "succeeded": status.succeeded,
         "failed": status.failed,
         "startTime": status.start_time,

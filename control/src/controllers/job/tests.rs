@@ -427,6 +427,31 @@ async fn remove_terminating(api: &TestApi, job: &Job) {
     }
 }
 
+/// Binds a pod to a node, so deleting it gives it a grace period (it
+/// stays terminating until its node removes it).
+async fn bind(api: &TestApi, name: &str) {
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    api.client
+        .request::<Value>(
+            http::Request::post(format!("/api/v1/namespaces/default/pods/{name}/binding"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&binding).unwrap())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits for the Job's `status.terminating` to be `n`.
+async fn terminating_count(api: &TestApi, name: &str, n: i32) {
+    eventually(&format!("status.terminating {n}"), WAIT, || async {
+        let s = get_job(api, name).await.status?;
+        (s.terminating == Some(n)).then_some(())
+    })
+    .await;
+}
+
 async fn set_suspend(api: &TestApi, name: &str, suspend: bool) {
     api.api::<Job>(Some("default"))
         .patch(
@@ -448,7 +473,9 @@ async fn active_deadline_fails_the_job_and_stops_its_pods() {
             json!({"parallelism": 2, "completions": 4, "activeDeadlineSeconds": 30}),
         ))
         .await;
-    wait_unfinished(&api, &job, 2).await;
+    for p in wait_unfinished(&api, &job, 2).await {
+        bind(&api, &p.name_any()).await;
+    }
     api.clock.advance(Duration::from_secs(29));
     no_new_pod(&api, &job, 2).await;
     assert_eq!(
@@ -463,7 +490,17 @@ async fn active_deadline_fails_the_job_and_stops_its_pods() {
         Some(("True".into(), DEADLINE_EXCEEDED.into()))
     );
     wait_unfinished(&api, &job, 0).await;
+    // The deleted pods wait for their node: the Job counts them as
+    // terminating (`status.terminating`), then not once they are gone.
+    let going = pods_of(&api, &job)
+        .await
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .count();
+    assert_eq!(going, 2);
+    terminating_count(&api, "slow", 2).await;
     remove_terminating(&api, &job).await;
+    terminating_count(&api, "slow", 0).await;
     let failed = wait_condition(&api, "slow", FAILED).await;
     assert_eq!(
         condition(&failed, FAILED),

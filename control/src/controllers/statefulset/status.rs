@@ -76,6 +76,26 @@ pub fn compute(
     status
 }
 
+/// How long until the next ready pod has been ready `minReadySeconds`
+/// and counts as available, if one is due to: the set is synced again
+/// then, whatever its pod management policy, so `availableReplicas`
+/// catches up without another change (as `syncStatefulSet` requeues).
+pub fn next_available(
+    set: &StatefulSet,
+    pods: &[Arc<Pod>],
+    now: DateTime<Utc>,
+) -> Option<Duration> {
+    let min_ready = i64::from(set.spec.min_ready_seconds.unwrap_or(0).max(0));
+    if min_ready == 0 {
+        return None;
+    }
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| until_available(p, min_ready, now))
+        .filter(|d| !d.is_zero())
+        .min()
+}
+
 /// Writes `status` through the status subresource when it changed.
 pub async fn write(
     ctx: &Context,

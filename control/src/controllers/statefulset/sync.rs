@@ -69,6 +69,7 @@ pub async fn sync(set: &StatefulSet, ctx: &Context) -> Result<Option<Duration>, 
 
     let status = status::compute(set, &pods, &current, &update, collision_count, now);
     status::write(ctx, set, status).await?;
+    let available_in = status::next_available(set, &pods, now);
     let mut in_use: Vec<&str> = pods
         .iter()
         .filter_map(|p| identity::revision_of(p))
@@ -76,7 +77,10 @@ pub async fn sync(set: &StatefulSet, ctx: &Context) -> Result<Option<Duration>, 
     in_use.push(current.metadata.name.as_deref().unwrap_or_default());
     in_use.push(update.metadata.name.as_deref().unwrap_or_default());
     truncate_history(ctx, set, &revisions, &in_use).await?;
-    outcome
+    Ok(match (outcome?, available_in) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
 }
 
 fn terminating(pod: &Pod) -> bool {

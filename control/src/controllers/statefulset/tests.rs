@@ -183,6 +183,38 @@ async fn parallel_creates_all_pods_at_once() {
 }
 
 #[tokio::test]
+async fn available_replicas_count_pods_ready_for_min_ready_seconds() {
+    let api = TestApi::start().await;
+    run(&api.shared());
+    // Parallel: no pass waits for a pod, so nothing else brings the
+    // controller back once the pods have been ready long enough.
+    let set = web(
+        3,
+        json!({"podManagementPolicy": "Parallel", "minReadySeconds": 1}),
+    );
+    let _: StatefulSet = api.create(set).await;
+    wait_pods(&api, &["web-0", "web-1", "web-2"]).await;
+    let now = api.clock.now();
+    for name in ["web-0", "web-1", "web-2"] {
+        api.make_ready(name, now).await;
+    }
+    let s = eventually("3 ready replicas", WAIT, || async {
+        let s = get_set(&api).await.status?;
+        (s.ready_replicas == Some(3)).then_some(s)
+    })
+    .await;
+    assert_eq!(s.available_replicas, Some(0), "not ready for 1 s yet");
+
+    // Time passes; no object changes. The controller comes back by itself.
+    api.clock.advance(Duration::from_secs(2));
+    eventually("3 available replicas", WAIT, || async {
+        let s = get_set(&api).await.status?;
+        (s.available_replicas == Some(3)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn scale_down_removes_the_highest_ordinal_first_and_waits_for_it() {
     let api = TestApi::start().await;
     run(&api.shared());
