@@ -171,7 +171,14 @@ pub(super) async fn commit_write(
     if dry_run(req) {
         return Ok(Ok(Written::Stored(next)));
     }
-    let deleting = meta_str(&next, "deletionTimestamp").is_some();
+    // As the apiserver's shouldDeleteDuringUpdate: a graceful deletion
+    // still running (a pod's grace period) is ended by its own delete, not
+    // by a write (the kubelet writes the terminal status first).
+    let grace_left = current
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    let deleting = meta_str(&next, "deletionTimestamp").is_some() && !grace_left;
     let held = strategy::for_kind(res.kind).blocks_deletion(&next);
     if deleting && finalizers(&next).is_empty() && !held {
         return Ok(store_delete(state, kv, next).await.map(Written::Deleted));
