@@ -1,9 +1,31 @@
 //! Discovery documents (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`) and
-//! `/version`, in the legacy (non-aggregated) form: a client that asks for
-//! aggregated discovery gets plain `application/json` and falls back.
+//! `/version`, in the legacy (non-aggregated) form; `/api` and `/apis` also
+//! in the aggregated form (`aggregated`) when the client asks for it.
 
+mod aggregated;
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
 use bosun::resources::{groups, served, ResourceInfo};
 use serde_json::{json, Value};
+
+/// `/api` (`core`) or `/apis`: the aggregated `APIGroupDiscoveryList` when
+/// the Accept header asks for it, else the legacy `APIVersions` /
+/// `APIGroupList`. Either way the answer varies by Accept.
+pub fn serve_root(core: bool, headers: &HeaderMap) -> Response {
+    if let Some(v) = aggregated::requested_version(headers) {
+        return aggregated::response(core, v);
+    }
+    let doc = if core {
+        api_versions()
+    } else {
+        api_group_list()
+    };
+    let mut res = super::json_response(StatusCode::OK, &doc);
+    res.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept"));
+    res
+}
 
 const VERBS: &[&str] = &[
     "create",

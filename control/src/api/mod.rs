@@ -300,8 +300,8 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
-        ["api"] => return Ok(json_response(StatusCode::OK, &discovery::api_versions())),
-        ["apis"] => return Ok(json_response(StatusCode::OK, &discovery::api_group_list())),
+        ["api"] => return Ok(discovery::serve_root(true, &headers)),
+        ["apis"] => return Ok(discovery::serve_root(false, &headers)),
         ["apis", group] => {
             return discovery::api_group(group)
                 .map(|d| json_response(StatusCode::OK, &d))
