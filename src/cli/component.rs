@@ -276,6 +276,9 @@ impl Component {
         let bosun = std::env::current_exe().context("finding the bosun executable")?;
         let _ = std::fs::remove_file(self.restarts_file(dir));
         let _ = std::fs::remove_file(self.pid_file(dir));
+        // Not a unit (any more): an earlier run's record must not send
+        // `down` and the checks to systemd.
+        let _ = std::fs::remove_file(self.unit_file(dir));
         // The supervisor's own complaints (before it has the log open)
         // land in the log too.
         let log_path = self.log_file(dir);

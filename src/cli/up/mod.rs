@@ -16,12 +16,14 @@ use clap::Args;
 use ipnet::Ipv4Net;
 
 use super::client::{bosun_kubeconfig, home_dir};
-use super::clusters::{self, ClusterRecord, KubeconfigNames, Registry};
+use super::clusters::{self, ClusterRecord, KubeconfigNames};
 use super::component::{self, Launch, LogLimits, ServiceManager, Started, AGENT, CONTROL};
 use super::delete::parse_duration;
 use super::purge;
 
+mod down;
 mod plan;
+pub use down::{down, DownArgs};
 use plan::plan_cluster;
 
 #[derive(Debug, Args)]
@@ -177,27 +179,6 @@ impl NodeArgs {
         }
         args
     }
-}
-
-#[derive(Debug, Args)]
-pub struct DownArgs {
-    /// The cluster to stop, by the name given to `bosun up --name`.
-    #[arg(long, conflicts_with = "data_dir")]
-    name: Option<String>,
-    /// The data directory given to `bosun up`.
-    #[arg(long, value_name = "DIR")]
-    data_dir: Option<PathBuf>,
-    /// How long to wait for each process to exit.
-    #[arg(long, default_value = "30s")]
-    timeout: String,
-    /// Also remove everything bosun made on this host: the node's pods'
-    /// containers, its Docker network and iptables rule, the control
-    /// plane's and the agent's data, and bosun's kubeconfig entries.
-    #[arg(long)]
-    purge: bool,
-    /// With --purge: do not ask first.
-    #[arg(long, short = 'y')]
-    yes: bool,
 }
 
 /// The server's own admin kubeconfig: `https://ADDR`, its CA and the admin token.
@@ -611,68 +592,6 @@ pub(super) fn agent_data_dir(dir: &Path) -> PathBuf {
         return dir.join("agent");
     }
     dir.parent().unwrap_or(dir).join("agent")
-}
-
-/// The data dir `bosun down` acts on: `--data-dir`, the cluster named by
-/// `--name`, or the default cluster's.
-fn down_dir(args: &DownArgs) -> Result<PathBuf> {
-    Ok(match (&args.data_dir, &args.name) {
-        (Some(d), _) => d.clone(),
-        (None, Some(name)) => clusters::data_dir_of(name)?,
-        (None, None) => clusters::default_data_dir(None),
-    })
-}
-
-pub fn down(args: &DownArgs) -> Result<bool> {
-    let dir = down_dir(args)?;
-    let timeout = parse_duration(&args.timeout)?;
-    if args.purge {
-        let record = ClusterRecord::read(&dir).ok().flatten();
-        let mut plan = purge::Plan::read(&dir, &agent_data_dir(&dir));
-        if let Some(r) = &record {
-            plan.kubeconfig_names = r.kubeconfig_names();
-        }
-        purge::confirm(&plan, args.yes)?;
-        stop_all(&dir, timeout)?;
-        purge::purge(&plan, || AGENT.find_binary())?;
-        if let Ok(registry) = Registry::lock() {
-            registry.unregister(&dir.canonicalize().unwrap_or(dir.clone()));
-        }
-        // A named cluster's folder (~/.bosun/clusters/NAME), now empty.
-        if let (Some(name), None) = (&args.name, &args.data_dir) {
-            if let Some(folder) = clusters::default_data_dir(Some(name)).parent() {
-                let _ = std::fs::remove_dir(folder);
-            }
-        }
-        println!("bosun is purged from this host.");
-        return Ok(true);
-    }
-    stop_all(&dir, timeout)
-}
-
-/// Stops the agent, then the control plane (reverse start order).
-fn stop_all(dir: &Path, timeout: Duration) -> Result<bool> {
-    if let Some(pid) = AGENT.stop(dir, timeout)? {
-        println!(
-            "bosun {} stopped (pid {pid}); pods' containers keep running and are adopted by the next `bosun up`.",
-            AGENT.title
-        );
-    }
-    let Some(pid) = CONTROL.stop(dir, timeout)? else {
-        println!(
-            "bosun is not running (no live {} in {}).",
-            CONTROL.binary,
-            pretty(dir)
-        );
-        return Ok(true);
-    };
-    let _ = std::fs::remove_file(dir.join("address"));
-    println!(
-        "bosun {} stopped (pid {pid}); data kept in {}.",
-        CONTROL.title,
-        pretty(dir)
-    );
-    Ok(true)
 }
 
 #[cfg(test)]
