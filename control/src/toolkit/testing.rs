@@ -86,6 +86,24 @@ impl TestApi {
         self.watches.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Binds pod `name` (namespace default) to node `node` through
+    /// `pods/binding`, as the scheduler does; a bound pod, once deleted,
+    /// stays terminating until its node removes it.
+    pub async fn bind(&self, name: &str, node: &str) {
+        let binding = serde_json::json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+        self.client
+            .request::<Value>(
+                http::Request::post(format!("/api/v1/namespaces/default/pods/{name}/binding"))
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(&binding).unwrap())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+
     /// Controllers' shared state on this API with the fake clock.
     pub fn shared(&self) -> Arc<Shared> {
         Shared::new(self.client.clone(), self.clock.clone())

@@ -427,22 +427,6 @@ async fn remove_terminating(api: &TestApi, job: &Job) {
     }
 }
 
-/// Binds a pod to a node, so deleting it gives it a grace period (it
-/// stays terminating until its node removes it).
-async fn bind(api: &TestApi, name: &str) {
-    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
-    api.client
-        .request::<Value>(
-            http::Request::post(format!("/api/v1/namespaces/default/pods/{name}/binding"))
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(&binding).unwrap())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-}
-
 /// Waits for the Job's `status.terminating` to be `n`.
 async fn terminating_count(api: &TestApi, name: &str, n: i32) {
     eventually(&format!("status.terminating {n}"), WAIT, || async {
@@ -474,7 +458,7 @@ async fn active_deadline_fails_the_job_and_stops_its_pods() {
         ))
         .await;
     for p in wait_unfinished(&api, &job, 2).await {
-        bind(&api, &p.name_any()).await;
+        api.bind(&p.name_any(), "n1").await;
     }
     api.clock.advance(Duration::from_secs(29));
     no_new_pod(&api, &job, 2).await;

@@ -87,24 +87,6 @@ async fn patch_set(api: &TestApi, patch: Value) {
         .unwrap();
 }
 
-/// Binds a pod to a node, so deleting it gives it a grace period (it
-/// stays Terminating until removed with grace 0, as an agent would).
-async fn bind(api: &TestApi, name: &str) {
-    let binding: k8s_openapi::api::core::v1::Binding = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}))
-    .unwrap();
-    api.client
-        .request::<Value>(
-            http::Request::post(format!("/api/v1/namespaces/default/pods/{name}/binding"))
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(&binding).unwrap())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-}
-
 /// Removes a terminating pod for good, as its agent does once it stopped.
 async fn finish_deletion(api: &TestApi, name: &str) {
     api.api::<Pod>(Some("default"))
@@ -221,7 +203,7 @@ async fn scale_down_removes_the_highest_ordinal_first_and_waits_for_it() {
     let _: StatefulSet = api.create(web(3, json!({}))).await;
     ready_in_order(&api, &["web-0", "web-1", "web-2"]).await;
     for n in ["web-1", "web-2"] {
-        bind(&api, n).await;
+        api.bind(n, "n1").await;
     }
     patch_set(&api, json!({"spec": {"replicas": 1}})).await;
     eventually("web-2 terminating", WAIT, || async {
@@ -261,7 +243,7 @@ async fn a_deleted_pod_comes_back_with_its_identity_once_it_is_gone() {
     run(&api.shared());
     let _: StatefulSet = api.create(web(2, json!({}))).await;
     ready_in_order(&api, &["web-0", "web-1"]).await;
-    bind(&api, "web-0").await;
+    api.bind("web-0", "n1").await;
     let old_uid = get_pod(&api, "web-0").await.uid();
     api.api::<Pod>(Some("default"))
         .delete("web-0", &DeleteParams::default())
