@@ -134,9 +134,12 @@ async fn the_stream_api_closes_what_it_should_not_hold_and_keeps_long_streams() 
         .iter()
         .filter(|d| **d < Duration::from_secs(6))
         .count();
+    // Held until the 8 s handshake timeout: timed from this side's connect,
+    // which can be noted a moment after the agent accepted and started its
+    // timer (one run saw 7.99995 s), so counted from 7 s.
     let timed_out = held_for
         .iter()
-        .filter(|d| **d >= Duration::from_secs(8))
+        .filter(|d| **d >= Duration::from_secs(7))
         .count();
     assert!(
         at_once >= 50 && timed_out >= 35 && at_once + timed_out == 95,
