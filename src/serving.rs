@@ -210,8 +210,28 @@ pub fn pinned_client_config(
             .with_safe_default_protocol_versions()?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
-                der: der.to_vec(),
+                der: Some(der.to_vec()),
                 refusal,
+                provider,
+            }))
+            .with_no_client_auth(),
+    )
+}
+
+/// A TLS client configuration that accepts any server certificate (its
+/// signature over the handshake is still checked), as kube-apiserver's
+/// proxy transport does for `pods/proxy` and `services/proxy` with an
+/// `https:` scheme (`InsecureSkipVerify`): a pod's certificate names no
+/// address the API server could check.
+pub fn any_certificate_client_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
+                der: None,
+                refusal: "unused",
                 provider,
             }))
             .with_no_client_auth(),
@@ -220,7 +240,8 @@ pub fn pinned_client_config(
 
 #[derive(Debug)]
 struct PinnedCertificate {
-    der: Vec<u8>,
+    /// The one certificate accepted; `None` accepts any.
+    der: Option<Vec<u8>>,
     refusal: &'static str,
     provider: Arc<CryptoProvider>,
 }
@@ -234,7 +255,11 @@ impl ServerCertVerifier for PinnedCertificate {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.der.as_slice() {
+        if self
+            .der
+            .as_deref()
+            .is_none_or(|der| end_entity.as_ref() == der)
+        {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::General(self.refusal.into()))

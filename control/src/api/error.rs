@@ -178,6 +178,12 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// 503: what a request is for cannot be reached (a proxied pod or
+    /// Service without an address).
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// 503: the server is stopping and takes no new long-running requests.
     pub fn shutting_down() -> Self {
         Self::new(503, "ServiceUnavailable", "the server is shutting down")

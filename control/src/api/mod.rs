@@ -298,6 +298,10 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     if who == crate::auth::Identity::Anonymous && !authn::anonymous_allowed(&method, path) {
         return Err(ApiError::unauthorized());
     }
+    if let Some((target, rest)) = proxy::backend::parse(uri.path()) {
+        authn::authorize(&state, &who, &method, &target, false, None, None).await?;
+        return proxy::backend::serve(&state, &target, &rest, parts, body).await;
+    }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
         ["api"] => return Ok(discovery::serve_root(true, &headers)),

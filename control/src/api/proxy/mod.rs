@@ -46,6 +46,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 
+pub mod backend;
 mod portforward;
 
 use super::error::{ApiError, ApiResult};
