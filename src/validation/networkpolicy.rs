@@ -200,3 +200,121 @@ fn existing_cidrs(old: &Value) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::resources::by_name;
+    use crate::validation::validate;
+
+    fn errors(spec: Value) -> Vec<String> {
+        let res = by_name("networkpolicies").unwrap();
+        let mut obj = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "np", "namespace": "default"}, "spec": spec});
+        crate::defaults::apply_defaults(res, &mut obj);
+        validate(res, &obj, None)
+            .iter()
+            .map(|e| e.message())
+            .collect()
+    }
+
+    /// Upstream's ValidateNetworkPolicy cases: spec → the messages.
+    #[test]
+    fn upstream_cases() {
+        let cases: Vec<(Value, Vec<&str>)> = vec![
+            (json!({"podSelector": {}}), vec![]),
+            (
+                json!({"podSelector": {}, "ingress": [{"ports": [{"port": 80}, {"protocol": "UDP", "port": "dns"},
+                    {"protocol": "SCTP", "port": 1000, "endPort": 2000}, {}]}],
+                    "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]}],
+                    "policyTypes": ["Ingress", "Egress"]}),
+                vec![],
+            ),
+            (
+                json!({"podSelector": {}, "ingress": [{"ports": [{"protocol": "ICMP", "port": 80}]}]}),
+                vec![r#"spec.ingress[0].ports[0].protocol: Unsupported value: "ICMP": supported values: "TCP", "UDP", "SCTP""#],
+            ),
+            (
+                json!({"podSelector": {}, "ingress": [{"ports": [{"port": 70000}]}]}),
+                vec!["spec.ingress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive"],
+            ),
+            (
+                json!({"podSelector": {}, "egress": [{"ports": [{"port": 2000, "endPort": 1000}]}]}),
+                vec!["spec.egress[0].ports[0].endPort: Invalid value: 1000: must be greater than or equal to `port`"],
+            ),
+            (
+                json!({"podSelector": {}, "egress": [{"ports": [{"port": "http", "endPort": 1000}]}]}),
+                vec!["spec.egress[0].ports[0].endPort: Invalid value: 1000: may not be specified when `port` is non-numeric"],
+            ),
+            (
+                json!({"podSelector": {}, "egress": [{"ports": [{"endPort": 1000}]}]}),
+                vec!["spec.egress[0].ports[0].endPort: Invalid value: 1000: may not be specified when `port` is not specified"],
+            ),
+            (
+                json!({"podSelector": {}, "ingress": [{"from": [{}]}]}),
+                vec!["spec.ingress[0].from[0]: Required value: must specify a peer"],
+            ),
+            (
+                json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}, "ipBlock": {"cidr": "10.0.0.0/8"}}]}]}),
+                vec!["spec.ingress[0].from[0]: Forbidden: may not specify both ipBlock and another peer"],
+            ),
+            (
+                json!({"podSelector": {}, "egress": [{"to": [{"ipBlock": {"cidr": ""}}]}]}),
+                vec!["spec.egress[0].to[0].ipBlock.cidr: Required value"],
+            ),
+            (
+                json!({"podSelector": {}, "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0"}}]}]}),
+                vec![r#"spec.egress[0].to[0].ipBlock.cidr: Invalid value: "10.0.0.0": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"#],
+            ),
+            (
+                json!({"podSelector": {}, "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.1.0.0/24", "10.0.0.0/16", "10.0.1.0/24"]}}]}]}),
+                vec![
+                    r#"spec.egress[0].to[0].ipBlock.except[0]: Invalid value: "10.1.0.0/24": must be a strict subset of `cidr`"#,
+                    r#"spec.egress[0].to[0].ipBlock.except[1]: Invalid value: "10.0.0.0/16": must be a strict subset of `cidr`"#,
+                ],
+            ),
+            (
+                json!({"podSelector": {}, "policyTypes": ["Ingress", "Sideways"]}),
+                vec![r#"spec.policyTypes[1]: Unsupported value: "Sideways": supported values: "Ingress", "Egress""#],
+            ),
+            (
+                json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress", "Ingress"]}),
+                vec![r#"spec.policyTypes: Invalid value: []string{"Ingress", "Egress", "Ingress"}: may not specify more than two policyTypes"#],
+            ),
+            (
+                json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
+                vec!["spec.podSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"],
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(errors(spec.clone()), want, "{spec}");
+        }
+    }
+
+    /// SetDefaults_NetworkPolicy and SetDefaults_NetworkPolicyPort.
+    #[test]
+    fn defaults() {
+        let res = by_name("networkpolicies").unwrap();
+        let cases = [
+            (
+                json!({}),
+                json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+            ),
+            (
+                json!({"egress": [{"ports": [{"port": 53}]}]}),
+                json!({"podSelector": {}, "egress": [{"ports": [{"port": 53, "protocol": "TCP"}]}],
+                    "policyTypes": ["Ingress", "Egress"]}),
+            ),
+            (
+                json!({"podSelector": {}, "policyTypes": ["Egress"], "ingress": [{"ports": [{"protocol": "UDP"}]}]}),
+                json!({"podSelector": {}, "policyTypes": ["Egress"], "ingress": [{"ports": [{"protocol": "UDP"}]}]}),
+            ),
+        ];
+        for (spec, want) in cases {
+            let mut obj = json!({"spec": spec});
+            crate::defaults::apply_defaults(res, &mut obj);
+            assert_eq!(obj["spec"], want);
+        }
+    }
+}
