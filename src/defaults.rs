@@ -176,6 +176,35 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 set_str(port, "protocol", "TCP");
             }
         }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            // SetDefaults_NetworkPolicy: Ingress always, Egress when there
+            // are egress rules; SetDefaults_NetworkPolicyPort: TCP. The pod
+            // selector is a value in Go, so `{}` when left out.
+            let spec = object_at(root, "spec");
+            set(spec, "podSelector", json!({}));
+            for dir in ["ingress", "egress"] {
+                for rule in array_at(spec, dir) {
+                    for port in array_at(rule, "ports") {
+                        set_str(port, "protocol", "TCP");
+                    }
+                }
+            }
+            let no_types = spec
+                .get("policyTypes")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+            if no_types {
+                let egress = spec
+                    .get("egress")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| !e.is_empty());
+                let mut types = vec![json!("Ingress")];
+                if egress {
+                    types.push(json!("Egress"));
+                }
+                spec.insert("policyTypes".into(), Value::Array(types));
+            }
+        }
         ("", "PersistentVolume") => {
             let spec = object_at(root, "spec");
             set_str(spec, "persistentVolumeReclaimPolicy", "Retain");

@@ -220,6 +220,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: [], cat: [], sub: []),
     res!("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", true,
          short: [], cat: [], sub: []),
+    res!("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "networkpolicy", true,
+         short: ["netpol"], cat: [], sub: []),
     res!("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"]),

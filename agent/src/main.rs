@@ -9,6 +9,7 @@ use bosun::serving::LogFormat;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
 use bosun_agent::metrics::MetricsCollector;
+use bosun_agent::netpol::NetworkPolicyEnforcer;
 use bosun_agent::network::{self, HostGw};
 use bosun_agent::node;
 use bosun_agent::node::certificate;
@@ -105,6 +106,10 @@ struct Args {
     /// when `nft` works here, else iptables).
     #[arg(long, value_enum)]
     proxy_mode: Option<proxy::ProxyMode>,
+    /// Do not enforce NetworkPolicies (the nftables table
+    /// `ip bosun-np-<node>`): the node's pods then take any traffic.
+    #[arg(long)]
+    no_network_policy: bool,
     /// Docker endpoint (default: DOCKER_HOST or the local socket).
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
@@ -247,6 +252,18 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
             String::new()
         }
         Err(e) => return Err(e.context(format!("removing nftables table ip {table}"))),
+    };
+    // The network policies' table (it stays while the agent is down).
+    let policy_table = bosun_agent::netpol::table_name(node);
+    let tables = match proxy::nft::delete_table(&policy_table).await {
+        Ok(true) if tables.is_empty() => format!("ip {policy_table}"),
+        Ok(true) => format!("{tables}, ip {policy_table}"),
+        Ok(false) => tables,
+        Err(e) if proxy::nft::check_installed().await.is_err() => {
+            tracing::debug!(error = %e, "nft is not installed; no table to remove");
+            tables
+        }
+        Err(e) => return Err(e.context(format!("removing nftables table ip {policy_table}"))),
     };
     let proxy_chains = proxy::render_iptables::chain_prefix(&table);
     let proxy_chains = match proxy::iptables::remove(&table).await {
@@ -516,6 +533,19 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Before any pod runs too: a table left by the last agent keeps
+    // isolating the pods until this one has listed and replaces it.
+    let policy_enforcer = if args.no_network_policy {
+        None
+    } else {
+        match NetworkPolicyEnforcer::start(client.clone(), cfg.node_name.clone()).await {
+            Ok(e) => Some(e),
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "network policy: not enforced on this node");
+                None
+            }
+        }
+    };
     let result = Agent {
         client,
         rt,
@@ -525,6 +555,9 @@ async fn main() -> anyhow::Result<()> {
     .await;
     if let Some(p) = service_proxy {
         p.shutdown().await;
+    }
+    if let Some(e) = policy_enforcer {
+        e.shutdown().await;
     }
     result
 }

@@ -22,6 +22,7 @@ mod coordination;
 mod core_group;
 mod discovery;
 mod fields;
+mod networkpolicy;
 mod pod;
 mod rbac;
 mod storage;
@@ -54,6 +55,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::SERVICE_ACCOUNT,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
+    &networkpolicy::NETWORK_POLICY,
     &apps::DEPLOYMENT,
     &apps::REPLICA_SET,
     &apps::STATEFUL_SET,

@@ -17,6 +17,7 @@ mod coordination;
 mod core;
 mod discovery;
 mod meta;
+mod networkpolicy;
 mod pod;
 mod rbac;
 mod storage;
@@ -498,6 +499,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("discovery.k8s.io", "v1", "EndpointSlice") => {
             roundtrip::<k8s_openapi::api::discovery::v1::EndpointSlice>(v)
         }
+        ("networking.k8s.io", "v1", "NetworkPolicy") => {
+            roundtrip::<k8s_openapi::api::networking::v1::NetworkPolicy>(v)
+        }
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v2::HorizontalPodAutoscaler>(v)
         }
@@ -565,6 +569,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("coordination.k8s.io", "Lease") => coordination::validate_lease_spec(spec, &mut errs),
         ("discovery.k8s.io", "EndpointSlice") => {
             discovery::validate_endpoint_slice(obj, old, &mut errs)
+        }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            networkpolicy::validate_network_policy(spec, old, &mut errs)
         }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_hpa(res.version, spec, &mut errs)

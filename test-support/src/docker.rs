@@ -42,13 +42,19 @@ pub fn remove_network(name: &str) {
 }
 
 /// Removes what an agent of `node` made on Docker and the host: its
-/// containers, its `bosun-<node>` network and its service proxy's nftables
-/// table (which a killed agent leaves).
+/// containers, its `bosun-<node>` network, its service proxy's nftables
+/// table (which a killed agent leaves) and its network policies' table
+/// `bosun-np-<node>` (which a stopped agent leaves while it isolates pods).
 pub fn remove_node(node: &str) {
     remove_containers(&node_containers(node, &[]));
     remove_network(&format!("bosun-{node}"));
     let _ = Command::new("nft")
         .args(["delete", "table", "ip", &format!("bosun-{node}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    let _ = Command::new("nft")
+        .args(["delete", "table", "ip", &format!("bosun-np-{node}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();

@@ -58,6 +58,8 @@ const READ_ALL: &[(&str, &str)] = &[
     ("", "namespaces"),
     ("", "persistentvolumes"),
     ("discovery.k8s.io", "endpointslices"),
+    // The agent enforces the NetworkPolicies of its pods.
+    ("networking.k8s.io", "networkpolicies"),
 ];
 
 /// Resources a node reads only by name, and only when a pod bound to it

@@ -6,8 +6,8 @@
 
 use bosun::resources::ResourceInfo;
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery, rbac,
-    storage,
+    apps, authentication, authorization, autoscaling, batch, coordination, core, discovery,
+    networking, rbac, storage,
 };
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
@@ -64,6 +64,7 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("storage.k8s.io", "v1", "StorageClass") => add::<storage::v1::StorageClass>(gen),
         ("coordination.k8s.io", "v1", "Lease") => add::<coordination::v1::Lease>(gen),
         ("discovery.k8s.io", "v1", "EndpointSlice") => add::<discovery::v1::EndpointSlice>(gen),
+        ("networking.k8s.io", "v1", "NetworkPolicy") => add::<networking::v1::NetworkPolicy>(gen),
         ("rbac.authorization.k8s.io", "v1", "ClusterRole") => add::<rbac::v1::ClusterRole>(gen),
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
             add::<rbac::v1::ClusterRoleBinding>(gen)
