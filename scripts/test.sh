@@ -44,11 +44,12 @@ sweep_stale_test_resources() {
     fi
   done < <(docker network ls -q --filter label=io.bosun.node |
     xargs -r docker network inspect -f '{{.Id}} {{index .Labels "io.bosun.node"}} {{.Created}}')
-  # The service proxy tables (`ip bosun-<node>`) of killed test agents.
+  # The service proxy's and the network policies' tables (`ip bosun-<node>`,
+  # `ip bosun-np-<node>`) of killed test agents.
   local family name pid
   while read -r _ family name; do
-    if [[ $family == ip && $name =~ ^bosun-e2e-([0-9]+)- ]]; then
-      pid=${BASH_REMATCH[1]}
+    if [[ $family == ip && $name =~ ^bosun-(np-)?e2e-([0-9]+)- ]]; then
+      pid=${BASH_REMATCH[2]}
       if ! kill -0 "$pid" 2>/dev/null; then
         nft delete table ip "$name" && swept=$((swept + 1))
       fi
