@@ -23,6 +23,7 @@ mod core_group;
 mod discovery;
 mod fields;
 mod pod;
+mod quota;
 mod rbac;
 mod storage;
 
@@ -52,6 +53,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::CONFIG_MAP,
     &core_group::SECRET,
     &core_group::SERVICE_ACCOUNT,
+    &quota::RESOURCE_QUOTA,
+    &quota::LIMIT_RANGE,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &apps::DEPLOYMENT,
