@@ -204,12 +204,19 @@ pub fn usage(res: &ResourceInfo, obj: &Value) -> Usage {
         let spec = obj.get("spec").unwrap_or(&Value::Null);
         match res.kind {
             "Service" => {
-                let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
-                let ports = spec.get("ports").and_then(Value::as_array).map_or(0, Vec::len);
+                let ty = spec
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("ClusterIP");
+                let ports = spec
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
                 let node_ports = match ty {
                     "NodePort" => ports,
-                    "LoadBalancer" if spec.get("allocateLoadBalancerNodePorts")
-                        != Some(&Value::Bool(false)) =>
+                    "LoadBalancer"
+                        if spec.get("allocateLoadBalancerNodePorts")
+                            != Some(&Value::Bool(false)) =>
                     {
                         ports
                     }

@@ -8,11 +8,11 @@ use crate::resources::by_name;
 #[test]
 fn pod_usage_sums_containers_and_takes_the_larger_init_container() {
     let pod = json!({"spec": {
-        "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}],
-        "containers": [
-            {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "200Mi"}}},
-            {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "28Mi"}}},
-        ]}});
+    "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}],
+    "containers": [
+        {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "100Mi"}, "limits": {"cpu": "1", "memory": "200Mi"}}},
+        {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "28Mi"}}},
+    ]}});
     let u = pod_usage(&pod);
     let want: Vec<(&str, &str)> = vec![
         ("count/pods", "1"),

@@ -96,7 +96,13 @@ pub(super) fn validate_limit_range(spec: &Value, errs: &mut Vec<FieldError>) {
                 .unwrap_or_default()
         };
         let mut parsed = std::collections::BTreeMap::new();
-        for name in ["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"] {
+        for name in [
+            "max",
+            "min",
+            "default",
+            "defaultRequest",
+            "maxLimitRequestRatio",
+        ] {
             for (k, q) in field(name) {
                 let p = format!("{path}.{name}[{k}]");
                 if validate_quantity(&q, &p, errs) {

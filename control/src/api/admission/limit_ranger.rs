@@ -90,7 +90,8 @@ fn canonical(q: &str) -> String {
 }
 
 fn millis(q: Option<&str>) -> i128 {
-    q.and_then(|q| parse_quantity(q).ok()).map_or(0, |p| p.millis())
+    q.and_then(|q| parse_quantity(q).ok())
+        .map_or(0, |p| p.millis())
 }
 
 /// Upstream's `mergePodResourceRequirements`: the Container items'
@@ -117,7 +118,11 @@ pub fn apply_defaults(range: &Value, pod: &mut Value) {
         return;
     };
     for c in containers.iter_mut() {
-        let name = c.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = c
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let Some(c) = c.as_object_mut() else { continue };
         let resources = c.entry("resources").or_insert_with(|| json!({}));
         let mut set = |key: &str, defaults: &Map<String, Value>| -> Vec<String> {
@@ -149,7 +154,10 @@ pub fn apply_defaults(range: &Value, pod: &mut Value) {
             ));
         }
         if !set_limits.is_empty() {
-            notes.push(format!("{} limit for container {name}", set_limits.join(", ")));
+            notes.push(format!(
+                "{} limit for container {name}",
+                set_limits.join(", ")
+            ));
         }
     }
     if !notes.is_empty() {
@@ -305,7 +313,10 @@ pub fn limit_pod(range: &Value, pod: &mut Value) -> Vec<String> {
             for n in names {
                 // A resource some container leaves out is left out of the sum.
                 if lists.iter().all(|l| l.contains_key(n)) {
-                    let total: i128 = lists.iter().map(|l| millis(l.get(n).map(String::as_str))).sum();
+                    let total: i128 = lists
+                        .iter()
+                        .map(|l| millis(l.get(n).map(String::as_str)))
+                        .sum();
                     out.insert(n.clone(), bosun::quota::format(n, total));
                 }
             }

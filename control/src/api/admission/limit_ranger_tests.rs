@@ -22,7 +22,10 @@ fn defaults_fill_only_what_a_container_leaves_out_and_are_noted() {
     let lr = range(json!([{"type": "Container",
         "default": {"cpu": "500m", "memory": "128Mi"},
         "defaultRequest": {"cpu": "100m", "memory": "64Mi"}}]));
-    let mut p = pod(&[json!({}), json!({"requests": {"cpu": "200m"}, "limits": {"cpu": "1"}})]);
+    let mut p = pod(&[
+        json!({}),
+        json!({"requests": {"cpu": "200m"}, "limits": {"cpu": "1"}}),
+    ]);
     assert!(limit_pod(&lr, &mut p).is_empty());
     assert_eq!(
         p["spec"]["containers"][0]["resources"],
@@ -105,7 +108,9 @@ fn pod_items_check_the_sum_of_the_containers() {
 
 #[test]
 fn claims_are_checked_against_their_storage_request() {
-    let lr = range(json!([{"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "2Gi"}}]));
+    let lr = range(
+        json!([{"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "2Gi"}}]),
+    );
     let claim = |s: &str| json!({"spec": {"resources": {"requests": {"storage": s}}}});
     assert!(limit_claim(&lr, &claim("1Gi")).is_empty());
     assert_eq!(

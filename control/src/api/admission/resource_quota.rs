@@ -27,8 +27,10 @@ use crate::store::{KeyValue, StoreError};
 /// The resources a pod's quota evaluator answers for beyond what the pod
 /// uses: a quota on them constrains every pod.
 fn pod_matches(resource: &str) -> bool {
-    matches!(resource, "pods" | "count/pods" | "cpu" | "memory" | "ephemeral-storage")
-        || resource.starts_with("requests.")
+    matches!(
+        resource,
+        "pods" | "count/pods" | "cpu" | "memory" | "ephemeral-storage"
+    ) || resource.starts_with("requests.")
         || resource.starts_with("limits.")
 }
 

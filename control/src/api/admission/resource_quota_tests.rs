@@ -92,7 +92,10 @@ fn object_counts_and_scopes() {
     );
     let deploys = bosun::resources::by_name("deployments").unwrap();
     let d = json!({"metadata": {"name": "d"}});
-    let q = quota(json!({"count/deployments.apps": "1"}), json!({"count/deployments.apps": "1"}));
+    let q = quota(
+        json!({"count/deployments.apps": "1"}),
+        json!({"count/deployments.apps": "1"}),
+    );
     assert_eq!(
         evaluate(&q, deploys, &d, &quota::usage(deploys, &d)),
         Err("exceeded quota: q, requested: count/deployments.apps=1, used: count/deployments.apps=1, limited: count/deployments.apps=1".into())
@@ -102,11 +105,25 @@ fn object_counts_and_scopes() {
     scoped["spec"]["scopes"] = json!(["BestEffort"]);
     let burstable = pod(json!({"cpu": "100m"}), json!({}));
     assert_eq!(
-        evaluate(&scoped, pods(), &burstable, &quota::usage(pods(), &burstable)),
+        evaluate(
+            &scoped,
+            pods(),
+            &burstable,
+            &quota::usage(pods(), &burstable)
+        ),
         Ok(None)
     );
     let best_effort = pod(json!({}), json!({}));
-    assert!(evaluate(&scoped, pods(), &best_effort, &quota::usage(pods(), &best_effort)).is_err());
+    assert!(evaluate(
+        &scoped,
+        pods(),
+        &best_effort,
+        &quota::usage(pods(), &best_effort)
+    )
+    .is_err());
     // Scoped quotas never track other kinds.
-    assert_eq!(evaluate(&scoped, services, &svc, &quota::usage(services, &svc)), Ok(None));
+    assert_eq!(
+        evaluate(&scoped, services, &svc, &quota::usage(services, &svc)),
+        Ok(None)
+    );
 }
