@@ -48,24 +48,34 @@ async fn quota_refuses_the_third_pod_and_limit_ranges_default_and_cap() {
 
     // A quota of 2 pods; the controller fills in its status.
     kubectl_ok(&c, &["create", "namespace", "team"]);
-    kubectl_ok(&c, &["create", "quota", "pods", "-n", "team", "--hard=pods=2"]);
+    kubectl_ok(
+        &c,
+        &["create", "quota", "pods", "-n", "team", "--hard=pods=2"],
+    );
     c.poll("the quota's usage computed", UP, || async {
         let out = kubectl_ok(&c, &["get", "quota", "-n", "team"]);
         let lines: Vec<&str> = out.lines().collect();
         (lines.len() == 2
-            && lines[0].split_whitespace().collect::<Vec<_>>() == ["NAME", "AGE", "REQUEST", "LIMIT"]
+            && lines[0].split_whitespace().collect::<Vec<_>>()
+                == ["NAME", "AGE", "REQUEST", "LIMIT"]
             && lines[1].contains("pods: 0/2"))
         .then_some(())
     })
     .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
     for name in ["one", "two"] {
-        kubectl_ok(&c, &["run", name, "-n", "team", "--image=bosun.local/web:1"]);
+        kubectl_ok(
+            &c,
+            &["run", name, "-n", "team", "--image=bosun.local/web:1"],
+        );
     }
     for name in ["one", "two"] {
         wait_running(&c, &pods, name).await;
     }
-    let err = kubectl_err(&c, &["run", "three", "-n", "team", "--image=bosun.local/web:1"]);
+    let err = kubectl_err(
+        &c,
+        &["run", "three", "-n", "team", "--image=bosun.local/web:1"],
+    );
     assert!(
         err.contains("Error from server (Forbidden): pods \"three\" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2"),
         "{err}"
@@ -75,7 +85,14 @@ async fn quota_refuses_the_third_pod_and_limit_ranges_default_and_cap() {
     // A Deployment's pod is refused too: its ReplicaSet says so.
     kubectl_ok(
         &c,
-        &["create", "deployment", "web", "-n", "team", "--image=bosun.local/web:1"],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "team",
+            "--image=bosun.local/web:1",
+        ],
     );
     let events: Api<Event> = Api::namespaced(client.clone(), "team");
     let message = c
@@ -113,10 +130,13 @@ async fn quota_refuses_the_third_pod_and_limit_ranges_default_and_cap() {
     // Deleting a pod frees quota: a new one gets in.
     kubectl_ok(&c, &["delete", "pod", "one", "-n", "team", "--wait=true"]);
     c.poll("a new pod admitted after the deletion", UP, || async {
-        kubectl(&c, &["run", "three", "-n", "team", "--image=bosun.local/web:1"])
-            .status
-            .success()
-            .then_some(())
+        kubectl(
+            &c,
+            &["run", "three", "-n", "team", "--image=bosun.local/web:1"],
+        )
+        .status
+        .success()
+        .then_some(())
     })
     .await;
     wait_running(&c, &pods, "three").await;
@@ -143,14 +163,28 @@ spec:
     kubectl_ok(&c, &["apply", "-f", range.to_str().unwrap()]);
     let listed = kubectl_ok(&c, &["get", "limits", "-n", "capped"]);
     assert_eq!(
-        listed.lines().next().map(|h| h.split_whitespace().collect::<Vec<_>>()),
+        listed
+            .lines()
+            .next()
+            .map(|h| h.split_whitespace().collect::<Vec<_>>()),
         Some(vec!["NAME", "CREATED", "AT"]),
         "{listed}"
     );
-    kubectl_ok(&c, &["run", "small", "-n", "capped", "--image=bosun.local/web:1"]);
+    kubectl_ok(
+        &c,
+        &["run", "small", "-n", "capped", "--image=bosun.local/web:1"],
+    );
     let resources = kubectl_ok(
         &c,
-        &["get", "pod", "small", "-n", "capped", "-o", "jsonpath={.spec.containers[0].resources}"],
+        &[
+            "get",
+            "pod",
+            "small",
+            "-n",
+            "capped",
+            "-o",
+            "jsonpath={.spec.containers[0].resources}",
+        ],
     );
     let resources: serde_json::Value = serde_json::from_str(&resources).unwrap();
     assert_eq!(
@@ -171,7 +205,9 @@ spec:
         ],
     );
     assert!(
-        err.contains("pods \"big\" is forbidden: maximum cpu usage per Container is 500m, but limit is 1"),
+        err.contains(
+            "pods \"big\" is forbidden: maximum cpu usage per Container is 500m, but limit is 1"
+        ),
         "{err}"
     );
 }

@@ -88,7 +88,7 @@ fn min_max_and_ratio_refuse_in_upstreams_words() {
     ];
     for (item, resources, want) in cases {
         let lr = range(json!([item.clone()]));
-        let mut p = pod(&[resources.clone()]);
+        let mut p = pod(std::slice::from_ref(&resources));
         assert_eq!(limit_pod(&lr, &mut p), want, "{item} on {resources}");
     }
 }

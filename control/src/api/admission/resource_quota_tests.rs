@@ -18,10 +18,19 @@ fn pods() -> &'static ResourceInfo {
     bosun::resources::by_name("pods").unwrap()
 }
 
+/// Quota hard, used, pod requests, limits, and the charge or refusal.
+type Case = (
+    Value,
+    Value,
+    Value,
+    Value,
+    Result<Option<&'static str>, &'static str>,
+);
+
 #[test]
 fn pod_quota_cases() {
     // (quota hard, used, pod requests, limits, expected)
-    let cases: Vec<(Value, Value, Value, Value, Result<Option<&str>, &str>)> = vec![
+    let cases: Vec<Case> = vec![
         (json!({"pods": "2"}), json!({"pods": "1"}), json!({}), json!({}), Ok(Some("pods=1"))),
         (
             json!({"pods": "2"}),
