@@ -81,6 +81,19 @@ async fn quota_refuses_the_third_pod_and_limit_ranges_default_and_cap() {
         "{err}"
     );
     assert!(kubectl_ok(&c, &["get", "quota", "pods", "-n", "team"]).contains("pods: 2/2"));
+    let described = kubectl_ok(&c, &["describe", "quota", "pods", "-n", "team"]);
+    assert!(
+        described
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "2", "2"]),
+        "{described}"
+    );
+    let explained = kubectl_ok(&c, &["explain", "resourcequota.spec.hard"]);
+    assert!(
+        explained.contains("KIND:       ResourceQuota")
+            || explained.contains("KIND:     ResourceQuota"),
+        "{explained}"
+    );
 
     // A Deployment's pod is refused too: its ReplicaSet says so.
     kubectl_ok(
