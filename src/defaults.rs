@@ -213,6 +213,36 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         ("", "PersistentVolumeClaim") => {
             set_str(object_at(root, "spec"), "volumeMode", "Filesystem");
         }
+        // SetDefaults_LimitRangeItem: a Container item's default limit is
+        // its max, its default request its default limit, else its min.
+        ("", "LimitRange") => {
+            for item in array_at(object_at(root, "spec"), "limits") {
+                if item.get("type").and_then(Value::as_str) != Some("Container") {
+                    continue;
+                }
+                let list = |item: &Map<String, Value>, k: &str| {
+                    item.get(k)
+                        .and_then(Value::as_object)
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                let (max, min) = (list(item, "max"), list(item, "min"));
+                let mut default = list(item, "default");
+                for (k, v) in max {
+                    default.entry(k).or_insert(v);
+                }
+                let mut request = list(item, "defaultRequest");
+                for (k, v) in default.iter().chain(min.iter()) {
+                    request.entry(k.clone()).or_insert(v.clone());
+                }
+                if !default.is_empty() {
+                    item.insert("default".into(), Value::Object(default));
+                }
+                if !request.is_empty() {
+                    item.insert("defaultRequest".into(), Value::Object(request));
+                }
+            }
+        }
         ("storage.k8s.io", "StorageClass") => {
             set_str(root, "reclaimPolicy", "Delete");
             set_str(root, "volumeBindingMode", "Immediate");

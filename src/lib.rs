@@ -15,6 +15,7 @@ pub mod owners;
 pub mod patch;
 pub mod printers;
 pub mod quantity;
+pub mod quota;
 pub mod resources;
 pub mod selector;
 pub mod serving;

@@ -24,6 +24,7 @@ mod discovery;
 mod fields;
 mod networkpolicy;
 mod pod;
+mod quota;
 mod rbac;
 mod storage;
 
@@ -53,6 +54,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::CONFIG_MAP,
     &core_group::SECRET,
     &core_group::SERVICE_ACCOUNT,
+    &quota::RESOURCE_QUOTA,
+    &quota::LIMIT_RANGE,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &networkpolicy::NETWORK_POLICY,

@@ -19,6 +19,7 @@ mod discovery;
 mod meta;
 mod networkpolicy;
 mod pod;
+mod quota;
 mod rbac;
 mod storage;
 mod volume_files;
@@ -483,6 +484,8 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("", "v1", "ConfigMap") => roundtrip::<corev1::ConfigMap>(v),
         ("", "v1", "Secret") => roundtrip::<corev1::Secret>(v),
         ("", "v1", "ServiceAccount") => roundtrip::<corev1::ServiceAccount>(v),
+        ("", "v1", "ResourceQuota") => roundtrip::<corev1::ResourceQuota>(v),
+        ("", "v1", "LimitRange") => roundtrip::<corev1::LimitRange>(v),
         ("apps", "v1", "Deployment") => roundtrip::<apps::Deployment>(v),
         ("apps", "v1", "ReplicaSet") => roundtrip::<apps::ReplicaSet>(v),
         ("apps", "v1", "StatefulSet") => roundtrip::<apps::StatefulSet>(v),
@@ -558,6 +561,8 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("", "Secret") => config::validate_secret(obj, old, &mut errs),
         ("", "PersistentVolume") => core::validate_pv(spec, &mut errs),
         ("", "PersistentVolumeClaim") => core::validate_pvc(spec, old_spec, &mut errs),
+        ("", "ResourceQuota") => quota::validate_resource_quota(obj, &mut errs),
+        ("", "LimitRange") => quota::validate_limit_range(spec, &mut errs),
         ("apps", "Deployment") => apps::validate_deployment(spec, old_spec, &mut errs),
         ("apps", "ReplicaSet") => apps::validate_replicaset(spec, old_spec, &mut errs),
         ("apps", "StatefulSet") => apps::validate_statefulset(spec, old_spec, &mut errs),

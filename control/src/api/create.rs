@@ -120,6 +120,7 @@ pub(super) async fn create_object(
         }
     }
     defaults::apply_defaults(sres, &mut obj);
+    admission::mutate(state, req, &mut obj).await?;
     let name = meta_str(&obj, "name").unwrap_or("").to_string();
     strategy.prepare_for_create(&state.options, &mut obj);
     let mut errors = validation::validate(sres, &obj, None);

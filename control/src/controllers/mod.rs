@@ -31,6 +31,7 @@ pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
+pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;
 pub mod statefulset;

@@ -5,8 +5,14 @@
 //!
 //! - [`pod_security`]: Pod Security Admission (namespace labels
 //!   `pod-security.kubernetes.io/*`, `--pod-security-default`).
+//! - [`limit_ranger`]: LimitRanger, mutating (defaults from LimitRanges)
+//!   and checking min/max ([`mutate`], before validation).
+//! - [`resource_quota`]: ResourceQuota, last: charges a create to the
+//!   namespace's quotas or refuses it.
 
+pub mod limit_ranger;
 pub mod pod_security;
+pub mod resource_quota;
 
 use serde_json::Value;
 
@@ -21,5 +27,15 @@ pub(super) async fn validate(
     obj: &Value,
     old: Option<&Value>,
 ) -> ApiResult<Vec<String>> {
-    pod_security::admit(state, req, obj, old).await
+    let warnings = pod_security::admit(state, req, obj, old).await?;
+    resource_quota::admit(state, req, obj, old).await?;
+    Ok(warnings)
+}
+
+/// Runs every mutating admission step on `obj`, a new object after
+/// defaulting and before validation, as kube-apiserver's mutating
+/// admission plugins.
+pub(super) async fn mutate(state: &ApiState, req: &ApiRequest, obj: &mut Value) -> ApiResult<()> {
+    limit_ranger::admit(state, req, obj).await?;
+    Ok(())
 }

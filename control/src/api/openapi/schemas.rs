@@ -54,6 +54,8 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("", "v1", "ConfigMap") => add::<core::v1::ConfigMap>(gen),
         ("", "v1", "Secret") => add::<core::v1::Secret>(gen),
         ("", "v1", "ServiceAccount") => add::<core::v1::ServiceAccount>(gen),
+        ("", "v1", "ResourceQuota") => add::<core::v1::ResourceQuota>(gen),
+        ("", "v1", "LimitRange") => add::<core::v1::LimitRange>(gen),
         ("apps", "v1", "Deployment") => add::<apps::v1::Deployment>(gen),
         ("apps", "v1", "ReplicaSet") => add::<apps::v1::ReplicaSet>(gen),
         ("apps", "v1", "StatefulSet") => add::<apps::v1::StatefulSet>(gen),

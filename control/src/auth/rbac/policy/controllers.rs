@@ -298,6 +298,16 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
                 &["clusterroles"],
             )],
         ),
+        (
+            "resourcequota",
+            "resourcequota-controller",
+            vec![
+                // Quota may count any kind (`count/<resource>`): it lists everything.
+                rule(&["list", "watch"], &["*"], &["*"]),
+                rule(&["update"], &[""], &["resourcequotas/status"]),
+                events(),
+            ],
+        ),
         // Not an upstream controller: Kubernetes expires Events with
         // etcd leases; bosun deletes them.
         (
