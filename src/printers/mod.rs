@@ -22,6 +22,7 @@ mod coordination;
 mod core_group;
 mod discovery;
 mod fields;
+mod ingress;
 mod pod;
 mod rbac;
 mod storage;
@@ -67,6 +68,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &rbac::CLUSTER_ROLE,
     &rbac::ROLE_BINDING,
     &rbac::CLUSTER_ROLE_BINDING,
+    &ingress::INGRESS,
+    &ingress::INGRESS_CLASS,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.
