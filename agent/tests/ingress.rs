@@ -144,7 +144,9 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
 
     // The agent's IngressClass, the default, before the Ingress is made.
     c.poll("IngressClass bosun", UP, || async {
-        let out = run(c.kubectl().args(["get", "ingressclass", "bosun", "--no-headers"]));
+        let out = run(c
+            .kubectl()
+            .args(["get", "ingressclass", "bosun", "--no-headers"]));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.contains("bosun.dev/ingress").then_some(())
     })
@@ -181,7 +183,13 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
     kubectl(&["apply", "-f", manifest_path.to_str().unwrap()]);
 
     // The class was given at admission.
-    let class = kubectl(&["get", "ingress", "web", "-o", "jsonpath={.spec.ingressClassName}"]);
+    let class = kubectl(&[
+        "get",
+        "ingress",
+        "web",
+        "-o",
+        "jsonpath={.spec.ingressClassName}",
+    ]);
     assert_eq!(class, "bosun");
 
     // Routing, once both pods are ready behind it.
@@ -218,8 +226,14 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
     // What the backends are told.
     let (_, env) = curl("http", "a.test", http, "/cgi-bin/env", None);
     assert!(env.contains("HTTP_X_FORWARDED_FOR=127.0.0.1"), "{env}");
-    assert!(env.lines().any(|l| l == "HTTP_X_FORWARDED_PROTO=http"), "{env}");
-    assert!(env.contains(&format!("HTTP_X_FORWARDED_HOST=a.test:{http}")), "{env}");
+    assert!(
+        env.lines().any(|l| l == "HTTP_X_FORWARDED_PROTO=http"),
+        "{env}"
+    );
+    assert!(
+        env.contains(&format!("HTTP_X_FORWARDED_HOST=a.test:{http}")),
+        "{env}"
+    );
     assert!(env.contains(&format!("HTTP_HOST=a.test:{http}")), "{env}");
     let (_, env) = curl("https", "a.test", https, "/cgi-bin/env", Some(&cert_path));
     assert!(env.contains("HTTP_X_FORWARDED_PROTO=https"), "{env}");
@@ -239,7 +253,10 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
     let table = kubectl(&["get", "ingress"]);
     let mut lines = table.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]);
+    assert_eq!(
+        header,
+        ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
+    );
     let row = lines.next().unwrap();
     assert!(
         row.starts_with("web") && row.contains("bosun   a.test,*.b.test   127.0.0.1   80, 443"),
@@ -247,7 +264,10 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
     );
     let classes = kubectl(&["get", "ingressclass"]);
     assert!(classes.starts_with("NAME"), "{classes}");
-    assert!(classes.contains("CONTROLLER") && classes.contains("PARAMETERS"), "{classes}");
+    assert!(
+        classes.contains("CONTROLLER") && classes.contains("PARAMETERS"),
+        "{classes}"
+    );
 
     // A changed Ingress: a.test's `/` now goes to beta.
     kubectl(&[
@@ -258,9 +278,13 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
         "-p",
         r#"[{"op":"replace","path":"/spec/rules/0/http/paths/0/backend/service","value":{"name":"beta","port":{"number":8080}}}]"#,
     ]);
-    c.poll("a.test/name to reach beta after the change", Duration::from_secs(10), || async {
-        let (code, body) = curl("http", "a.test", http, "/name", None);
-        (code == 200 && body.starts_with("beta-")).then_some(())
-    })
+    c.poll(
+        "a.test/name to reach beta after the change",
+        Duration::from_secs(10),
+        || async {
+            let (code, body) = curl("http", "a.test", http, "/name", None);
+            (code == 200 && body.starts_with("beta-")).then_some(())
+        },
+    )
     .await;
 }

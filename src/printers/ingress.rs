@@ -27,8 +27,14 @@ pub(super) const INGRESS_CLASS: KindPrinter = KindPrinter {
     kind: "IngressClass",
     columns: &[
         NAME,
-        Column::text("Controller", "Controller that is responsible for handling this class"),
-        Column::text("Parameters", "A reference to a resource with additional parameters"),
+        Column::text(
+            "Controller",
+            "Controller that is responsible for handling this class",
+        ),
+        Column::text(
+            "Parameters",
+            "A reference to a resource with additional parameters",
+        ),
         AGE,
     ],
     cells: ingress_class_cells,

@@ -18,8 +18,7 @@ pub const PATH_TYPES: [&str; 3] = ["Exact", "ImplementationSpecific", "Prefix"];
 const INVALID_PATH_SEQUENCES: [&str; 5] = ["//", "/./", "/../", "%2f", "%2F"];
 const INVALID_PATH_SUFFIXES: [&str; 2] = ["/..", "/."];
 
-const WILDCARD_FMT: &str =
-    "\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const WILDCARD_FMT: &str = "\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const WILDCARD_ERR: &str = "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character";
 
 /// Upstream's IsWildcardDNS1123Subdomain: `*.` then a DNS subdomain.
@@ -50,9 +49,10 @@ pub(crate) fn validate_ingress(obj: &Value, errs: &mut Vec<FieldError>) {
     let rules = arr_of(spec, "rules");
     let default_backend = get(spec, "defaultBackend").filter(|b| !b.is_null());
     if rules.is_empty() && default_backend.is_none() {
+        // Upstream shows `[]networking.IngressRule(nil)`, Go's nil slice.
         errs.push(FieldError::invalid(
             "spec",
-            Value::Array(Vec::new()),
+            Value::Null,
             "either `defaultBackend` or `rules` must be specified",
         ));
     }
@@ -124,7 +124,11 @@ fn validate_http_path(p: &Value, path: &str, errs: &mut Vec<FieldError>) {
         }
         Some("Exact" | "Prefix") => {
             if !value.starts_with('/') {
-                errs.push(FieldError::invalid(&field, value, "must be an absolute path"));
+                errs.push(FieldError::invalid(
+                    &field,
+                    value,
+                    "must be an absolute path",
+                ));
             }
             if !value.is_empty() {
                 for seq in INVALID_PATH_SEQUENCES {
@@ -149,7 +153,11 @@ fn validate_http_path(p: &Value, path: &str, errs: &mut Vec<FieldError>) {
         }
         Some("ImplementationSpecific") => {
             if !value.is_empty() && !value.starts_with('/') {
-                errs.push(FieldError::invalid(&field, value, "must be an absolute path"));
+                errs.push(FieldError::invalid(
+                    &field,
+                    value,
+                    "must be an absolute path",
+                ));
             }
         }
         Some(other) => errs.push(FieldError::not_supported(
@@ -305,7 +313,9 @@ pub(crate) fn validate_ingress_class(obj: &Value, old: Option<&Value>, errs: &mu
 
 /// Upstream's IsDomainPrefixedPath: `example.com/path`.
 fn domain_prefixed_path(field: &str, value: &str, errs: &mut Vec<FieldError>) {
-    let Some((host, path)) = value.split_once('/').filter(|(h, p)| !h.is_empty() && !p.is_empty())
+    let Some((host, path)) = value
+        .split_once('/')
+        .filter(|(h, p)| !h.is_empty() && !p.is_empty())
     else {
         errs.push(FieldError::invalid(
             field,
@@ -348,7 +358,7 @@ mod tests {
     #[test]
     fn upstream_cases() {
         let cases: Vec<(Value, &str)> = vec![
-            (json!({}), "spec: Invalid value: \"null\": either `defaultBackend` or `rules` must be specified"),
+            (json!({}), "spec: Invalid value: null: either `defaultBackend` or `rules` must be specified"),
             (one_path(json!({"path": "/", "backend": svc()})), "spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified"),
             (one_path(json!({"path": "foo", "pathType": "Prefix", "backend": svc()})), "spec.rules[0].http.paths[0].path: Invalid value: \"foo\": must be an absolute path"),
             (one_path(json!({"path": "/foo//bar", "pathType": "Exact", "backend": svc()})), "must not contain '//'"),

@@ -99,7 +99,10 @@ impl IngressState {
                 .get(&(String::new(), name.to_string()))
                 .is_some_and(|c| c.controller == CONTROLLER)
         };
-        let class = ing.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref());
+        let class = ing
+            .spec
+            .as_ref()
+            .and_then(|s| s.ingress_class_name.as_deref());
         let annotation = ing
             .metadata
             .annotations
@@ -205,7 +208,8 @@ pub async fn start(client: Client, services: ServiceCache, settings: Settings) {
             .map(|i| (i.metadata.namespace.clone(), i.metadata.name.clone()))
             .collect();
         for ing in &all {
-            let mine = ours_keys.contains(&(ing.metadata.namespace.clone(), ing.metadata.name.clone()));
+            let mine =
+                ours_keys.contains(&(ing.metadata.namespace.clone(), ing.metadata.name.clone()));
             status::publish(&client, ing, &settings.node_ip, mine).await;
         }
     }
@@ -248,7 +252,10 @@ mod tests {
 
     #[test]
     fn which_ingresses_are_ours() {
-        let s = state(&[("bosun", CONTROLLER, true), ("nginx", "k8s.io/ingress-nginx", false)]);
+        let s = state(&[
+            ("bosun", CONTROLLER, true),
+            ("nginx", "k8s.io/ingress-nginx", false),
+        ]);
         assert!(s.is_ours(&ing(Some("bosun"), None)));
         assert!(!s.is_ours(&ing(Some("nginx"), None)));
         assert!(!s.is_ours(&ing(Some("missing"), None)));
@@ -256,7 +263,10 @@ mod tests {
         assert!(!s.is_ours(&ing(None, Some("nginx"))));
         // No class at all: ours while our class is the default.
         assert!(s.is_ours(&ing(None, None)));
-        let other_default = state(&[("bosun", CONTROLLER, false), ("nginx", "k8s.io/ingress-nginx", true)]);
+        let other_default = state(&[
+            ("bosun", CONTROLLER, false),
+            ("nginx", "k8s.io/ingress-nginx", true),
+        ]);
         assert!(!other_default.is_ours(&ing(None, None)));
     }
 }

@@ -107,10 +107,8 @@ impl RouteTable {
                 continue;
             };
             if table.default_backend.is_none() {
-                table.default_backend = spec
-                    .default_backend
-                    .as_ref()
-                    .and_then(|b| target_of(ns, b));
+                table.default_backend =
+                    spec.default_backend.as_ref().and_then(|b| target_of(ns, b));
             }
             for rule in spec.rules.iter().flatten() {
                 let host = rule.host.as_deref().unwrap_or("").to_ascii_lowercase();
@@ -168,7 +166,9 @@ impl RouteTable {
 /// `example.com:8080` is `example.com`; `[::1]:80` is `[::1]`.
 pub fn host_without_port(host: &str) -> &str {
     if host.starts_with('[') {
-        return host.split_once(']').map_or(host, |(h, _)| &host[..=h.len()]);
+        return host
+            .split_once(']')
+            .map_or(host, |(h, _)| &host[..=h.len()]);
     }
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
@@ -178,8 +178,7 @@ fn matches(route: &Route, path: &str, req: &[&str]) -> bool {
     match route.kind {
         PathKind::Exact => route.path == path,
         PathKind::Prefix => {
-            route.elements.len() <= req.len()
-                && route.elements.iter().zip(req).all(|(a, b)| a == b)
+            route.elements.len() <= req.len() && route.elements.iter().zip(req).all(|(a, b)| a == b)
         }
     }
 }
@@ -238,7 +237,9 @@ mod tests {
     /// (concepts/services-networking/ingress, "Examples").
     #[test]
     fn upstream_path_matching_examples() {
-        let cases: &[(&[(&str, &str)], &str, bool)] = &[
+        // (the rules' (pathType, path), the request path, whether it matches)
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, bool);
+        let cases: &[Case] = &[
             (&[("Prefix", "/")], "/anything/at/all", true),
             (&[("Exact", "/foo")], "/foo", true),
             (&[("Exact", "/foo")], "/bar", false),

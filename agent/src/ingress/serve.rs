@@ -126,7 +126,11 @@ async fn accept_loop(port: u16, proxy: Arc<Proxy>, tls: Option<tokio_rustls::Tls
                         return;
                     }
                 },
-                None => builder.serve_connection(TokioIo::new(stream), service).await,
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
             };
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "ingress: connection");
@@ -161,7 +165,11 @@ pub fn endpoints(state: &ServiceState, target: &Target) -> Vec<SocketAddr> {
             continue;
         };
         for ep in slice.endpoints.iter().filter(|e| e.ready) {
-            out.extend(ep.addresses.iter().map(|a| SocketAddr::new(*a, *target_port)));
+            out.extend(
+                ep.addresses
+                    .iter()
+                    .map(|a| SocketAddr::new(*a, *target_port)),
+            );
         }
     }
     out.sort();

@@ -50,7 +50,10 @@ pub async fn ensure_default_class(client: &Client) {
     }
     let class: IngressClass = serde_json::from_value(class).expect("an IngressClass");
     match api.create(&PostParams::default(), &class).await {
-        Ok(_) => tracing::info!(default = !other_default, "ingress: made IngressClass {CLASS_NAME}"),
+        Ok(_) => tracing::info!(
+            default = !other_default,
+            "ingress: made IngressClass {CLASS_NAME}"
+        ),
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => tracing::warn!(error = %e, "ingress: making IngressClass {CLASS_NAME}"),
     }
@@ -86,8 +89,10 @@ pub async fn publish(client: &Client, ing: &Ingress, ip: &str, serve: bool) {
     let Some(addresses) = next_addresses(ing, ip, serve) else {
         return;
     };
-    let (Some(ns), Some(name)) = (ing.metadata.namespace.as_deref(), ing.metadata.name.as_deref())
-    else {
+    let (Some(ns), Some(name)) = (
+        ing.metadata.namespace.as_deref(),
+        ing.metadata.name.as_deref(),
+    ) else {
         return;
     };
     let entries: Vec<_> = addresses.iter().map(|a| json!({ "ip": a })).collect();

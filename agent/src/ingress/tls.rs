@@ -99,7 +99,10 @@ pub async fn load(client: &Client, ingresses: &[Ingress]) -> CertMap {
 }
 
 async fn read_secret(client: &Client, ns: &str, name: &str) -> Option<Arc<CertifiedKey>> {
-    let secret = match Api::<Secret>::namespaced(client.clone(), ns).get(name).await {
+    let secret = match Api::<Secret>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+    {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(namespace = ns, secret = name, error = %e, "ingress: reading a TLS secret");
@@ -108,7 +111,11 @@ async fn read_secret(client: &Client, ns: &str, name: &str) -> Option<Arc<Certif
     };
     let data = secret.data.unwrap_or_default();
     let (Some(crt), Some(key)) = (data.get("tls.crt"), data.get("tls.key")) else {
-        tracing::warn!(namespace = ns, secret = name, "ingress: TLS secret without tls.crt and tls.key");
+        tracing::warn!(
+            namespace = ns,
+            secret = name,
+            "ingress: TLS secret without tls.crt and tls.key"
+        );
         return None;
     };
     match certified_key(&crt.0, &key.0) {
@@ -171,7 +178,9 @@ mod tests {
 
     #[test]
     fn bad_pem_is_an_error_naming_the_key() {
-        assert!(certified_key(b"junk", b"junk").unwrap_err().starts_with("tls.crt"));
+        assert!(certified_key(b"junk", b"junk")
+            .unwrap_err()
+            .starts_with("tls.crt"));
         assert!(default_certificate().is_ok());
     }
 }

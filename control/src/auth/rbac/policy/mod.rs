@@ -319,11 +319,7 @@ fn ingress_controller_rules() -> Vec<PolicyRule> {
             &["networking.k8s.io"],
             &["ingresses", "ingressclasses"],
         ),
-        rule(
-            &["create"],
-            &["networking.k8s.io"],
-            &["ingressclasses"],
-        ),
+        rule(&["create"], &["networking.k8s.io"], &["ingressclasses"]),
         rule(
             &["update", "patch"],
             &["networking.k8s.io"],
