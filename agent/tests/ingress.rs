@@ -16,6 +16,7 @@
 //! - the backends see `X-Forwarded-For`, `-Proto` and `-Host`;
 //! - `status.loadBalancer.ingress` holds the node's address, and
 //!   `kubectl get ingress` prints kubectl's columns with it;
+//! - `kubectl explain` and `kubectl describe` know the kind;
 //! - a changed Ingress routes anew within seconds.
 //!
 //! The ingress listens on free ports of the host (`--ingress-http-port`,
@@ -267,6 +268,17 @@ async fn an_ingress_routes_hosts_and_paths_over_http_and_https() {
     assert!(
         classes.contains("CONTROLLER") && classes.contains("PARAMETERS"),
         "{classes}"
+    );
+
+    // kubectl explain (OpenAPI) and describe know the kind.
+    let explain = kubectl(&["explain", "ingress.spec.rules.http.paths.pathType"]);
+    assert!(explain.contains("pathType"), "{explain}");
+    let describe = kubectl(&["describe", "ingress", "web"]);
+    assert!(
+        describe.contains("Ingress Class:")
+            && describe.contains("bosun")
+            && describe.contains("a.test"),
+        "{describe}"
     );
 
     // A changed Ingress: a.test's `/` now goes to beta.
