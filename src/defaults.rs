@@ -267,6 +267,13 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         }
         // SetDefaults_Secret.
         ("", "Secret") => set_str(root, "type", "Opaque"),
+        // SetDefaults_IngressClass: parameters are cluster-scoped unless said.
+        ("networking.k8s.io", "IngressClass") => {
+            let spec = object_at(root, "spec");
+            if let Some(Value::Object(p)) = spec.get_mut("parameters") {
+                set_str(p, "scope", "Cluster");
+            }
+        }
         // SetDefaults_Subject: users and groups are RBAC's.
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             for s in array_at(root, "subjects") {

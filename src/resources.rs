@@ -237,6 +237,10 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("autoscaling", "v2beta2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
+    res!("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", true,
+         short: ["ing"], cat: [], sub: ["status"]),
+    res!("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass", false,
+         short: [], cat: [], sub: []),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

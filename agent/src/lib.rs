@@ -5,6 +5,7 @@ pub mod config;
 pub mod dns;
 pub mod events;
 pub mod hollow;
+pub mod ingress;
 pub mod metrics;
 pub mod netpol;
 pub mod network;

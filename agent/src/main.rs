@@ -110,6 +110,17 @@ struct Args {
     /// `ip bosun-np-<node>`): the node's pods then take any traffic.
     #[arg(long)]
     no_network_policy: bool,
+    /// Do not run the built-in ingress controller (IngressClass `bosun`).
+    #[arg(long)]
+    no_ingress: bool,
+    /// The node port the ingress controller serves HTTP on; 0: none.
+    /// A port that is taken is logged and tried again; the node keeps
+    /// running.
+    #[arg(long, default_value_t = 80)]
+    ingress_http_port: u16,
+    /// The node port the ingress controller serves HTTPS on; 0: none.
+    #[arg(long, default_value_t = 443)]
+    ingress_https_port: u16,
     /// Docker endpoint (default: DOCKER_HOST or the local socket).
     #[arg(long, env = "DOCKER_HOST")]
     docker_host: Option<String>,
@@ -504,6 +515,18 @@ async fn main() -> anyhow::Result<()> {
         args.connections.limits(Limits::AGENT),
         stop_rx.clone(),
     ));
+    if !args.no_ingress && (args.ingress_http_port != 0 || args.ingress_https_port != 0) {
+        tokio::spawn(bosun_agent::ingress::start(
+            client.clone(),
+            services.clone(),
+            bosun_agent::ingress::Settings {
+                http_port: args.ingress_http_port,
+                https_port: args.ingress_https_port,
+                node_name: cfg.node_name.clone(),
+                node_ip: cfg.node_ip.clone(),
+            },
+        ));
+    }
     // Before any pod runs: nothing may reach a service address unhandled.
     let service_proxy = match proxy_settings {
         Some(settings) => {

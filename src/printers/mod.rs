@@ -23,6 +23,7 @@ mod core_group;
 mod discovery;
 mod fields;
 mod networkpolicy;
+mod ingress;
 mod pod;
 mod quota;
 mod rbac;
@@ -72,6 +73,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &rbac::CLUSTER_ROLE,
     &rbac::ROLE_BINDING,
     &rbac::CLUSTER_ROLE_BINDING,
+    &ingress::INGRESS,
+    &ingress::INGRESS_CLASS,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -16,6 +16,7 @@ mod container;
 mod coordination;
 mod core;
 mod discovery;
+mod ingress;
 mod meta;
 mod networkpolicy;
 mod pod;
@@ -526,6 +527,12 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
             roundtrip::<rbacv1::ClusterRoleBinding>(v)
         }
+        ("networking.k8s.io", "v1", "Ingress") => {
+            roundtrip::<k8s_openapi::api::networking::v1::Ingress>(v)
+        }
+        ("networking.k8s.io", "v1", "IngressClass") => {
+            roundtrip::<k8s_openapi::api::networking::v1::IngressClass>(v)
+        }
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -588,6 +595,10 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             rbac::validate_binding(obj, old, false, &mut errs)
+        }
+        ("networking.k8s.io", "Ingress") => ingress::validate_ingress(obj, &mut errs),
+        ("networking.k8s.io", "IngressClass") => {
+            ingress::validate_ingress_class(obj, old, &mut errs)
         }
         _ => {}
     }

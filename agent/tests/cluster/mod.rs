@@ -387,11 +387,20 @@ impl Cluster {
         } else {
             &["--node-ip", "127.0.0.1"]
         };
+        // No ingress listeners on the host's 80/443 unless the test asks
+        // for ports: tests run side by side, and a user's cluster may
+        // hold them.
+        let ingress: &[&str] = if self.agent_args.iter().any(|a| a.starts_with("--ingress-")) {
+            &[]
+        } else {
+            &["--ingress-http-port", "0", "--ingress-https-port", "0"]
+        };
         let child = dies_with_test(env!("CARGO_BIN_EXE_bosun-agent"))
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .args(["--node-name", &a.node, "--pod-cidr", &a.pod_cidr])
             .args(node_ip)
+            .args(ingress)
             .arg("--data-dir")
             .arg(self.dir.path().join(&a.name))
             .args([

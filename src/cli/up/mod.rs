@@ -514,6 +514,10 @@ async fn start_agent(
         // One of several clusters here, or a throwaway one: the agent's
         // stream API takes a free port (it is published on the Node).
         agent_args.extend(["--port".to_string(), "0".into()]);
+        // The host's ports 80 and 443 are the default cluster's ingress:
+        // a second cluster (or a test's) serves no ingress on them.
+        agent_args
+            .extend(["--ingress-http-port", "0", "--ingress-https-port", "0"].map(String::from));
     }
     let after = match CONTROL.unit(dir) {
         Some(control) => vec!["docker.service".to_string(), control],

@@ -97,6 +97,12 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             add::<autoscaling::v2::HorizontalPodAutoscaler>(gen)
         }
+        ("networking.k8s.io", "v1", "Ingress") => {
+            add::<k8s_openapi::api::networking::v1::Ingress>(gen)
+        }
+        ("networking.k8s.io", "v1", "IngressClass") => {
+            add::<k8s_openapi::api::networking::v1::IngressClass>(gen)
+        }
         _ => return None,
     })
 }

@@ -100,6 +100,7 @@ const INLINE: &[(&str, &str)] = &[
     ("api.core.v1.PersistentVolumeSpec", "persistentVolumeSource"),
     ("api.core.v1.EphemeralContainer", "ephemeralContainerCommon"),
     ("api.core.v1.VolumeMountStatus", "volumeStatus"),
+    ("api.networking.v1.IngressRule", "ingressRuleValue"),
 ];
 
 fn is_inline(message: &str, field: &str) -> bool {

@@ -63,6 +63,7 @@ const FILES: &[&str] = &[
     include_str!("../../../proto/api_authorization_v1.proto"),
     include_str!("../../../proto/api_rbac_v1.proto"),
     include_str!("../../../proto/api_networking_v1_networkpolicy.proto"),
+    include_str!("../../../proto/api_networking_v1_ingress.proto"),
 ];
 
 /// Every message of the vendored files by full name

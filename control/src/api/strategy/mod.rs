@@ -17,8 +17,10 @@
 //! - [`volume`]: PersistentVolumes start Available, claims Pending;
 //! - [`secret`]: `stringData` is folded into `data` on every write;
 //! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`.
+//! - [`ingress`]: an Ingress naming no class gets the default IngressClass.
 
 mod daemonset;
+pub mod ingress;
 mod job;
 mod namespace;
 mod node;
@@ -114,6 +116,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "PersistentVolume" => &volume::PersistentVolumeStrategy,
         "Node" => &node::NodeStrategy,
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
+        "Ingress" => &ingress::IngressStrategy,
         _ => &Default,
     }
 }

@@ -306,6 +306,29 @@ fn controller_manager_rules() -> Vec<PolicyRule> {
     ]
 }
 
+/// The built-in ingress controller every agent runs, acting as its node:
+/// what an ingress controller's ClusterRole grants (ingress-nginx's and
+/// Traefik's): Ingresses and classes read, Ingress status written, the
+/// TLS Secrets read, the default IngressClass created at start.
+pub const INGRESS_CONTROLLER: &str = "system:bosun:ingress-controller";
+
+fn ingress_controller_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(
+            READ,
+            &["networking.k8s.io"],
+            &["ingresses", "ingressclasses"],
+        ),
+        rule(&["create"], &["networking.k8s.io"], &["ingressclasses"]),
+        rule(
+            &["update", "patch"],
+            &["networking.k8s.io"],
+            &["ingresses/status"],
+        ),
+        rule(READ, &[""], &["secrets"]),
+    ]
+}
+
 pub fn cluster_roles() -> Vec<ClusterRole> {
     let mut out = vec![
         role(
@@ -388,6 +411,7 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
         labelled("system:aggregate-to-view", "view", view_rules()),
         role(user::KUBE_SCHEDULER, scheduler_rules()),
         role(user::KUBE_CONTROLLER_MANAGER, controller_manager_rules()),
+        role(INGRESS_CONTROLLER, ingress_controller_rules()),
     ];
     let mut seen = std::collections::HashSet::new();
     for (controller, sa, mut rules) in controllers() {
@@ -442,6 +466,7 @@ pub fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
             user::KUBE_CONTROLLER_MANAGER,
             vec![subject("User", user::KUBE_CONTROLLER_MANAGER)],
         ),
+        binding(INGRESS_CONTROLLER, vec![group("system:nodes")]),
     ];
     let mut seen = std::collections::HashSet::new();
     for (_, sa, _) in controllers() {
