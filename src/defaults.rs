@@ -208,6 +208,10 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         }
         // SetDefaults_Secret.
         ("", "Secret") => set_str(root, "type", "Opaque"),
+        // SetDefaults_PriorityClass.
+        ("scheduling.k8s.io", "PriorityClass") => {
+            set_str(root, "preemptionPolicy", "PreemptLowerPriority")
+        }
         // SetDefaults_Subject: users and groups are RBAC's.
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             for s in array_at(root, "subjects") {

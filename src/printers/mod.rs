@@ -24,6 +24,7 @@ mod discovery;
 mod fields;
 mod pod;
 mod rbac;
+mod scheduling;
 mod storage;
 
 use chrono::{DateTime, Utc};
@@ -67,6 +68,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &rbac::CLUSTER_ROLE,
     &rbac::ROLE_BINDING,
     &rbac::CLUSTER_ROLE_BINDING,
+    &scheduling::PRIORITY_CLASS,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -19,6 +19,7 @@ mod discovery;
 mod meta;
 mod pod;
 mod rbac;
+pub mod scheduling;
 mod storage;
 mod volume_files;
 
@@ -519,6 +520,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
             roundtrip::<rbacv1::ClusterRoleBinding>(v)
         }
+        ("scheduling.k8s.io", "v1", "PriorityClass") => {
+            roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
+        }
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -576,6 +580,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             rbac::validate_binding(obj, old, false, &mut errs)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            scheduling::validate_priority_class(obj, old, &mut errs)
         }
         _ => {}
     }

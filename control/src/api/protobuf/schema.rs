@@ -62,6 +62,7 @@ const FILES: &[&str] = &[
     include_str!("../../../proto/api_authentication_v1.proto"),
     include_str!("../../../proto/api_authorization_v1.proto"),
     include_str!("../../../proto/api_rbac_v1.proto"),
+    include_str!("../../../proto/api_scheduling_v1.proto"),
 ];
 
 /// Every message of the vendored files by full name

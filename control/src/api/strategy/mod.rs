@@ -16,13 +16,15 @@
 //!   controller has emptied it and removed that finalizer;
 //! - [`volume`]: PersistentVolumes start Available, claims Pending;
 //! - [`secret`]: `stringData` is folded into `data` on every write;
-//! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`.
+//! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`;
+//! - [`priority_class`]: the system PriorityClasses cannot be deleted.
 
 mod daemonset;
 mod job;
 mod namespace;
 mod node;
 mod pod;
+mod priority_class;
 mod secret;
 mod service;
 pub mod service_account;
@@ -114,6 +116,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "PersistentVolume" => &volume::PersistentVolumeStrategy,
         "Node" => &node::NodeStrategy,
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
+        "PriorityClass" => &priority_class::PriorityClassStrategy,
         _ => &Default,
     }
 }
