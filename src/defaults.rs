@@ -210,7 +210,9 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         ("", "Secret") => set_str(root, "type", "Opaque"),
         // SetDefaults_PriorityClass.
         ("scheduling.k8s.io", "PriorityClass") => {
-            set_str(root, "preemptionPolicy", "PreemptLowerPriority")
+            // `value` is a plain int32 upstream: written even when 0.
+            set(root, "value", json!(0));
+            set_str(root, "preemptionPolicy", "PreemptLowerPriority");
         }
         // SetDefaults_Subject: users and groups are RBAC's.
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {

@@ -332,7 +332,7 @@ mod tests {
             .unwrap();
         // A class's value is immutable; a system- name is reserved.
         let mut changed = classes.get("everyone").await.unwrap();
-        changed.value = 6;
+        changed.value = Some(6);
         let (code, msg) = refusal(classes.replace("everyone", &pp, &changed).await);
         assert_eq!(code, 422);
         assert!(
