@@ -300,7 +300,8 @@ mod tests {
     // pods go on each node, the fewest needed, least important first.
     #[test]
     fn victims_are_the_fewest_lower_priority_pods() {
-        let cases: Vec<(&str, Pod, Vec<NodeInfo>, Option<(&str, Vec<&str>)>)> = vec![
+        type Case<'a> = (&'a str, Pod, Vec<NodeInfo>, Option<(&'a str, Vec<&'a str>)>);
+        let cases: Vec<Case> = vec![
             (
                 "a pod that fits with no preemption needs none (no candidates)",
                 pod("p", 100, 100, None),
