@@ -274,6 +274,12 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 set_str(p, "scope", "Cluster");
             }
         }
+        // SetDefaults_PriorityClass.
+        ("scheduling.k8s.io", "PriorityClass") => {
+            // `value` is a plain int32 upstream: written even when 0.
+            set(root, "value", json!(0));
+            set_str(root, "preemptionPolicy", "PreemptLowerPriority");
+        }
         // SetDefaults_Subject: users and groups are RBAC's.
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             for s in array_at(root, "subjects") {

@@ -241,6 +241,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["ing"], cat: [], sub: ["status"]),
     res!("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass", false,
          short: [], cat: [], sub: []),
+    res!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", false,
+         short: ["pc"], cat: [], sub: []),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

@@ -69,7 +69,7 @@ pub fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
 }
 
 /// What exists from the start: the namespaces every Kubernetes cluster has,
-/// and the default StorageClass `local-path`.
+/// the default StorageClass `local-path` and the system PriorityClasses.
 pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
     let namespaces = resources::by_name("namespaces").expect("served");
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -103,6 +103,25 @@ pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
     {
         Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
         Err(e) => return Err(e).context("creating the default StorageClass"),
+    }
+    // As the apiserver's scheduling post-start hook: the system
+    // PriorityClasses exist from the start (and cannot be deleted).
+    let priority_classes = resources::by_name("priorityclasses").expect("served");
+    for (name, value, description) in bosun::validation::scheduling::SYSTEM_PRIORITY_CLASSES {
+        let mut obj =
+            bosun::validation::scheduling::system_priority_class(name, value, description);
+        obj["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
+        obj["metadata"]["creationTimestamp"] = json!(bosun::time::now_rfc3339());
+        match store
+            .create(
+                &priority_classes.storage_key(None, name),
+                serde_json::to_vec(&obj)?,
+            )
+            .await
+        {
+            Ok(_) | Err(StoreError::AlreadyExists(_)) => {}
+            Err(e) => return Err(e).context("creating the system PriorityClasses"),
+        }
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ mod ingress;
 mod pod;
 mod quota;
 mod rbac;
+mod scheduling;
 mod storage;
 
 use chrono::{DateTime, Utc};
@@ -75,6 +76,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &rbac::CLUSTER_ROLE_BINDING,
     &ingress::INGRESS,
     &ingress::INGRESS_CLASS,
+    &scheduling::PRIORITY_CLASS,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

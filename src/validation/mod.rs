@@ -22,6 +22,7 @@ mod networkpolicy;
 mod pod;
 mod quota;
 mod rbac;
+pub mod scheduling;
 mod storage;
 mod volume_files;
 
@@ -533,6 +534,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("networking.k8s.io", "v1", "IngressClass") => {
             roundtrip::<k8s_openapi::api::networking::v1::IngressClass>(v)
         }
+        ("scheduling.k8s.io", "v1", "PriorityClass") => {
+            roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
+        }
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -599,6 +603,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("networking.k8s.io", "Ingress") => ingress::validate_ingress(obj, &mut errs),
         ("networking.k8s.io", "IngressClass") => {
             ingress::validate_ingress_class(obj, old, &mut errs)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            scheduling::validate_priority_class(obj, old, &mut errs)
         }
         _ => {}
     }

@@ -135,6 +135,13 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         &child(path, "tolerations"),
         errs,
     );
+    if let Some(policy) = get(spec, "preemptionPolicy").and_then(Value::as_str) {
+        super::scheduling::validate_preemption_policy(
+            policy,
+            &child(path, "preemptionPolicy"),
+            errs,
+        );
+    }
 }
 
 /// Volumes: unique DNS-label names and exactly one source each. Returns the names.

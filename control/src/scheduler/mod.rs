@@ -9,10 +9,17 @@
 //! Pods and nodes come from the shared caches. A pod just bound is
 //! "assumed" on its node until the cache shows it bound, so a burst of
 //! pods spreads correctly before the cache catches up.
+//!
+//! The queue serves higher priorities first. A pod no node fits may
+//! preempt pods of lower priority ([`preemption`]): it is nominated to
+//! the node (`status.nominatedNodeName`), the victims are deleted, and
+//! the room they leave is kept for it (pods nominated to a node count
+//! there against pods of lower or equal priority).
 
 pub mod filters;
 pub mod message;
 pub mod nodeinfo;
+pub mod preemption;
 pub mod queue;
 pub mod scores;
 #[cfg(test)]
@@ -31,7 +38,7 @@ use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 use serde_json::json;
@@ -63,6 +70,14 @@ pub fn needs_scheduling(pod: &Pod) -> bool {
 /// What may make an unschedulable pod fit: its spec and labels.
 fn pod_fingerprint(pod: &Pod) -> String {
     serde_json::to_string(&(&pod.spec, &pod.metadata.labels)).unwrap_or_default()
+}
+
+/// The node a pending pod was nominated to by a preemption, if any.
+fn nominated_node(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty())
 }
 
 fn pod_ref(key: &str) -> ObjectRef<Pod> {
@@ -219,7 +234,8 @@ impl Scheduler {
                 return;
             }
             self.assumed.remove(&key);
-            self.queue.add_or_update(&key, &pod_fingerprint(pod));
+            self.queue
+                .add_or_update(&key, &pod_fingerprint(pod), preemption::priority(pod));
             return;
         }
         self.queue.forget(&key);
@@ -260,8 +276,11 @@ impl Scheduler {
         let pods = self.pods.state();
         for pod in &pods {
             if needs_scheduling(pod) && !self.is_assumed(pod) {
-                self.queue
-                    .add_if_unknown(&key_of(pod.as_ref()), &pod_fingerprint(pod));
+                self.queue.add_if_unknown(
+                    &key_of(pod.as_ref()),
+                    &pod_fingerprint(pod),
+                    preemption::priority(pod),
+                );
             }
         }
         for node in self.nodes.state() {
@@ -313,10 +332,11 @@ impl Scheduler {
             let started = std::time::Instant::now();
             let outcome = self.schedule_one(&pod, &mut infos).await;
             observe::scheduling_attempt(outcome.result(), started);
+            let (print, priority) = (pod_fingerprint(&pod), preemption::priority(&pod));
             match outcome {
                 Outcome::Bound(_) | Outcome::Skipped => self.queue.forget(&key),
-                Outcome::Unschedulable(_) => self.queue.park(&key, &pod_fingerprint(&pod)),
-                Outcome::Failed => self.queue.park_briefly(&key, &pod_fingerprint(&pod)),
+                Outcome::Unschedulable(_) => self.queue.park(&key, &print, priority),
+                Outcome::Failed => self.queue.park_briefly(&key, &print, priority),
             }
         }
     }
@@ -336,22 +356,44 @@ impl Scheduler {
                 return Outcome::Unschedulable(msg);
             }
         };
+        let nominated = self.nominated_for(pod);
         let mut feasible = Vec::new();
-        let mut failures = Vec::new();
+        let mut per_node = Vec::with_capacity(infos.len());
         for (i, info) in infos.iter().enumerate() {
-            let mut reasons = filters::filter(pod, info);
+            let mut reasons = match nominated.iter().any(|(_, n)| n == info.name()) {
+                // The room kept for pods nominated here counts against it.
+                true => {
+                    let mut with = info.clone();
+                    for (p, _) in nominated.iter().filter(|(_, n)| n == info.name()) {
+                        with.add_pod(p);
+                    }
+                    filters::filter(pod, &with)
+                }
+                false => filters::filter(pod, info),
+            };
             if reasons.is_empty() {
                 reasons.extend(volumes::filter(&pod_volumes, &info.node));
             }
             if reasons.is_empty() {
                 feasible.push(i);
-            } else {
-                failures.push(reasons);
             }
+            per_node.push(reasons);
         }
         if feasible.is_empty() {
+            let failures: Vec<Vec<filters::Reason>> =
+                per_node.iter().filter(|r| !r.is_empty()).cloned().collect();
             let msg = message::fit_error(infos.len(), &failures);
             self.unschedulable(pod, &msg).await;
+            if preemption::eligible(pod, infos) {
+                let budgets = preemption::NoBudgets;
+                if let Some((i, victims)) = preemption::find_node(pod, infos, &per_node, &budgets) {
+                    let node = infos[i].name().to_string();
+                    if let Err(e) = self.preempt(pod, &node, &victims.pods).await {
+                        tracing::warn!(pod = %key_of(pod), %node, error = %e, "preempting");
+                        return Outcome::Failed;
+                    }
+                }
+            }
             return Outcome::Unschedulable(msg);
         }
         let candidates: Vec<&NodeInfo> = feasible.iter().map(|&i| &infos[i]).collect();
@@ -399,6 +441,90 @@ impl Scheduler {
                 );
                 Outcome::Failed
             }
+        }
+    }
+
+    /// The pending pods nominated to a node by a preemption whose room
+    /// `pod` may not take: those of at least its priority, but itself.
+    fn nominated_for(&self, pod: &Pod) -> Vec<(Pod, String)> {
+        let mine = preemption::priority(pod);
+        self.pods
+            .state()
+            .iter()
+            .filter(|p| p.metadata.uid != pod.metadata.uid && needs_scheduling(p))
+            .filter(|p| preemption::priority(p) >= mine)
+            .filter_map(|p| Some((p.as_ref().clone(), nominated_node(p)?.to_string())))
+            .collect()
+    }
+
+    /// Upstream's `prepareCandidate`: each victim gets a DisruptionTarget
+    /// condition and a Preempted event and is deleted; pods of lower
+    /// priority nominated to the node lose that; then `pod` is nominated
+    /// there. The pod is tried again as the victims go.
+    async fn preempt(&self, pod: &Pod, node: &str, victims: &[Pod]) -> kube::Result<()> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let scheduler = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .unwrap_or(SCHEDULER_NAME);
+        for victim in victims {
+            let ns = victim.metadata.namespace.as_deref().unwrap_or("default");
+            let name = victim.metadata.name.as_deref().unwrap_or("");
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            tracing::info!(pod = %key_of(pod), victim = %key_of(victim), %node, "preempting");
+            let condition = json!({"status": {"conditions": [{
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": format!("{scheduler}: preempting to accommodate a higher priority pod"),
+                "lastTransitionTime": bosun::time::now_rfc3339(),
+            }]}});
+            match api
+                .patch_status(name, &PatchParams::default(), &Patch::Strategic(condition))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                Err(e) => return Err(e),
+            }
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                Err(e) => return Err(e),
+            }
+            self.recorder.record(
+                &reference(victim),
+                EventType::Normal,
+                "Preempted",
+                format!("Preempted by pod {uid} on node {node}"),
+            );
+        }
+        let mine = preemption::priority(pod);
+        for other in self.pods.state() {
+            let lower_here = nominated_node(&other) == Some(node)
+                && preemption::priority(&other) < mine
+                && other.metadata.uid != pod.metadata.uid;
+            if lower_here {
+                self.set_nominated(&other, None).await?;
+            }
+        }
+        self.set_nominated(pod, Some(node)).await
+    }
+
+    async fn set_nominated(&self, pod: &Pod, node: Option<&str>) -> kube::Result<()> {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let patch = json!({"status": {"nominatedNodeName": node}});
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

@@ -171,6 +171,8 @@ pub struct NodeInfo {
     pub used_ports: Vec<HostPort>,
     /// How many of its pods each controlling owner (by uid) has here.
     pub owners: HashMap<String, usize>,
+    /// The pods counted here (the ones preemption may remove).
+    pub pod_list: Vec<Pod>,
 }
 
 impl NodeInfo {
@@ -191,6 +193,7 @@ impl NodeInfo {
             pods: 0,
             used_ports: Vec::new(),
             owners: HashMap::new(),
+            pod_list: Vec::new(),
         }
     }
 
@@ -208,6 +211,7 @@ impl NodeInfo {
         if let Some(uid) = controller_uid(pod) {
             *self.owners.entry(uid.to_string()).or_default() += 1;
         }
+        self.pod_list.push(pod.clone());
     }
 }
 

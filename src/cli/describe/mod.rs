@@ -1,10 +1,11 @@
 //! `bosun describe`: kubectl's layouts for pods, deployments, replica sets, services,
-//! persistent volumes and claims, a generic `key: value` layout for other kinds, and the
-//! object's events.
+//! persistent volumes and claims, priority classes, a generic `key: value` layout for
+//! other kinds, and the object's events.
 
 mod apps;
 mod generic;
 mod pod;
+mod scheduling;
 mod sections;
 mod service;
 mod storage;
@@ -170,6 +171,7 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
         "PersistentVolumeClaim" if info.group.is_empty() => {
             describe_persistent_volume_claim(&obj, &namespace_pods(ctx, &obj).await)
         }
+        "PriorityClass" => scheduling::describe_priority_class(&obj),
         _ => describe_generic(&obj, info),
     };
     events(ctx, info, &obj, &mut out).await;

@@ -16,6 +16,9 @@ pub(super) fn describe_pod(obj: &Value) -> Out {
         "Priority",
         &spec["priority"].as_i64().unwrap_or(0).to_string(),
     );
+    if let Some(class) = spec["priorityClassName"].as_str().filter(|c| !c.is_empty()) {
+        out.kv(0, "Priority Class Name", class);
+    }
     out.kv(
         0,
         "Service Account",

@@ -73,6 +73,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         }
         ("rbac.authorization.k8s.io", "v1", "Role") => add::<rbac::v1::Role>(gen),
         ("rbac.authorization.k8s.io", "v1", "RoleBinding") => add::<rbac::v1::RoleBinding>(gen),
+        ("scheduling.k8s.io", "v1", "PriorityClass") => {
+            add::<k8s_openapi::api::scheduling::v1::PriorityClass>(gen)
+        }
         ("authentication.k8s.io", "v1", "TokenReview") => {
             add::<authentication::v1::TokenReview>(gen)
         }

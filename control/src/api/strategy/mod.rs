@@ -16,8 +16,9 @@
 //!   controller has emptied it and removed that finalizer;
 //! - [`volume`]: PersistentVolumes start Available, claims Pending;
 //! - [`secret`]: `stringData` is folded into `data` on every write;
-//! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`.
-//! - [`ingress`]: an Ingress naming no class gets the default IngressClass.
+//! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`;
+//! - [`ingress`]: an Ingress naming no class gets the default IngressClass;
+//! - [`priority_class`]: the system PriorityClasses cannot be deleted.
 
 mod daemonset;
 pub mod ingress;
@@ -25,6 +26,7 @@ mod job;
 mod namespace;
 mod node;
 mod pod;
+mod priority_class;
 mod secret;
 mod service;
 pub mod service_account;
@@ -117,6 +119,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "Node" => &node::NodeStrategy,
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
         "Ingress" => &ingress::IngressStrategy,
+        "PriorityClass" => &priority_class::PriorityClassStrategy,
         _ => &Default,
     }
 }

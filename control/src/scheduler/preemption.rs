@@ -1,0 +1,592 @@
+//! Preemption, as kube-scheduler's DefaultPreemption plugin: when no node
+//! fits a pod, find the nodes where removing pods of lower priority makes
+//! it fit, choose the fewest and least important victims on each, pick
+//! one node by upstream's criteria, and evict its victims so the pod can
+//! be placed there once they are gone.
+//!
+//! PodDisruptionBudgets: [`Budgets`] says which victims a budget protects;
+//! victims that would violate one are reprieved first and nodes with
+//! fewer violations are preferred, as upstream does. Until bosun serves
+//! PodDisruptionBudgets, [`NoBudgets`] protects nothing.
+
+use std::cmp::Ordering;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+
+use super::filters::{filter, Reason};
+use super::nodeinfo::NodeInfo;
+use crate::toolkit::clock::to_chrono;
+
+/// The pod's priority (`spec.priority`, set by admission; 0 if unset).
+pub fn priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// When the pod started; a pod not yet started counts as starting now
+/// (upstream's `GetPodStartTime`).
+pub fn start_time(pod: &Pod) -> Option<DateTime<Utc>> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(to_chrono)
+}
+
+fn start_or_now(pod: &Pod) -> DateTime<Utc> {
+    start_time(pod).unwrap_or_else(Utc::now)
+}
+
+/// Upstream's `MoreImportantPod` as an ordering: the more important pod
+/// first (higher priority, then the one that started earlier).
+pub fn by_importance(a: &Pod, b: &Pod) -> Ordering {
+    priority(b)
+        .cmp(&priority(a))
+        .then_with(|| start_or_now(a).cmp(&start_or_now(b)))
+}
+
+/// Whether `pod` may preempt at all (upstream's
+/// `PodEligibleToPreemptOthers`): not with `preemptionPolicy: Never`, and
+/// not again while the victims of its last preemption, on the node it was
+/// nominated to, are still going.
+pub fn eligible(pod: &Pod, infos: &[NodeInfo]) -> bool {
+    let spec = pod.spec.as_ref();
+    if spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+        return false;
+    }
+    let nominated = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .filter(|n| !n.is_empty());
+    if let Some(node) = nominated {
+        if let Some(info) = infos.iter().find(|i| i.name() == node) {
+            let mine = priority(pod);
+            let going = info
+                .pod_list
+                .iter()
+                .any(|p| p.metadata.deletion_timestamp.is_some() && priority(p) < mine);
+            if going {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Whether removing pods could cure a node's failures: not for cordoned
+/// nodes, taints, affinity or volumes (upstream's
+/// UnschedulableAndUnresolvable), yes for room and ports.
+pub fn resolvable(reasons: &[Reason]) -> bool {
+    !reasons.is_empty()
+        && reasons.iter().all(|r| {
+            matches!(
+                r,
+                Reason::InsufficientCpu
+                    | Reason::InsufficientMemory
+                    | Reason::TooManyPods
+                    | Reason::HostPorts
+            )
+        })
+}
+
+/// Which pods a PodDisruptionBudget protects: removing one of the given
+/// victims would take a budget below what it allows.
+pub trait Budgets {
+    /// Splits `pods` (in importance order) into those whose removal
+    /// violates a budget and those whose does not, each in the given
+    /// order (upstream's `filterPodsWithPDBViolation`).
+    fn split_violating(&self, pods: Vec<Pod>) -> (Vec<Pod>, Vec<Pod>);
+}
+
+/// No PodDisruptionBudgets: no pod is protected.
+pub struct NoBudgets;
+
+impl Budgets for NoBudgets {
+    fn split_violating(&self, pods: Vec<Pod>) -> (Vec<Pod>, Vec<Pod>) {
+        (Vec::new(), pods)
+    }
+}
+
+/// The pods to remove from one node, most important first.
+#[derive(Debug, Clone)]
+pub struct Victims {
+    pub pods: Vec<Pod>,
+    pub pdb_violations: usize,
+}
+
+fn fits(pod: &Pod, info: &NodeInfo) -> bool {
+    filter(pod, info).is_empty()
+}
+
+fn node_with(info: &NodeInfo, pods: &[Pod]) -> NodeInfo {
+    let mut out = NodeInfo::new(info.node.clone());
+    for p in pods {
+        out.add_pod(p);
+    }
+    out
+}
+
+/// Upstream's `SelectVictimsOnNode`: remove every pod of lower priority;
+/// if the pod then fits, put them back one at a time, the most important
+/// first (those protected by a budget before the rest), keeping each
+/// that still lets the pod fit. None if the pod does not fit even with
+/// all of them gone.
+pub fn select_victims(pod: &Pod, info: &NodeInfo, budgets: &dyn Budgets) -> Option<Victims> {
+    let mine = priority(pod);
+    let (mut potential, kept): (Vec<Pod>, Vec<Pod>) = info
+        .pod_list
+        .iter()
+        .cloned()
+        .partition(|p| priority(p) < mine);
+    if potential.is_empty() {
+        return None;
+    }
+    let mut remaining = kept;
+    if !fits(pod, &node_with(info, &remaining)) {
+        return None;
+    }
+    potential.sort_by(by_importance);
+    let (violating, non_violating) = budgets.split_violating(potential);
+    let mut victims = Vec::new();
+    let mut pdb_violations = 0;
+    for (protected, p) in violating
+        .into_iter()
+        .map(|p| (true, p))
+        .chain(non_violating.into_iter().map(|p| (false, p)))
+    {
+        remaining.push(p);
+        if fits(pod, &node_with(info, &remaining)) {
+            continue;
+        }
+        let p = remaining.pop().expect("just pushed");
+        if protected {
+            pdb_violations += 1;
+        }
+        victims.push(p);
+    }
+    victims.sort_by(by_importance);
+    Some(Victims {
+        pods: victims,
+        pdb_violations,
+    })
+}
+
+/// Upstream's `pickOneNodeForPreemption`: of the candidates (an index
+/// and its victims), a node needing no victims at once; else the fewest
+/// budget violations, then the lowest highest-priority victim, then the
+/// lowest sum of priorities, then the fewest victims, then the latest
+/// start among the highest-priority victims; the first of any tie.
+pub fn pick_node(candidates: &[(usize, Victims)]) -> Option<usize> {
+    if let Some((i, _)) = candidates.iter().find(|(_, v)| v.pods.is_empty()) {
+        return Some(*i);
+    }
+    let mut left: Vec<&(usize, Victims)> = candidates.iter().collect();
+    let criteria: [&dyn Fn(&Victims) -> i128; 5] = [
+        &|v| -(v.pdb_violations as i128),
+        &|v| -(priority(&v.pods[0]) as i128),
+        &|v| {
+            -v.pods
+                .iter()
+                .map(|p| priority(p) as i128 + i32::MAX as i128 + 1)
+                .sum::<i128>()
+        },
+        &|v| -(v.pods.len() as i128),
+        &|v| {
+            let top = priority(&v.pods[0]);
+            v.pods
+                .iter()
+                .filter(|p| priority(p) == top)
+                .map(|p| start_or_now(p).timestamp_nanos_opt().unwrap_or(i64::MAX))
+                .min()
+                .unwrap_or(i64::MIN) as i128
+        },
+    ];
+    for score in criteria {
+        let best = left.iter().map(|(_, v)| score(v)).max()?;
+        left.retain(|(_, v)| score(v) == best);
+        if left.len() == 1 {
+            break;
+        }
+    }
+    left.first().map(|(i, _)| *i)
+}
+
+/// The whole dry run: for each node whose failure removing pods may cure,
+/// the victims that make room there; then the node to preempt on.
+/// `failures[i]` are node `i`'s filter failures.
+pub fn find_node(
+    pod: &Pod,
+    infos: &[NodeInfo],
+    failures: &[Vec<Reason>],
+    budgets: &dyn Budgets,
+) -> Option<(usize, Victims)> {
+    let candidates: Vec<(usize, Victims)> = infos
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| failures.get(*i).is_some_and(|r| resolvable(r)))
+        .filter_map(|(i, info)| select_victims(pod, info, budgets).map(|v| (i, v)))
+        .collect();
+    let chosen = pick_node(&candidates)?;
+    candidates.into_iter().find(|(i, _)| *i == chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// A Ready node with `cpu` millicores, 4Gi and room for `pods` pods,
+    /// carrying `pods_on`.
+    fn node(name: &str, milli_cpu: i64, max_pods: i64, pods_on: &[Pod]) -> NodeInfo {
+        let v = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name},
+            "status": {
+                "allocatable": {"cpu": format!("{milli_cpu}m"), "memory": "4Gi", "pods": max_pods.to_string()},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        });
+        let mut info = NodeInfo::new(Arc::new(serde_json::from_value(v).unwrap()));
+        for p in pods_on {
+            info.add_pod(p);
+        }
+        info
+    }
+
+    /// A pod asking `milli_cpu`, of `priority`, started `started` seconds
+    /// after a fixed time (None: not started).
+    fn pod(name: &str, milli_cpu: i64, priority: i32, started: Option<i64>) -> Pod {
+        let start = started.map(|s| {
+            chrono::DateTime::from_timestamp(1_700_000_000 + s, 0)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        });
+        let mut v = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"priority": priority, "containers": [{"name": "c", "image": "i",
+                "resources": {"requests": {"cpu": format!("{milli_cpu}m")}}}]},
+            "status": {},
+        });
+        if let Some(s) = start {
+            v["status"]["startTime"] = Value::String(s);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn names(pods: &[Pod]) -> Vec<&str> {
+        pods.iter()
+            .map(|p| p.metadata.name.as_deref().unwrap_or(""))
+            .collect()
+    }
+
+    fn failures(preemptor: &Pod, infos: &[NodeInfo]) -> Vec<Vec<Reason>> {
+        infos.iter().map(|i| filter(preemptor, i)).collect()
+    }
+
+    /// Picks the node and its victims as the scheduler does.
+    fn preempt_on(preemptor: &Pod, infos: &[NodeInfo]) -> Option<(String, Vec<String>)> {
+        let f = failures(preemptor, infos);
+        find_node(preemptor, infos, &f, &NoBudgets).map(|(i, v)| {
+            let victims = names(&v.pods).iter().map(|s| s.to_string()).collect();
+            (infos[i].name().to_string(), victims)
+        })
+    }
+
+    // Upstream's TestSelectNodesForPreemption, in bosun's resources: which
+    // pods go on each node, the fewest needed, least important first.
+    #[test]
+    fn victims_are_the_fewest_lower_priority_pods() {
+        type Case<'a> = (&'a str, Pod, Vec<NodeInfo>, Option<(&'a str, Vec<&'a str>)>);
+        let cases: Vec<Case> = vec![
+            (
+                "a pod that fits with no preemption needs none (no candidates)",
+                pod("p", 100, 100, None),
+                vec![node("n1", 1000, 110, &[pod("a", 500, 0, Some(1))])],
+                None,
+            ),
+            (
+                "only lower priority pods are victims: equal priority stays",
+                pod("p", 600, 100, None),
+                vec![node("n1", 1000, 110, &[pod("a", 500, 100, Some(1))])],
+                None,
+            ),
+            (
+                "all lower priority pods removed still too small: no candidate",
+                pod("p", 1500, 100, None),
+                vec![node("n1", 1000, 110, &[pod("a", 500, 0, Some(1))])],
+                None,
+            ),
+            (
+                "the most important victims are reprieved first",
+                pod("p", 400, 100, None),
+                vec![node(
+                    "n1",
+                    1000,
+                    110,
+                    &[
+                        pod("a", 600, 10, Some(1)),
+                        pod("b", 200, 5, Some(1)),
+                        pod("c", 200, 1, Some(1)),
+                    ],
+                )],
+                Some(("n1", vec!["b", "c"])),
+            ),
+            (
+                "a higher priority pod is kept, the lower one that frees enough goes",
+                pod("p", 500, 100, None),
+                vec![node(
+                    "n1",
+                    1000,
+                    110,
+                    &[pod("a", 500, 50, Some(1)), pod("b", 500, 10, Some(1))],
+                )],
+                Some(("n1", vec!["b"])),
+            ),
+            (
+                "pod count: one pod removed is enough",
+                pod("p", 0, 100, None),
+                vec![node(
+                    "n1",
+                    1000,
+                    2,
+                    &[pod("a", 0, 10, Some(1)), pod("b", 0, 5, Some(2))],
+                )],
+                Some(("n1", vec!["b"])),
+            ),
+            (
+                "equal priorities: the later started victim goes",
+                pod("p", 500, 100, None),
+                vec![node(
+                    "n1",
+                    1000,
+                    110,
+                    &[pod("early", 500, 5, Some(1)), pod("late", 500, 5, Some(9))],
+                )],
+                Some(("n1", vec!["late"])),
+            ),
+        ];
+        for (name, preemptor, infos, want) in cases {
+            let got = preempt_on(&preemptor, &infos);
+            let want = want.map(|(n, v)| {
+                (
+                    n.to_string(),
+                    v.into_iter().map(str::to_string).collect::<Vec<_>>(),
+                )
+            });
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn unresolvable_nodes_are_not_candidates() {
+        let preemptor = pod("p", 600, 100, None);
+        let mut tainted = node("tainted", 1000, 110, &[pod("a", 500, 0, Some(1))]);
+        let mut v = serde_json::to_value(tainted.node.as_ref()).unwrap();
+        v["spec"] = json!({"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]});
+        tainted = NodeInfo {
+            node: Arc::new(serde_json::from_value(v).unwrap()),
+            ..tainted
+        };
+        assert_eq!(preempt_on(&preemptor, &[tainted]), None);
+    }
+
+    // Upstream's TestPickOneNodeForPreemption.
+    #[test]
+    fn the_node_is_picked_by_upstreams_criteria() {
+        type Case<'a> = (&'a str, Pod, Vec<NodeInfo>, &'a str);
+        let cases: Vec<Case> = vec![
+            (
+                "the node whose highest priority victim is lowest",
+                pod("p", 1000, 100, None),
+                vec![
+                    node("n1", 1000, 110, &[pod("a", 1000, 50, Some(1))]),
+                    node("n2", 1000, 110, &[pod("b", 1000, 10, Some(1))]),
+                    node("n3", 1000, 110, &[pod("c", 1000, 20, Some(1))]),
+                ],
+                "n2",
+            ),
+            (
+                "same highest priority: the lowest sum of priorities",
+                pod("p", 1000, 100, None),
+                vec![
+                    node(
+                        "n1",
+                        1000,
+                        110,
+                        &[pod("a1", 500, 10, Some(1)), pod("a2", 500, 10, Some(1))],
+                    ),
+                    node(
+                        "n2",
+                        1000,
+                        110,
+                        &[pod("b1", 500, 10, Some(1)), pod("b2", 500, 5, Some(1))],
+                    ),
+                ],
+                "n2",
+            ),
+            (
+                "sums of adjusted priorities: fewer negative-priority victims win",
+                pod("p", 1000, 100, None),
+                vec![
+                    node(
+                        "n1",
+                        1000,
+                        110,
+                        &[
+                            pod("a1", 400, 10, Some(1)),
+                            pod("a2", 300, -5, Some(1)),
+                            pod("a3", 300, -5, Some(1)),
+                        ],
+                    ),
+                    node(
+                        "n2",
+                        1000,
+                        110,
+                        &[pod("b1", 500, 10, Some(1)), pod("b2", 500, -5, Some(1))],
+                    ),
+                ],
+                "n2",
+            ),
+            (
+                "same highest priority: fewer victims make a lower adjusted sum",
+                pod("p", 1000, 100, None),
+                vec![
+                    node(
+                        "n1",
+                        1000,
+                        110,
+                        &[
+                            pod("a1", 400, 10, Some(1)),
+                            pod("a2", 300, 0, Some(1)),
+                            pod("a3", 300, 0, Some(1)),
+                        ],
+                    ),
+                    node(
+                        "n2",
+                        1000,
+                        110,
+                        &[pod("b1", 500, 10, Some(1)), pod("b2", 500, 0, Some(1))],
+                    ),
+                ],
+                "n2",
+            ),
+            (
+                "all else equal: the node whose highest priority victims started latest",
+                pod("p", 1000, 100, None),
+                vec![
+                    node(
+                        "n1",
+                        1000,
+                        110,
+                        &[pod("a1", 500, 10, Some(5)), pod("a2", 500, 0, Some(100))],
+                    ),
+                    node(
+                        "n2",
+                        1000,
+                        110,
+                        &[pod("b1", 500, 10, Some(20)), pod("b2", 500, 0, Some(1))],
+                    ),
+                    node(
+                        "n3",
+                        1000,
+                        110,
+                        &[pod("c1", 500, 10, Some(10)), pod("c2", 500, 0, Some(50))],
+                    ),
+                ],
+                "n2",
+            ),
+            (
+                "a complete tie: the first",
+                pod("p", 1000, 100, None),
+                vec![
+                    node("n1", 1000, 110, &[pod("a", 1000, 10, Some(1))]),
+                    node("n2", 1000, 110, &[pod("b", 1000, 10, Some(1))]),
+                ],
+                "n1",
+            ),
+        ];
+        for (name, preemptor, infos, want) in cases {
+            let got = preempt_on(&preemptor, &infos).map(|(n, _)| n);
+            assert_eq!(got.as_deref(), Some(want), "{name}");
+        }
+    }
+
+    #[test]
+    fn fewer_budget_violations_come_first() {
+        let with = |n: &str, v: usize| {
+            (
+                n.len(),
+                Victims {
+                    pods: vec![pod(n, 0, 0, Some(1))],
+                    pdb_violations: v,
+                },
+            )
+        };
+        // The node with more violations loses even with lower victims.
+        let mut a = with("a", 2);
+        a.1.pods = vec![pod("a", 0, -10, Some(1))];
+        let b = with("bb", 0);
+        assert_eq!(pick_node(&[a, b]), Some(2));
+        // A node needing no victims at all wins outright.
+        let none = (
+            7,
+            Victims {
+                pods: vec![],
+                pdb_violations: 0,
+            },
+        );
+        assert_eq!(pick_node(&[with("a", 0), none]), Some(7));
+    }
+
+    /// A budget protecting the named pods.
+    struct Protecting(&'static [&'static str]);
+
+    impl Budgets for Protecting {
+        fn split_violating(&self, pods: Vec<Pod>) -> (Vec<Pod>, Vec<Pod>) {
+            pods.into_iter()
+                .partition(|p| self.0.contains(&p.metadata.name.as_deref().unwrap_or("")))
+        }
+    }
+
+    #[test]
+    fn protected_victims_are_reprieved_first() {
+        let on = node(
+            "n1",
+            1000,
+            110,
+            &[pod("a", 500, 1, Some(1)), pod("b", 500, 5, Some(1))],
+        );
+        let preemptor = pod("p", 500, 10, None);
+        let plain = select_victims(&preemptor, &on, &NoBudgets).unwrap();
+        assert_eq!(names(&plain.pods), ["a"]);
+        let guarded = select_victims(&preemptor, &on, &Protecting(&["a"])).unwrap();
+        assert_eq!(names(&guarded.pods), ["b"]);
+        assert_eq!(guarded.pdb_violations, 0);
+        let whole = pod("p", 1000, 10, None);
+        let both = select_victims(&whole, &on, &Protecting(&["a"])).unwrap();
+        assert_eq!(names(&both.pods), ["b", "a"]);
+        assert_eq!(both.pdb_violations, 1);
+    }
+
+    #[test]
+    fn who_may_preempt() {
+        let on = node("n1", 1000, 110, &[pod("a", 500, 1, Some(1))]);
+        let p = pod("p", 1000, 10, None);
+        assert!(eligible(&p, std::slice::from_ref(&on)));
+        let mut never = p.clone();
+        never.spec.as_mut().unwrap().preemption_policy = Some("Never".into());
+        assert!(!eligible(&never, std::slice::from_ref(&on)));
+        // Nominated to a node where a lower priority victim is still going.
+        let mut nominated = p.clone();
+        nominated.status.as_mut().unwrap().nominated_node_name = Some("n1".into());
+        assert!(eligible(&nominated, std::slice::from_ref(&on)));
+        let mut going = pod("a", 500, 1, Some(1));
+        going.metadata.deletion_timestamp = Some(crate::toolkit::clock::from_chrono(Utc::now()));
+        let leaving = node("n1", 1000, 110, &[going]);
+        assert!(!eligible(&nominated, &[leaving]));
+    }
+}
