@@ -202,6 +202,9 @@ pub async fn authorize(
             Ok(()) => return Ok(()),
             Err(message) => reason = message,
         }
+        if ingress_tls_secret(store, a).await? {
+            return Ok(());
+        }
     }
     if rbac.allows(&user, &a.rbac_request(), a.namespace).await {
         return Ok(());
@@ -210,6 +213,31 @@ pub async fn authorize(
         return Err(reason);
     }
     Err(a.forbidden(""))
+}
+
+/// Whether `a` is a GET of a Secret that an Ingress of its namespace
+/// names in `spec.tls`: every node's built-in ingress controller serves
+/// every Ingress and terminates its TLS, so any node may read those
+/// Secrets, and no other (RBAC grants nodes no Secret).
+async fn ingress_tls_secret(store: &dyn Store, a: &Attributes<'_>) -> Result<bool, String> {
+    let (Some(ns), Some(name)) = (a.namespace, a.name) else {
+        return Ok(false);
+    };
+    if a.verb != "get" || a.group != "" || a.resource != "secrets" || a.subresource.is_some() {
+        return Ok(false);
+    }
+    let ingresses = bosun::resources::by_kind("networking.k8s.io/v1", "Ingress").expect("served");
+    let (kvs, _) = store
+        .list(&format!("{}{ns}/", ingresses.storage_prefix()))
+        .await
+        .map_err(|e| format!("reading the namespace's ingresses: {e}"))?;
+    Ok(kvs.iter().any(|kv| {
+        serde_json::from_slice::<Value>(&kv.value).is_ok_and(|ing| {
+            ing["spec"]["tls"]
+                .as_array()
+                .is_some_and(|tls| tls.iter().any(|t| t["secretName"] == name))
+        })
+    }))
 }
 
 /// Reads what the Node authorizer needs for `a`: whether a pod of the

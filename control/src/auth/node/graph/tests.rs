@@ -487,3 +487,42 @@ async fn a_node_reads_a_secret_of_its_pod_from_the_moment_it_is_bound() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn any_node_may_get_the_tls_secrets_ingresses_name_and_no_other() {
+    let (store, _) = lagging(Duration::ZERO);
+    let ingress = json!({
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"tls": [{"hosts": ["a.test"], "secretName": "web-tls"}]}
+    });
+    put(
+        store.as_ref(),
+        "/registry/ingresses.networking.k8s.io/default/web",
+        &ingress,
+    )
+    .await;
+    let graph = NodeGraph::new(store.clone());
+    tokio::spawn(graph.clone().follow());
+    // No RBAC policy in this store: what is allowed is the authorizer's.
+    let rbac = crate::auth::rbac::Rbac::new(store.clone()).await.unwrap();
+    let who = crate::auth::Identity::Node("a".into());
+    let decide = |verb: &'static str, ns: &'static str, name: Option<&'static str>| {
+        let attrs = crate::auth::Attributes {
+            user: "system:node:a".into(),
+            verb,
+            group: "",
+            resource: "secrets",
+            subresource: None,
+            namespace: Some(ns),
+            name,
+            created_name: None,
+        };
+        let (store, rbac, graph, who) = (store.clone(), &rbac, &graph, &who);
+        async move { crate::auth::authorize(store.as_ref(), rbac, graph, who, &attrs).await }
+    };
+    assert_eq!(decide("get", "default", Some("web-tls")).await, Ok(()));
+    assert!(decide("get", "default", Some("db-password")).await.is_err());
+    assert!(decide("get", "prod", Some("web-tls")).await.is_err());
+    assert!(decide("list", "default", None).await.is_err());
+    assert!(decide("update", "default", Some("web-tls")).await.is_err());
+}

@@ -325,7 +325,8 @@ fn ingress_controller_rules() -> Vec<PolicyRule> {
             &["networking.k8s.io"],
             &["ingresses/status"],
         ),
-        rule(READ, &[""], &["secrets"]),
+        // Its TLS Secrets: the Node authorizer lets a node get those an
+        // Ingress names (auth::ingress_tls_secret), and no other.
     ]
 }
 
