@@ -231,6 +231,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("autoscaling", "v2beta2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
          "horizontalpodautoscaler", true,
          short: ["hpa"], cat: ["all"], sub: ["status"], storage: "v2"),
+    res!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
+         true, short: ["pdb"], cat: [], sub: ["status"]),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

@@ -12,9 +12,9 @@ use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::controllers::{
-    clusterroleaggregation, cronjob, daemonset, deployment, endpoints, endpointslice, eventttl,
-    garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset,
-    rootcacertpublisher, serviceaccount, statefulset, tainteviction, volumebinding,
+    clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoints, endpointslice,
+    eventttl, garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc,
+    replicaset, rootcacertpublisher, serviceaccount, statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -72,6 +72,7 @@ pub const CONTROLLERS: &[ControllerDescriptor] = &[
     ControllerDescriptor::new("clusterrole-aggregation", |shared, _| {
         clusterroleaggregation::start(shared)
     }),
+    ControllerDescriptor::new("disruption", |shared, _| disruption::start(shared)),
 ];
 
 /// Tunables of the controllers.

@@ -23,6 +23,7 @@ mod core_group;
 mod discovery;
 mod fields;
 mod pod;
+mod policy;
 mod rbac;
 mod storage;
 
@@ -62,6 +63,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &batch::JOB,
     &batch::CRON_JOB,
     &autoscaling::HORIZONTAL_POD_AUTOSCALER,
+    &policy::POD_DISRUPTION_BUDGET,
     &storage::STORAGE_CLASS,
     &rbac::ROLE,
     &rbac::CLUSTER_ROLE,

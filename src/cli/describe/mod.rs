@@ -5,6 +5,7 @@
 mod apps;
 mod generic;
 mod pod;
+mod policy;
 mod sections;
 mod service;
 mod storage;
@@ -25,6 +26,7 @@ use super::targets::parse_targets;
 use apps::{describe_deployment, describe_replicaset};
 use generic::describe_generic;
 use pod::describe_pod;
+use policy::describe_pod_disruption_budget;
 use service::describe_service;
 use storage::{describe_persistent_volume, describe_persistent_volume_claim};
 use writer::{parse_time, str_of, Out};
@@ -170,6 +172,7 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
         "PersistentVolumeClaim" if info.group.is_empty() => {
             describe_persistent_volume_claim(&obj, &namespace_pods(ctx, &obj).await)
         }
+        "PodDisruptionBudget" if info.group == "policy" => describe_pod_disruption_budget(&obj),
         _ => describe_generic(&obj, info),
     };
     events(ctx, info, &obj, &mut out).await;

@@ -94,6 +94,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             add::<autoscaling::v2::HorizontalPodAutoscaler>(gen)
         }
+        ("policy", "v1", "PodDisruptionBudget") => {
+            add::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(gen)
+        }
         _ => return None,
     })
 }
