@@ -1,7 +1,7 @@
 //! `POST .../pods/{name}/eviction`: deletes a pod on behalf of a
 //! disruption (kubectl drain), as kube-apiserver's `EvictionREST`, within
 //! the PodDisruptionBudgets of its namespace: the decision is
-//! [`crate::controllers::disruption::eviction::decide`]; an allowed
+//! [`bosun::disruption::eviction::decide`]; an allowed
 //! eviction under a budget first spends one of its disruptions and
 //! records the pod in its `disruptedPods` (a write over the version read,
 //! retried on conflict), then deletes the pod with the Eviction's
@@ -21,10 +21,10 @@ use super::error::{ApiError, ApiResult};
 use super::object::{self, meta_str};
 use super::request::{dry_run, load, name_of, store_update, MAX_ATTEMPTS};
 use super::{object_response, ApiRequest, ApiState};
-use crate::controllers::disruption::eviction::{
+use crate::store::{KeyValue, StoreError};
+use bosun::disruption::eviction::{
     decide, Verdict, DISRUPTION_BUDGET_CAUSE, MORE_THAN_ONE_BUDGET, VIOLATES_BUDGET,
 };
-use crate::store::{KeyValue, StoreError};
 
 fn pdb_resource() -> &'static bosun::resources::ResourceInfo {
     bosun::resources::by_path("policy", "v1", "poddisruptionbudgets")

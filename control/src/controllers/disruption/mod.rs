@@ -20,11 +20,10 @@
 //!    condition; when the numbers cannot be worked out, no disruption is
 //!    allowed (`SyncFailed`).
 //!
-//! [`eviction`] is the other half: what the eviction subresource decides
-//! from a pod and the budgets of its namespace.
+//! The arithmetic is [`bosun::disruption::budget`]; the other half,
+//! what the eviction subresource decides from a pod and the budgets of
+//! its namespace, is [`bosun::disruption::eviction`].
 
-pub mod budget;
-pub mod eviction;
 #[cfg(test)]
 mod tests;
 
@@ -51,7 +50,8 @@ use bosun::selector::LabelSelector;
 use crate::toolkit::api_errors::{is_status, message_of};
 use crate::toolkit::pods::in_namespace;
 use crate::toolkit::{controller_of, run_controller, synced, Clock, Shared};
-use budget::ControllerScale;
+use bosun::disruption::budget::{self, ControllerScale};
+use bosun::disruption::eviction;
 
 /// Every budget is synced this often even without a change (upstream's
 /// informer resync).

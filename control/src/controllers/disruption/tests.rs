@@ -12,9 +12,9 @@ use k8s_openapi::api::policy::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::budget::{self, ControllerScale, Expected};
-use super::eviction::{decide, Verdict};
-use crate::toolkit::from_chrono;
+use bosun::disruption::budget::{self, ControllerScale, Expected};
+use bosun::disruption::eviction::{decide, Verdict};
+use bosun::disruption::from_chrono;
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap()

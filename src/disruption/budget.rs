@@ -13,8 +13,8 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::toolkit::pods::is_ready;
-use crate::toolkit::{controller_of, from_chrono, to_chrono};
+use super::{from_chrono, is_ready, to_chrono};
+use crate::owners::controller_of;
 
 /// How long a pod named in `disruptedPods` is expected to take to be
 /// deleted (upstream's `DeletionTimeout`); past it the pod counts again.

@@ -7,11 +7,9 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use bosun::selector::LabelSelector;
-
 use super::budget::update_allowed_condition;
-use crate::toolkit::from_chrono;
-use crate::toolkit::pods::{is_ready, phase_of};
+use super::{from_chrono, is_ready, phase_of};
+use crate::selector::LabelSelector;
 
 /// The message of the 429 an eviction gets when a budget forbids it.
 pub const VIOLATES_BUDGET: &str =
