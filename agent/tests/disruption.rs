@@ -183,7 +183,7 @@ async fn drains_evict_one_pod_at_a_time_within_a_budget() {
     );
     assert!(
         stderr.contains(&format!("(will retry after 5s): {VIOLATES}")),
-        "{stderr}"
+        "{stdout}\n{stderr}\nfewest ready: {fewest}"
     );
     let evicted = stdout.lines().filter(|l| l.ends_with(" evicted")).count();
     assert_eq!(evicted, 3, "{stdout}");

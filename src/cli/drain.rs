@@ -263,6 +263,8 @@ async fn evict_and_wait(
     let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     println!("evicting pod {ns}/{name}");
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    // A 429 from a disruption budget is reported and retried here.
+    let evictions: Api<Pod> = Api::namespaced(ctx.client_no_retry.clone(), &ns);
     let mut eviction = json!({
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -279,7 +281,7 @@ async fn evict_and_wait(
                 args.timeout
             );
         }
-        match api
+        match evictions
             .create_subresource::<serde_json::Value, serde_json::Value>(
                 "eviction",
                 &name,
