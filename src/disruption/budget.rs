@@ -52,9 +52,10 @@ pub fn scaled_value(v: &IntOrString, total: i32, round_up: bool) -> Result<i32, 
         IntOrString::Int(n) => Ok(*n),
         IntOrString::String(s) => {
             let Some(number) = s.strip_suffix('%') else {
-                return Err(format!(
+                return Err(
                     "invalid value for IntOrString: invalid type: string is not a percentage"
-                ));
+                        .to_string(),
+                );
             };
             let percent: i64 = number
                 .parse()

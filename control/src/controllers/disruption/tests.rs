@@ -426,7 +426,7 @@ fn evictions_are_decided_as_eviction_rest() {
     let blocking = with_status(pdb(int(2), None), 0, 2, 2);
 
     // Allowed: one disruption spent, the pod recorded.
-    let Verdict::Decrement(next) = decide(&ready, &[allowing.clone()], now()) else {
+    let Verdict::Decrement(next) = decide(&ready, std::slice::from_ref(&allowing), now()) else {
         panic!("expected a decrement")
     };
     let st = next.status.unwrap();
@@ -436,7 +436,7 @@ fn evictions_are_decided_as_eviction_rest() {
 
     // No disruption left: 429 naming the budget's numbers.
     assert_eq!(
-        decide(&ready, &[blocking.clone()], now()),
+        decide(&ready, std::slice::from_ref(&blocking), now()),
         Verdict::TooManyRequests(
             "The disruption budget web needs 2 healthy pods and has 2 currently".into()
         )
@@ -475,7 +475,7 @@ fn evictions_are_decided_as_eviction_rest() {
         let mut p = (*ready).clone();
         p.status.as_mut().unwrap().phase = Some(phase.into());
         assert_eq!(
-            decide(&p, &[blocking.clone()], now()),
+            decide(&p, std::slice::from_ref(&blocking), now()),
             Verdict::Delete,
             "{phase}"
         );
@@ -483,12 +483,12 @@ fn evictions_are_decided_as_eviction_rest() {
     // Unready pods: IfHealthyBudget lets one go while the budget is met,
     // not while it is not; AlwaysAllow always does.
     assert_eq!(
-        decide(&unready, &[blocking.clone()], now()),
+        decide(&unready, std::slice::from_ref(&blocking), now()),
         Verdict::DeleteUnhealthy
     );
     let unmet = with_status(pdb(int(2), None), 0, 1, 2);
     assert!(matches!(
-        decide(&unready, &[unmet.clone()], now()),
+        decide(&unready, std::slice::from_ref(&unmet), now()),
         Verdict::TooManyRequests(_)
     ));
     let mut always = unmet.clone();
