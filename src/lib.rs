@@ -4,6 +4,7 @@
 pub mod bootstrap;
 pub mod cron;
 pub mod defaults;
+pub mod disruption;
 pub mod events;
 pub mod fieldmanager;
 pub mod files;

@@ -243,6 +243,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: [], cat: [], sub: []),
     res!("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", false,
          short: ["pc"], cat: [], sub: []),
+    res!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
+         true, short: ["pdb"], cat: [], sub: ["status"]),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

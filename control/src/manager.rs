@@ -12,9 +12,10 @@ use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::controllers::{
-    clusterroleaggregation, cronjob, daemonset, deployment, endpoints, endpointslice, eventttl,
-    garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc, replicaset,
-    resourcequota, rootcacertpublisher, serviceaccount, statefulset, tainteviction, volumebinding,
+    clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoints, endpointslice,
+    eventttl, garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc,
+    replicaset, resourcequota, rootcacertpublisher, serviceaccount, statefulset, tainteviction,
+    volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -73,6 +74,7 @@ pub const CONTROLLERS: &[ControllerDescriptor] = &[
         clusterroleaggregation::start(shared)
     }),
     ControllerDescriptor::new("resourcequota", |shared, _| resourcequota::start(shared)),
+    ControllerDescriptor::new("disruption", |shared, _| disruption::start(shared)),
 ];
 
 /// Tunables of the controllers.

@@ -60,6 +60,10 @@ pub struct ConnectOptions {
 #[derive(Clone)]
 pub struct Ctx {
     pub client: Client,
+    /// The same API without kube's automatic retries of 429/503/504, for
+    /// requests whose refusals the command reports and retries itself
+    /// (drain's evictions, as kubectl's).
+    pub client_no_retry: Client,
     pub namespace: String,
 }
 
@@ -130,8 +134,15 @@ impl Ctx {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
+        let mut once = config.clone();
+        once.default_retry = false;
         let client = Client::try_from(config).context("building the API client")?;
-        Ok(Ctx { client, namespace })
+        let client_no_retry = Client::try_from(once).context("building the API client")?;
+        Ok(Ctx {
+            client,
+            client_no_retry,
+            namespace,
+        })
     }
 
     /// The namespace to use for `info`: None for cluster-scoped resources.

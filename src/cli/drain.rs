@@ -234,24 +234,54 @@ async fn drain_one(
         anyhow::bail!(errors_message(&plan.errors));
     }
     let started = Instant::now();
-    let mut evicted = Vec::new();
-    for key in &plan.evict {
+    // Every pod at once, each retrying while a disruption budget says no
+    // (429), then waiting until it is gone, as kubectl's evictPods.
+    let evictions = plan.evict.iter().map(|key| {
         let pod = pods
             .iter()
             .find(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()) == *key)
             .expect("planned from this list");
-        let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
-        println!("evicting pod {key}");
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-        let mut eviction = json!({
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": ns},
-        });
-        if args.grace_period >= 0 {
-            eviction["deleteOptions"] = json!({"gracePeriodSeconds": args.grace_period});
+        evict_and_wait(ctx, pod, args, started, timeout)
+    });
+    for result in futures::future::join_all(evictions).await {
+        result?;
+    }
+    Ok(())
+}
+
+/// How long drain waits before asking again when a disruption budget
+/// refuses an eviction (kubectl's 5 s).
+const EVICTION_RETRY: Duration = Duration::from_secs(5);
+
+async fn evict_and_wait(
+    ctx: &Ctx,
+    pod: &Pod,
+    args: &DrainArgs,
+    started: Instant,
+    timeout: Option<Duration>,
+) -> Result<()> {
+    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    println!("evicting pod {ns}/{name}");
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    // A 429 from a disruption budget is reported and retried here.
+    let evictions: Api<Pod> = Api::namespaced(ctx.client_no_retry.clone(), &ns);
+    let mut eviction = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": ns},
+    });
+    if args.grace_period >= 0 {
+        eviction["deleteOptions"] = json!({"gracePeriodSeconds": args.grace_period});
+    }
+    let timed_out = || timeout.is_some_and(|t| started.elapsed() > t);
+    loop {
+        if timed_out() {
+            anyhow::bail!(
+                "error when evicting pods/{name:?} -n {ns:?}: global timeout reached: {}",
+                args.timeout
+            );
         }
-        match api
+        match evictions
             .create_subresource::<serde_json::Value, serde_json::Value>(
                 "eviction",
                 &name,
@@ -260,29 +290,37 @@ async fn drain_one(
             )
             .await
         {
-            Ok(_) => evicted.push((api, name, pod.metadata.uid.clone())),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                eprintln!(
+                    "error when evicting pods/{name:?} -n {ns:?} (will retry after 5s): {}",
+                    s.message
+                );
+                tokio::time::sleep(EVICTION_RETRY).await;
+            }
+            Err(kube::Error::Api(s)) => {
+                anyhow::bail!("error when evicting pods/{name:?} -n {ns:?}: {}", s.message)
+            }
             Err(e) => return Err(e.into()),
         }
     }
-    // Wait until each is gone (or replaced by a new pod of that name).
-    for (api, name, uid) in evicted {
-        loop {
-            match api.get_opt(&name).await? {
-                Some(p) if p.metadata.uid == uid => {}
-                _ => break,
-            }
-            if timeout.is_some_and(|t| started.elapsed() > t) {
-                anyhow::bail!(
-                    "error when waiting for pod {name:?} in namespace {:?} to terminate: global timeout reached: {}",
-                    api.namespace().unwrap_or_default(),
-                    args.timeout
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+    // Wait until it is gone (or replaced by a new pod of that name).
+    let uid = pod.metadata.uid.clone();
+    loop {
+        match api.get_opt(&name).await? {
+            Some(p) if p.metadata.uid == uid => {}
+            _ => break,
         }
-        println!("pod/{name} evicted");
+        if timed_out() {
+            anyhow::bail!(
+                "error when waiting for pod {name:?} in namespace {ns:?} to terminate: global timeout reached: {}",
+                args.timeout
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    println!("pod/{name} evicted");
     Ok(())
 }
 

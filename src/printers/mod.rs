@@ -25,6 +25,7 @@ mod fields;
 mod ingress;
 mod networkpolicy;
 mod pod;
+mod policy;
 mod quota;
 mod rbac;
 mod scheduling;
@@ -69,6 +70,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &batch::JOB,
     &batch::CRON_JOB,
     &autoscaling::HORIZONTAL_POD_AUTOSCALER,
+    &policy::POD_DISRUPTION_BUDGET,
     &storage::STORAGE_CLASS,
     &rbac::ROLE,
     &rbac::CLUSTER_ROLE,

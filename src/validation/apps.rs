@@ -86,7 +86,11 @@ fn int_or_percent_value(v: Option<&Value>) -> i64 {
     }
 }
 
-fn validate_positive_int_or_percent(v: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_positive_int_or_percent(
+    v: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     match v {
         Some(Value::String(s)) => {
             for m in is_valid_percent(s) {
@@ -103,7 +107,7 @@ fn validate_positive_int_or_percent(v: Option<&Value>, path: &str, errs: &mut Ve
     }
 }
 
-fn not_more_than_100_percent(v: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn not_more_than_100_percent(v: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     if let Some(Value::String(s)) = v {
         if is_valid_percent(s).is_empty() && int_or_percent_value(v) > 100 {
             errs.push(FieldError::invalid(

@@ -20,6 +20,7 @@ mod ingress;
 mod meta;
 mod networkpolicy;
 mod pod;
+pub mod policy;
 mod quota;
 mod rbac;
 pub mod scheduling;
@@ -522,6 +523,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
             roundtrip::<autoscaling::v1::HorizontalPodAutoscaler>(v)
         }
+        ("policy", "v1", "PodDisruptionBudget") => {
+            roundtrip::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(v)
+        }
         ("rbac.authorization.k8s.io", "v1", "Role") => roundtrip::<rbacv1::Role>(v),
         ("rbac.authorization.k8s.io", "v1", "ClusterRole") => roundtrip::<rbacv1::ClusterRole>(v),
         ("rbac.authorization.k8s.io", "v1", "RoleBinding") => roundtrip::<rbacv1::RoleBinding>(v),
@@ -592,6 +596,7 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate_hpa(res.version, spec, &mut errs)
         }
+        ("policy", "PodDisruptionBudget") => policy::validate_pdb(obj, &mut errs),
         ("rbac.authorization.k8s.io", "Role") => rbac::validate_rules(obj, true, &mut errs),
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::validate_rules(obj, false, &mut errs),
         ("rbac.authorization.k8s.io", "RoleBinding") => {

@@ -18,6 +18,7 @@ pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod eventttl;

@@ -5,6 +5,7 @@
 mod apps;
 mod generic;
 mod pod;
+mod policy;
 mod scheduling;
 mod sections;
 mod service;
@@ -26,6 +27,7 @@ use super::targets::parse_targets;
 use apps::{describe_deployment, describe_replicaset};
 use generic::describe_generic;
 use pod::describe_pod;
+use policy::describe_pod_disruption_budget;
 use service::describe_service;
 use storage::{describe_persistent_volume, describe_persistent_volume_claim};
 use writer::{parse_time, str_of, Out};
@@ -172,6 +174,7 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
             describe_persistent_volume_claim(&obj, &namespace_pods(ctx, &obj).await)
         }
         "PriorityClass" => scheduling::describe_priority_class(&obj),
+        "PodDisruptionBudget" if info.group == "policy" => describe_pod_disruption_budget(&obj),
         _ => describe_generic(&obj, info),
     };
     events(ctx, info, &obj, &mut out).await;

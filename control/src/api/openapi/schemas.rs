@@ -106,6 +106,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("networking.k8s.io", "v1", "IngressClass") => {
             add::<k8s_openapi::api::networking::v1::IngressClass>(gen)
         }
+        ("policy", "v1", "PodDisruptionBudget") => {
+            add::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(gen)
+        }
         _ => return None,
     })
 }

@@ -308,6 +308,21 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
                 events(),
             ],
         ),
+        (
+            "disruption",
+            "disruption-controller",
+            vec![
+                rule(READ, &["extensions", "apps"], &["deployments"]),
+                rule(READ, &["apps", "extensions"], &["replicasets"]),
+                rule(READ, &[""], &["replicationcontrollers"]),
+                rule(READ, &["policy"], &["poddisruptionbudgets"]),
+                rule(READ, &["apps"], &["statefulsets"]),
+                rule(&["update"], &["policy"], &["poddisruptionbudgets/status"]),
+                rule(&["get"], &["*"], &["*/scale"]),
+                rule(&["patch", "update"], &[""], &["pods/status"]),
+                events(),
+            ],
+        ),
         // Not an upstream controller: Kubernetes expires Events with
         // etcd leases; bosun deletes them.
         (
