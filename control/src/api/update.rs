@@ -43,7 +43,12 @@ pub(super) fn part_of(req: &ApiRequest) -> Part {
 /// The object a write produces from the stored one and what the client
 /// sent: system metadata stays, generation counts spec changes, status
 /// moves only through the status subresource.
-pub(super) fn merge_write(res: &ResourceInfo, current: &Value, new: Value, part: Part) -> Value {
+pub(super) fn merge_write(
+    res: &'static ResourceInfo,
+    current: &Value,
+    new: Value,
+    part: Part,
+) -> Value {
     if part == Part::Status {
         let mut out = current.clone();
         match new.get("status") {
@@ -92,6 +97,12 @@ pub(super) fn merge_write(res: &ResourceInfo, current: &Value, new: Value, part:
             }
         }
     }
+    // Defaulted before the specs are compared, as upstream decodes (and so
+    // defaults) a patched object before PrepareForUpdate counts its
+    // generation: a patch that drops a defaulted field (kubectl's
+    // `$retainKeys` on a Deployment strategy naming no `type`) changes
+    // nothing.
+    defaults::apply_defaults(super::storage_resource(res), &mut out);
     strategy::for_kind(res.kind).prepare_for_update(current, &mut out);
     if out.get("spec") != current.get("spec") {
         let generation = cur_md
@@ -289,8 +300,10 @@ mod tests {
     #[test]
     fn generation_counts_spec_changes_only() {
         let deploy = bosun::resources::by_name("deploy").unwrap();
-        let current = json!({"metadata": {"name": "d", "generation": 3, "uid": "u"},
+        let mut current = json!({"metadata": {"name": "d", "generation": 3, "uid": "u"},
             "spec": {"replicas": 1}, "status": {"replicas": 1}});
+        // Stored objects are defaulted.
+        defaults::apply_defaults(deploy, &mut current);
         let relabeled = json!({"metadata": {"name": "d", "labels": {"a": "b"}},
             "spec": {"replicas": 1}, "status": {"replicas": 9}});
         let out = merge_write(deploy, &current, relabeled, Part::Main);
@@ -300,6 +313,15 @@ mod tests {
             out["status"]["replicas"], 1,
             "status moves only through /status"
         );
+        // A write leaving out what defaulting fills in (kubectl's
+        // `$retainKeys` patch drops the strategy's `type`) changes no spec.
+        let mut sparse = current.clone();
+        sparse["spec"]["strategy"]
+            .as_object_mut()
+            .unwrap()
+            .remove("type");
+        let out = merge_write(deploy, &current, sparse, Part::Main);
+        assert_eq!(out["metadata"]["generation"], 3);
         let scaled = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2}});
         let out = merge_write(deploy, &current, scaled, Part::Main);
         assert_eq!(out["metadata"]["generation"], 4);
