@@ -223,7 +223,8 @@ async fn ingress_tls_secret(store: &dyn Store, a: &Attributes<'_>) -> Result<boo
     let (Some(ns), Some(name)) = (a.namespace, a.name) else {
         return Ok(false);
     };
-    if a.verb != "get" || a.group != "" || a.resource != "secrets" || a.subresource.is_some() {
+    if a.verb != "get" || !a.group.is_empty() || a.resource != "secrets" || a.subresource.is_some()
+    {
         return Ok(false);
     }
     let ingresses = bosun::resources::by_kind("networking.k8s.io/v1", "Ingress").expect("served");
