@@ -37,6 +37,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{
     Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -137,6 +138,8 @@ pub struct Scheduler {
     claims: Store<PersistentVolumeClaim>,
     volumes: Store<PersistentVolume>,
     classes: Store<StorageClass>,
+    /// PodDisruptionBudgets, which preemption spares where it can.
+    budgets: Store<PodDisruptionBudget>,
     recorder: EventRecorder,
     queue: SchedulingQueue,
     assumed: HashMap<String, Assumed>,
@@ -213,6 +216,7 @@ impl Scheduler {
             claims: shared.informers.store::<PersistentVolumeClaim>(),
             volumes: shared.informers.store::<PersistentVolume>(),
             classes: shared.informers.store::<StorageClass>(),
+            budgets: shared.informers.store::<PodDisruptionBudget>(),
             recorder: shared.recorder(SCHEDULER_NAME),
             queue: SchedulingQueue::default(),
             assumed: HashMap::new(),
@@ -385,7 +389,9 @@ impl Scheduler {
             let msg = message::fit_error(infos.len(), &failures);
             self.unschedulable(pod, &msg).await;
             if preemption::eligible(pod, infos) {
-                let budgets = preemption::NoBudgets;
+                let budgets = preemption::PdbBudgets(
+                    self.budgets.state().iter().map(|b| (**b).clone()).collect(),
+                );
                 if let Some((i, victims)) = preemption::find_node(pod, infos, &per_node, &budgets) {
                     let node = infos[i].name().to_string();
                     if let Err(e) = self.preempt(pod, &node, &victims.pods).await {

@@ -4,15 +4,19 @@
 //! one node by upstream's criteria, and evict its victims so the pod can
 //! be placed there once they are gone.
 //!
-//! PodDisruptionBudgets: [`Budgets`] says which victims a budget protects;
-//! victims that would violate one are reprieved first and nodes with
-//! fewer violations are preferred, as upstream does. Until bosun serves
-//! PodDisruptionBudgets, [`NoBudgets`] protects nothing.
+//! PodDisruptionBudgets: [`Budgets`] says which victims a budget protects
+//! ([`PdbBudgets`], the cluster's budgets, as upstream's
+//! `filterPodsWithPDBViolation`); victims that would violate one are
+//! reprieved first and nodes with fewer violations are preferred, as
+//! upstream does. A budget is respected where possible, not always: when
+//! only violating victims make room, they go.
 
 use std::cmp::Ordering;
 
+use bosun::selector::LabelSelector;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::filters::{filter, Reason};
 use super::nodeinfo::NodeInfo;
@@ -104,6 +108,65 @@ pub struct NoBudgets;
 impl Budgets for NoBudgets {
     fn split_violating(&self, pods: Vec<Pod>) -> (Vec<Pod>, Vec<Pod>) {
         (Vec::new(), pods)
+    }
+}
+
+/// The cluster's PodDisruptionBudgets. Going through the victims in order,
+/// each takes one from the `disruptionsAllowed` of every budget of its
+/// namespace that selects it (a budget with an empty selector selects
+/// nothing here, and a pod already in its `disruptedPods` takes nothing);
+/// a victim that takes a budget below zero violates it.
+pub struct PdbBudgets(pub Vec<PodDisruptionBudget>);
+
+impl Budgets for PdbBudgets {
+    fn split_violating(&self, pods: Vec<Pod>) -> (Vec<Pod>, Vec<Pod>) {
+        let mut allowed: Vec<i32> = self
+            .0
+            .iter()
+            .map(|b| {
+                b.status
+                    .as_ref()
+                    .and_then(|s| s.disruptions_allowed)
+                    .unwrap_or(0)
+            })
+            .collect();
+        let (mut violating, mut rest) = (Vec::new(), Vec::new());
+        for pod in pods {
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let mut violated = false;
+            for (i, budget) in self.0.iter().enumerate() {
+                if labels.is_empty() || budget.metadata.namespace != pod.metadata.namespace {
+                    continue;
+                }
+                let Some(selector) = budget.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+                    continue;
+                };
+                let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                    && selector
+                        .match_expressions
+                        .as_ref()
+                        .is_none_or(|e| e.is_empty());
+                let selects = !empty
+                    && LabelSelector::from_optional(Some(selector))
+                        .is_ok_and(|s| s.matches(&labels));
+                let disrupted = budget
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.disrupted_pods.as_ref())
+                    .is_some_and(|d| d.contains_key(&name));
+                if selects && !disrupted {
+                    allowed[i] -= 1;
+                    violated |= allowed[i] < 0;
+                }
+            }
+            if violated {
+                violating.push(pod);
+            } else {
+                rest.push(pod);
+            }
+        }
+        (violating, rest)
     }
 }
 
@@ -570,6 +633,86 @@ mod tests {
         let both = select_victims(&whole, &on, &Protecting(&["a"])).unwrap();
         assert_eq!(names(&both.pods), ["b", "a"]);
         assert_eq!(both.pdb_violations, 1);
+    }
+
+    fn labelled(name: &str, ns: &str, app: Option<&str>) -> Pod {
+        let mut p = pod(name, 100, 1, Some(1));
+        p.metadata.namespace = Some(ns.into());
+        p.metadata.labels = app.map(|a| [("app".to_string(), a.to_string())].into());
+        p
+    }
+
+    fn budget(ns: &str, selector: Value, allowed: i32, disrupted: &[&str]) -> PodDisruptionBudget {
+        let disrupted: serde_json::Map<String, Value> = disrupted
+            .iter()
+            .map(|n| (n.to_string(), json!("2026-01-01T00:00:00Z")))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "b", "namespace": ns},
+            "spec": {"selector": selector},
+            "status": {"disruptionsAllowed": allowed, "disruptedPods": disrupted,
+                "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn budgets_protect_the_victims_past_their_allowance() {
+        let web = json!({"matchLabels": {"app": "web"}});
+        let split = |budgets: Vec<PodDisruptionBudget>, pods: Vec<Pod>| {
+            let (v, r) = PdbBudgets(budgets).split_violating(pods);
+            (
+                names(&v).iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                names(&r).iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        let three = || {
+            vec![
+                labelled("w1", "default", Some("web")),
+                labelled("w2", "default", Some("web")),
+                labelled("w3", "default", Some("web")),
+            ]
+        };
+        // One disruption allowed: the first victim takes it, the others violate.
+        assert_eq!(
+            split(vec![budget("default", web.clone(), 1, &[])], three()),
+            (vec!["w2".into(), "w3".into()], vec!["w1".into()])
+        );
+        // A pod already disrupted (being evicted) takes nothing.
+        assert_eq!(
+            split(vec![budget("default", web.clone(), 1, &["w1"])], three()),
+            (vec!["w3".into()], vec!["w1".into(), "w2".into()])
+        );
+        // Another namespace, another app, no labels, an empty selector: not selected.
+        let others = vec![
+            labelled("x", "prod", Some("web")),
+            labelled("y", "default", Some("db")),
+            labelled("z", "default", None),
+        ];
+        assert_eq!(
+            split(vec![budget("default", web.clone(), 0, &[])], others.clone()).0,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            split(vec![budget("default", json!({}), 0, &[])], three()).0,
+            Vec::<String>::new()
+        );
+        // Reprieved first: with one allowed, a node's choice keeps w2 and w3.
+        let on = node(
+            "n1",
+            300,
+            110,
+            &[
+                labelled("w1", "default", Some("web")),
+                labelled("w2", "default", Some("web")),
+                labelled("w3", "default", Some("web")),
+            ],
+        );
+        let preemptor = pod("p", 100, 10, None);
+        let budgets = PdbBudgets(vec![budget("default", web, 1, &[])]);
+        let victims = select_victims(&preemptor, &on, &budgets).unwrap();
+        assert_eq!(victims.pods.len(), 1);
+        assert_eq!(victims.pdb_violations, 0);
     }
 
     #[test]
