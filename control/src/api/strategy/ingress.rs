@@ -8,12 +8,11 @@
 
 use async_trait::async_trait;
 use bosun::validation::FieldError;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::Strategy;
 use crate::api::error::ApiResult;
-use crate::api::request::list_all;
-use crate::api::{object, ApiState};
+use crate::api::ApiState;
 
 /// The annotation that makes an IngressClass the default.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
@@ -25,50 +24,26 @@ pub struct IngressStrategy;
 /// The default class among `classes`, as [`super::volume::default_class`]
 /// picks among StorageClasses.
 pub fn default_ingress_class(classes: &[Value]) -> Option<String> {
-    classes
-        .iter()
-        .filter(|c| {
-            c.pointer("/metadata/annotations")
-                .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
-                .and_then(Value::as_str)
-                == Some("true")
-                && object::meta_str(c, "deletionTimestamp").is_none()
-        })
-        .max_by(|a, b| {
-            let created = |c: &Value| {
-                object::meta_str(c, "creationTimestamp")
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let name = |c: &Value| object::meta_str(c, "name").unwrap_or("").to_string();
-            created(a)
-                .cmp(&created(b))
-                .then_with(|| name(b).cmp(&name(a)))
-        })
-        .and_then(|c| object::meta_str(c, "name").map(str::to_string))
+    super::newest_default(classes, |c| {
+        c.pointer("/metadata/annotations")
+            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+            .and_then(Value::as_str)
+            == Some("true")
+    })
 }
 
 #[async_trait]
 impl Strategy for IngressStrategy {
     async fn allocate(&self, state: &ApiState, obj: &mut Value) -> ApiResult<Vec<FieldError>> {
-        let named = obj
-            .pointer("/spec/ingressClassName")
-            .is_some_and(|v| !v.is_null())
-            || obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(CLASS_ANNOTATION))
-                .is_some();
-        if named {
-            return Ok(Vec::new());
-        }
-        let res = bosun::resources::by_name("ingressclasses.networking.k8s.io").expect("served");
-        let classes = list_all(state, res).await?;
-        if let (Some(class), Some(spec)) = (
-            default_ingress_class(&classes),
-            obj.get_mut("spec").and_then(Value::as_object_mut),
-        ) {
-            spec.insert("ingressClassName".into(), json!(class));
-        }
+        super::set_default_class(
+            state,
+            obj,
+            "ingressclasses.networking.k8s.io",
+            "ingressClassName",
+            CLASS_ANNOTATION,
+            default_ingress_class,
+        )
+        .await?;
         Ok(Vec::new())
     }
 }
@@ -76,6 +51,7 @@ impl Strategy for IngressStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn class(name: &str, created: &str, default: bool) -> Value {
         json!({"metadata": {"name": name, "creationTimestamp": created,

@@ -106,6 +106,55 @@ struct Default;
 impl Strategy for Default {}
 
 /// The strategy of `kind`.
+/// The class marked default among `classes` (`is_default`), as the
+/// DefaultStorageClass and DefaultIngressClass admission plugins pick it:
+/// the newest, then the first by name; none being deleted.
+pub fn newest_default(classes: &[Value], is_default: impl Fn(&Value) -> bool) -> Option<String> {
+    classes
+        .iter()
+        .filter(|c| is_default(c) && super::object::meta_str(c, "deletionTimestamp").is_none())
+        .max_by(|a, b| {
+            let meta = |c: &Value, key| super::object::meta_str(c, key).unwrap_or("").to_string();
+            meta(a, "creationTimestamp")
+                .cmp(&meta(b, "creationTimestamp"))
+                .then_with(|| meta(b, "name").cmp(&meta(a, "name")))
+        })
+        .and_then(|c| super::object::meta_str(c, "name").map(str::to_string))
+}
+
+/// Gives a new object that names no class (neither `spec.<field>` nor the
+/// older `annotation`) the default one of `classes` (a resource name), if
+/// there is one: a claim's StorageClass, an Ingress's IngressClass.
+async fn set_default_class(
+    state: &ApiState,
+    obj: &mut Value,
+    classes: &str,
+    field: &str,
+    annotation: &str,
+    default_of: fn(&[Value]) -> Option<String>,
+) -> ApiResult<()> {
+    let named = obj
+        .get("spec")
+        .and_then(|s| s.get(field))
+        .is_some_and(|v| !v.is_null())
+        || obj
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(annotation))
+            .is_some();
+    if named {
+        return Ok(());
+    }
+    let res = bosun::resources::by_name(classes).expect("served");
+    let listed = super::request::list_all(state, res).await?;
+    if let (Some(class), Some(spec)) = (
+        default_of(&listed),
+        obj.get_mut("spec").and_then(Value::as_object_mut),
+    ) {
+        spec.insert(field.into(), Value::String(class));
+    }
+    Ok(())
+}
+
 pub fn for_kind(kind: &str) -> &'static dyn Strategy {
     match kind {
         "Pod" => &pod::PodStrategy,

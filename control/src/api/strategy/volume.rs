@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 
 use super::Strategy;
 use crate::api::error::ApiResult;
-use crate::api::request::list_all;
 use crate::api::{object, ApiOptions, ApiState};
 
 use bosun::well_known::{PVC_PROTECTION, PV_PROTECTION};
@@ -50,24 +49,7 @@ pub struct PersistentVolumeClaimStrategy;
 /// The default class among `classes`: annotated as the default; the newest
 /// (then the first by name) when several are, as Kubernetes picks.
 pub fn default_class(classes: &[Value]) -> Option<String> {
-    classes
-        .iter()
-        .filter(|c| {
-            bosun::printers::is_default_class(c)
-                && object::meta_str(c, "deletionTimestamp").is_none()
-        })
-        .max_by(|a, b| {
-            let created = |c: &Value| {
-                object::meta_str(c, "creationTimestamp")
-                    .unwrap_or("")
-                    .to_string()
-            };
-            let name = |c: &Value| object::meta_str(c, "name").unwrap_or("").to_string();
-            created(a)
-                .cmp(&created(b))
-                .then_with(|| name(b).cmp(&name(a)))
-        })
-        .and_then(|c| object::meta_str(c, "name").map(str::to_string))
+    super::newest_default(classes, bosun::printers::is_default_class)
 }
 
 #[async_trait]
@@ -83,23 +65,15 @@ impl Strategy for PersistentVolumeClaimStrategy {
     /// `DefaultStorageClass`: a claim that names no class (and has no beta
     /// class annotation) gets the default class, if there is one.
     async fn allocate(&self, state: &ApiState, obj: &mut Value) -> ApiResult<Vec<FieldError>> {
-        let named = obj
-            .pointer("/spec/storageClassName")
-            .is_some_and(|v| !v.is_null())
-            || obj
-                .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
-                .is_some();
-        if named {
-            return Ok(Vec::new());
-        }
-        let res = bosun::resources::by_name("storageclasses").expect("served");
-        let classes = list_all(state, res).await?;
-        if let (Some(class), Some(spec)) = (
-            default_class(&classes),
-            obj.get_mut("spec").and_then(Value::as_object_mut),
-        ) {
-            spec.insert("storageClassName".into(), json!(class));
-        }
+        super::set_default_class(
+            state,
+            obj,
+            "storageclasses",
+            "storageClassName",
+            "volume.beta.kubernetes.io/storage-class",
+            default_class,
+        )
+        .await?;
         Ok(Vec::new())
     }
 }
