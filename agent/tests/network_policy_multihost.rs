@@ -19,125 +19,16 @@
 
 mod cluster;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cluster::{
-    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, kubectl_binary, kubectl_stdout, ok,
-    run, start_hosts_control, tail,
-};
+use cluster::hosts::Hosts;
+use cluster::{hosts_sh, run};
 
-const HOSTS: usize = 2;
-const WAIT: Duration = Duration::from_secs(90);
 /// How soon the clients must see a policy change: the agents follow
 /// within a second; a check that meets a dropped connection takes 3 s,
 /// and the machine may be loaded.
 const FOLLOW: Duration = Duration::from_secs(15);
-
-/// `cmd` in host `i`'s network namespace (`hosts.sh exec`).
-fn on_host(i: usize, cmd: &[&str]) -> String {
-    ok(Command::new("bash")
-        .arg(hosts_sh())
-        .args(["exec", &i.to_string()])
-        .args(cmd))
-}
-
-/// The hosts, the control plane and the agents; dropping it stops them
-/// and takes the hosts down.
-struct Hosts {
-    dir: tempfile::TempDir,
-    control: Option<Child>,
-    agents: Vec<Option<Child>>,
-}
-
-impl Hosts {
-    fn start() -> Hosts {
-        ensure_images();
-        let mut h = Hosts {
-            dir: tempfile::tempdir().unwrap(),
-            control: None,
-            agents: (0..HOSTS).map(|_| None).collect(),
-        };
-        ok(Command::new("bash")
-            .arg(hosts_sh())
-            .args(["up", &HOSTS.to_string()]));
-        // As Docker leaves a host whose forwarding it turned on itself (this
-        // machine): FORWARD's policy DROP. The hosts' engines found
-        // forwarding on and left it ACCEPT.
-        for i in 1..=HOSTS {
-            on_host(i, &["iptables", "-w", "-P", "FORWARD", "DROP"]);
-        }
-        h.control = Some(start_hosts_control(h.dir.path(), WAIT));
-        for i in 1..=HOSTS {
-            let log = std::fs::File::create(h.dir.path().join(format!("agent-{i}.log"))).unwrap();
-            let child = dies_with_test("bash")
-                .arg(hosts_sh())
-                .args(["exec", &i.to_string()])
-                .arg(bin_dir().join("bosun-agent"))
-                .arg("--kubeconfig")
-                .arg(h.kubeconfig())
-                .args(["--node-name", &format!("h{i}"), "--node-ip", &host_ip(i)])
-                .args(["--data-dir", &format!("/tmp/bosun-hosts/h{i}/agent")])
-                .args(["--port", "0", "--heartbeat-period", "2"])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("starting bosun-agent");
-            h.agents[i - 1] = Some(child);
-        }
-        h
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("control/admin.kubeconfig")
-    }
-
-    fn logs(&self) -> String {
-        let mut all = String::new();
-        for name in ["control.log", "agent-1.log", "agent-2.log"] {
-            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
-            all.push_str(&format!("--- {name}\n{}\n", tail(&text, 15)));
-        }
-        all
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        run(Command::new(kubectl_binary())
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args))
-    }
-
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        kubectl_stdout(self.kubectl(args), args, || self.logs())
-    }
-
-    fn jsonpath(&self, what: &[&str], path: &str) -> String {
-        let mut args = vec!["get"];
-        args.extend(what);
-        let jp = format!("jsonpath={path}");
-        args.extend(["-o", &jp]);
-        self.kubectl_ok(&args)
-    }
-
-    fn stop_all(&mut self) {
-        for c in self.agents.iter_mut().chain([&mut self.control]) {
-            if let Some(mut c) = c.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        let _ = Command::new("bash").arg(hosts_sh()).arg("down").status();
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        self.stop_all();
-    }
-}
 
 impl Hosts {
     /// Applies `doc` (JSON) with kubectl.
@@ -205,7 +96,7 @@ fn policy(name: &str, spec: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn network_policies_across_hosts() {
-    let h = Hosts::start();
+    let h = Hosts::start(&[]);
     h.apply(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
          "spec": {"nodeName": "h1", "terminationGracePeriodSeconds": 1,

@@ -21,26 +21,14 @@
 
 mod cluster;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use cluster::{
-    bin_dir, dies_with_test, ensure_images, host_ip, hosts_sh, http_get, kubectl_binary,
-    kubectl_stdout, ok, run, start_hosts_control, tail, wait_for, Mode,
-};
+use cluster::hosts::{on_host, Hosts, HOSTS};
+use cluster::{host_ip, hosts_sh, http_get, ok, run, wait_for, Mode};
 
-const HOSTS: usize = 2;
 const WAIT: Duration = Duration::from_secs(90);
 const HTML: &str = "/usr/share/nginx/html";
-
-/// `cmd` in host `i`'s network namespace (`hosts.sh exec`).
-fn on_host(i: usize, cmd: &[&str]) -> String {
-    ok(Command::new("bash")
-        .arg(hosts_sh())
-        .args(["exec", &i.to_string()])
-        .args(cmd))
-}
 
 /// Runs `f` on a thread in host `i`'s network namespace (its path from
 /// `hosts.sh env`): the test's own sockets, as a process on that host.
@@ -78,86 +66,7 @@ impl Mode {
     }
 }
 
-/// The hosts, the control plane and the agents; dropping it stops them
-/// and takes the hosts down.
-struct Hosts {
-    dir: tempfile::TempDir,
-    control: Option<Child>,
-    agents: Vec<Option<Child>>,
-}
-
 impl Hosts {
-    fn start(mode: Mode) -> Hosts {
-        ensure_images();
-        let mut h = Hosts {
-            dir: tempfile::tempdir().unwrap(),
-            control: None,
-            agents: (0..HOSTS).map(|_| None).collect(),
-        };
-        ok(Command::new("bash")
-            .arg(hosts_sh())
-            .args(["up", &HOSTS.to_string()]));
-        // As Docker leaves a host whose forwarding it turned on itself (this
-        // machine): FORWARD's policy DROP. The hosts' engines found
-        // forwarding on and left it ACCEPT.
-        for i in 1..=HOSTS {
-            on_host(i, &["iptables", "-w", "-P", "FORWARD", "DROP"]);
-        }
-        h.control = Some(start_hosts_control(h.dir.path(), WAIT));
-        for i in 1..=HOSTS {
-            let log = std::fs::File::create(h.dir.path().join(format!("agent-{i}.log"))).unwrap();
-            let child = dies_with_test("bash")
-                .arg(hosts_sh())
-                .args(["exec", &i.to_string()])
-                .arg(bin_dir().join("bosun-agent"))
-                .arg("--kubeconfig")
-                .arg(h.kubeconfig())
-                .args(["--node-name", &format!("h{i}"), "--node-ip", &host_ip(i)])
-                .args(["--data-dir", &format!("/tmp/bosun-hosts/h{i}/agent")])
-                .args(["--port", "0", "--heartbeat-period", "2"])
-                .args(["--proxy-mode", mode.flag()])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("starting bosun-agent");
-            h.agents[i - 1] = Some(child);
-        }
-        h
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("control/admin.kubeconfig")
-    }
-
-    fn logs(&self) -> String {
-        let mut all = String::new();
-        for name in ["control.log", "agent-1.log", "agent-2.log"] {
-            let text = std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
-            all.push_str(&format!("--- {name}\n{}\n", tail(&text, 15)));
-        }
-        all
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        run(Command::new(kubectl_binary())
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args))
-    }
-
-    fn kubectl_ok(&self, args: &[&str]) -> String {
-        kubectl_stdout(self.kubectl(args), args, || self.logs())
-    }
-
-    fn jsonpath(&self, what: &[&str], path: &str) -> String {
-        let mut args = vec!["get"];
-        args.extend(what);
-        let jp = format!("jsonpath={path}");
-        args.extend(["-o", &jp]);
-        self.kubectl_ok(&args)
-    }
-
     /// The address the web pod saw a request come from, asked by `pod`
     /// through `vip`; "" (with the reason on stderr) if it got no answer.
     fn address_seen_from(&self, pod: &str, vip: &str) -> String {
@@ -172,33 +81,6 @@ impl Hosts {
             return String::new();
         }
         String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Stops host `i`'s agent as a user would (SIGTERM).
-    fn stop_agent(&mut self, i: usize) {
-        if let Some(mut child) = self.agents[i - 1].take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let _ = child.wait();
-        }
-    }
-
-    fn stop_all(&mut self) {
-        for c in self.agents.iter_mut().chain([&mut self.control]) {
-            if let Some(mut c) = c.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-        let _ = Command::new("bash").arg(hosts_sh()).arg("down").status();
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        self.stop_all();
     }
 }
 
@@ -234,7 +116,7 @@ fn manifest() -> String {
 }
 
 fn across_hosts(mode: Mode) {
-    let mut h = Hosts::start(mode);
+    let mut h = Hosts::start(&["--proxy-mode", mode.flag()]);
     let file = h.dir.path().join("web.json");
     std::fs::write(&file, manifest()).unwrap();
     h.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);

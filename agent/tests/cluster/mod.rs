@@ -7,6 +7,8 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod hosts;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
