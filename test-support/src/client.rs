@@ -17,3 +17,12 @@ pub async fn config(kubeconfig: &Path) -> Config {
 pub async fn client(kubeconfig: &Path) -> Client {
     Client::try_from(config(kubeconfig).await).expect("a client")
 }
+
+/// The same without kube-rs's retries of 429, 503 and 504 (with back-off
+/// up to minutes): for tests that assert such an answer, as `bosun drain`
+/// does for its evictions.
+pub async fn client_no_retry(kubeconfig: &Path) -> Client {
+    let mut config = config(kubeconfig).await;
+    config.default_retry = false;
+    Client::try_from(config).expect("a client")
+}

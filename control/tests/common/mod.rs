@@ -134,6 +134,12 @@ impl ControlPlane {
         client::client(&self.kubeconfig_path()).await
     }
 
+    /// A client that returns 429, 503 and 504 as they come instead of
+    /// retrying them for minutes.
+    pub async fn client_no_retry(&self) -> Client {
+        client::client_no_retry(&self.kubeconfig_path()).await
+    }
+
     /// Stops the process with SIGKILL: nothing gets to flush or clean up.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
