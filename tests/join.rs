@@ -651,6 +651,7 @@ fn node_restriction(host: &Host, admin: &Path, credential: &Path, node: &str, tm
     node_tokens_only_for_its_pods(host, admin, credential);
     pod_cidr_and_labels_are_not_the_nodes(host, admin, credential, node, tmp);
     volumes_are_not_the_nodes(host, admin, credential, node, tmp);
+    ingress_status_is_not_the_nodes(host, admin, credential, node, tmp);
 }
 
 /// `kubectl create token`: a JWT, its lifetime shortened to the server's
@@ -820,6 +821,70 @@ fn volumes_are_not_the_nodes(host: &Host, admin: &Path, credential: &Path, node:
     // Not waiting for its finalizers: that is the volume controllers'.
     host.kubectl(admin, &["delete", "pv", "pinned", "--wait=false"])
         .ok();
+}
+
+/// An Ingress's status: a node may publish or withdraw its own address
+/// (its ingress controller does), never point the Ingress elsewhere.
+fn ingress_status_is_not_the_nodes(
+    host: &Host,
+    admin: &Path,
+    credential: &Path,
+    node: &str,
+    tmp: &Path,
+) {
+    let ing = tmp.join("ingress.yaml");
+    std::fs::write(
+        &ing,
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: hijack}\nspec:\n  defaultBackend:\n    service: {name: web, port: {number: 80}}\n",
+    )
+    .unwrap();
+    host.kubectl(admin, &["create", "-f", &ing.display().to_string()])
+        .ok();
+    // A PUT of the status (kubectl patch would GET ingresses/status
+    // first, which an ingress controller's role does not grant).
+    for entry in ["{ip: 203.0.113.9}", "{hostname: evil.test}"] {
+        let status = tmp.join("ingress-status.yaml");
+        std::fs::write(
+            &status,
+            format!(
+                "{}status:\n  loadBalancer:\n    ingress: [{entry}]\n",
+                std::fs::read_to_string(&ing).unwrap()
+            ),
+        )
+        .unwrap();
+        let run = host.kubectl(
+            credential,
+            &[
+                "replace",
+                "--subresource=status",
+                "-f",
+                &status.display().to_string(),
+            ],
+        );
+        let err = run.fails();
+        assert!(
+            err.contains(&format!("ingresses \"hijack\" is forbidden: node \"{node}\" may only add or remove its own addresses in status.loadBalancer.ingress")),
+            "{err}"
+        );
+    }
+    let published = host
+        .kubectl(
+            admin,
+            &[
+                "get",
+                "ingress",
+                "hijack",
+                "-o",
+                "jsonpath={.status.loadBalancer.ingress[*]}",
+            ],
+        )
+        .ok()
+        .to_string();
+    assert!(
+        !published.contains("203.0.113.9") && !published.contains("evil.test"),
+        "{published}"
+    );
+    host.kubectl(admin, &["delete", "ingress", "hijack"]).ok();
 }
 
 /// A fresh bootstrap token cannot get a certificate for the name of the

@@ -132,8 +132,7 @@ pub(super) async fn create_object(
         return Err(ApiError::invalid(res, &name, &errors));
     }
     super::authn::no_escalation(state, req, &obj).await?;
-    crate::auth::node::admission::admit(&req.who, res.kind, None, &obj)
-        .map_err(|why| ApiError::forbidden_object(res, &name, &why))?;
+    admission::node_restriction::admit_write(state, req, &name, None, &obj).await?;
     if !managed::is_apply(req) {
         managed::record_update(req, &json!({}), &mut obj)?;
     }

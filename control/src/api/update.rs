@@ -171,8 +171,7 @@ pub(super) async fn commit_write(
     if part == Part::Main && next != *current {
         super::authn::no_escalation(state, req, &next).await?;
     }
-    crate::auth::node::admission::admit(&req.who, res.kind, Some(current), &next)
-        .map_err(|why| ApiError::forbidden_object(res, name, &why))?;
+    admission::node_restriction::admit_write(state, req, name, Some(current), &next).await?;
     if !managed::is_apply(req) {
         managed::record_update(req, current, &mut next)?;
     }

@@ -10,10 +10,13 @@
 //!   its priority; one global default PriorityClass).
 //! - [`pod_security`]: Pod Security Admission (namespace labels
 //!   `pod-security.kubernetes.io/*`, `--pod-security-default`).
+//! - [`node_restriction`]: NodeRestriction, what a node may change in
+//!   the objects the Node authorizer lets it write.
 //! - [`resource_quota`]: ResourceQuota, last: charges a create to the
 //!   namespace's quotas or refuses it.
 
 pub mod limit_ranger;
+pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;

@@ -15,6 +15,12 @@
 //!   the directory, then lets the volume go). Upstream nodes may not write
 //!   volumes at all; nothing else of a volume is a node's to change.
 //!
+//! - An Ingress's status (bosun's addition: every node's built-in ingress
+//!   controller publishes its address there): only entries whose `ip` is
+//!   one of the node's own addresses may come or go; nothing else of the
+//!   Ingress may change. Without this any node could point every
+//!   Ingress's users at an address of its choosing.
+//!
 //! Each function returns the reason of the 403 in upstream's words; the
 //! caller prefixes `<resource> "<name>" is forbidden: `.
 
@@ -50,16 +56,89 @@ const KUBELET_LABEL_NAMESPACES: &[&str] = &["kubelet.kubernetes.io", "node.kuber
 const NODE_RESTRICTION_NAMESPACE: &str = "node-restriction.kubernetes.io";
 
 /// `Ok` unless `who` is a node and the write of `kind` from `old` (None:
-/// a create) to `new` is not its to make.
-pub fn admit(who: &Identity, kind: &str, old: Option<&Value>, new: &Value) -> Result<(), String> {
+/// a create) to `new` is not its to make. `addresses`: the node's own
+/// (its Node's `status.addresses`), read by the caller for the kinds that
+/// need them ([`needs_addresses`]).
+pub fn admit(
+    who: &Identity,
+    kind: &str,
+    addresses: &[String],
+    old: Option<&Value>,
+    new: &Value,
+) -> Result<(), String> {
     let Identity::Node(node) = who else {
         return Ok(());
     };
     match kind {
         "Node" => admit_node(node, old, new),
         "PersistentVolume" => admit_volume(node, old, new),
+        "Ingress" => admit_ingress(node, addresses, old, new),
         _ => Ok(()),
     }
+}
+
+/// Whether [`admit`] needs the node's addresses for a write of `kind`.
+pub fn needs_addresses(who: &Identity, kind: &str) -> bool {
+    matches!(who, Identity::Node(_)) && kind == "Ingress"
+}
+
+/// A node writing an Ingress (its status, as RBAC grants): only its own
+/// addresses may be added to or removed from `status.loadBalancer.ingress`.
+pub fn admit_ingress(
+    node: &str,
+    addresses: &[String],
+    old: Option<&Value>,
+    new: &Value,
+) -> Result<(), String> {
+    let Some(old) = old else {
+        return Err(format!(
+            "node \"{node}\" is not allowed to create ingresses"
+        ));
+    };
+    let entries = |v: &Value| list(&v["status"]["loadBalancer"]["ingress"]);
+    let rest = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            for k in ["resourceVersion", "managedFields"] {
+                m.remove(k);
+            }
+        }
+        // Missing, null and empty are the same (as Go compares them).
+        if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+            if let Some(lb) = status
+                .get_mut("loadBalancer")
+                .and_then(Value::as_object_mut)
+            {
+                lb.remove("ingress");
+            }
+            status.retain(|_, f| !(f.is_null() || f.as_object().is_some_and(|m| m.is_empty())));
+        }
+        if let Some(m) = v.as_object_mut() {
+            m.retain(|k, f| k != "status" || f.as_object().is_some_and(|s| !s.is_empty()));
+        }
+        v
+    };
+    if rest(new) != rest(old) {
+        return Err(format!(
+            "node \"{node}\" may only change its own addresses in an ingress's status.loadBalancer.ingress"
+        ));
+    }
+    let (now, was) = (entries(new), entries(old));
+    let changed = now
+        .iter()
+        .filter(|e| !was.contains(e))
+        .chain(was.iter().filter(|e| !now.contains(e)));
+    for entry in changed {
+        let own = entry.as_object().is_some_and(|m| {
+            m.keys().all(|k| k == "ip") && addresses.iter().any(|a| entry["ip"].as_str() == Some(a))
+        });
+        if !own {
+            return Err(format!(
+                "node \"{node}\" may only add or remove its own addresses in status.loadBalancer.ingress, not {entry}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn in_namespace(namespace: &str, wanted: &str) -> bool {

@@ -20,11 +20,14 @@ fn the_cleanup_finalizer_is_the_provisioners() {
 #[test]
 fn only_nodes_are_restricted() {
     let pod_cidr = node_obj(json!({}), json!({"podCIDR": "0.0.0.0/1"}));
-    assert_eq!(admit(&Identity::Admin, "Node", None, &pod_cidr), Ok(()));
-    assert!(admit(&Identity::Node("a".into()), "Node", None, &pod_cidr).is_err());
+    assert_eq!(
+        admit(&Identity::Admin, "Node", &[], None, &pod_cidr),
+        Ok(())
+    );
+    assert!(admit(&Identity::Node("a".into()), "Node", &[], None, &pod_cidr).is_err());
     // Kinds without node rules pass here (the authorizer judged them).
     assert_eq!(
-        admit(&Identity::Node("a".into()), "Pod", None, &pod_cidr),
+        admit(&Identity::Node("a".into()), "Pod", &[], None, &pod_cidr),
         Ok(())
     );
 }
@@ -194,4 +197,59 @@ fn a_node_gets_tokens_only_bound_to_its_own_pods() {
         .starts_with("the UID in the bound object reference (old) does not match"));
     assert_eq!(token_binding(&bound), Ok(()));
     assert!(token_binding(&no_uid).is_err());
+}
+
+fn ingress(ips: &[&str], host: &str) -> Value {
+    let entries: Vec<Value> = ips.iter().map(|ip| json!({"ip": ip})).collect();
+    let mut ing = json!({"metadata": {"name": "web", "namespace": "default", "resourceVersion": "3"},
+        "spec": {"rules": [{"host": host}]}});
+    if !ips.is_empty() {
+        ing["status"] = json!({"loadBalancer": {"ingress": entries}});
+    }
+    ing
+}
+
+#[test]
+fn a_node_may_only_publish_or_withdraw_its_own_address_in_an_ingress() {
+    let mine = ["10.0.0.2".to_string()];
+    let none = ingress(&[], "a.test");
+    let other = ingress(&["10.0.0.3"], "a.test");
+    let both = ingress(&["10.0.0.2", "10.0.0.3"], "a.test");
+    assert!(needs_addresses(&Identity::Node("a".into()), "Ingress"));
+    assert!(!needs_addresses(&Identity::Admin, "Ingress"));
+    // Its own address comes and goes; another node's stays as it is.
+    assert_eq!(admit_ingress("a", &mine, Some(&other), &both), Ok(()));
+    assert_eq!(admit_ingress("a", &mine, Some(&both), &other), Ok(()));
+    assert_eq!(
+        admit_ingress("a", &mine, Some(&none), &ingress(&["10.0.0.2"], "a.test")),
+        Ok(())
+    );
+    assert_eq!(
+        admit_ingress("a", &mine, Some(&ingress(&["10.0.0.2"], "a.test")), &none),
+        Ok(())
+    );
+    // Another node's address: neither added nor removed.
+    let err = admit_ingress("a", &mine, Some(&none), &other).unwrap_err();
+    assert!(err.contains("its own addresses"), "{err}");
+    assert!(admit_ingress("a", &mine, Some(&both), &ingress(&["10.0.0.2"], "a.test")).is_err());
+    // A hostname entry is no node's address.
+    let mut host = none.clone();
+    host["status"] = json!({"loadBalancer": {"ingress": [{"hostname": "evil.test"}]}});
+    assert!(admit_ingress("a", &mine, Some(&none), &host).is_err());
+    // Nothing else of the Ingress, and no create.
+    assert!(admit_ingress("a", &mine, Some(&other), &ingress(&["10.0.0.3"], "b.test")).is_err());
+    assert!(admit_ingress("a", &mine, None, &none).is_err());
+    // Through the entry point: only nodes are held to it.
+    assert_eq!(
+        admit(&Identity::Admin, "Ingress", &[], Some(&none), &other),
+        Ok(())
+    );
+    assert!(admit(
+        &Identity::Node("a".into()),
+        "Ingress",
+        &mine,
+        Some(&none),
+        &other
+    )
+    .is_err());
 }
