@@ -1,0 +1,231 @@
+//! `x-kubernetes-validations`: decoding and compiling the rules when the CRD
+//! is read, and running them against a value (with `oldSelf` on updates), as
+//! the apiextensions-apiserver's CEL validator does.
+
+use serde_json::Value;
+
+use super::cel;
+use super::schema::{Node, Rule};
+use crate::validation::{ErrorKind, FieldError};
+
+const REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// Decodes and compiles the rules at `path` (`...x-kubernetes-validations`).
+pub(crate) fn parse_rules(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Vec<Rule> {
+    let Some(list) = v.as_array() else {
+        errs.push(FieldError::invalid(path, v.clone(), "must be an array"));
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, r) in list.iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        let s = |k: &str| {
+            r.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let rule = s("rule");
+        let message = s("message");
+        let mut program = None;
+        if rule.trim().is_empty() {
+            errs.push(FieldError::required(
+                format!("{p}.rule"),
+                "rule is not specified",
+            ));
+        } else {
+            match cel::compile(&rule) {
+                Ok(prog) => program = Some(prog),
+                Err(e) => errs.push(FieldError::invalid(
+                    format!("{p}.rule"),
+                    rule.clone(),
+                    format!("compilation failed: {e}"),
+                )),
+            }
+        }
+        if r.get("message").is_some() {
+            if message.trim().is_empty() {
+                errs.push(FieldError::invalid(
+                    format!("{p}.message"),
+                    message.clone(),
+                    "message must be non-empty if specified",
+                ));
+            } else if message.contains('\n') {
+                errs.push(FieldError::invalid(
+                    format!("{p}.message"),
+                    message.clone(),
+                    "message must not contain line breaks",
+                ));
+            }
+        }
+        let mut message_expression = None;
+        let mexpr = s("messageExpression");
+        if r.get("messageExpression").is_some() {
+            if mexpr.trim().is_empty() {
+                errs.push(FieldError::required(
+                    format!("{p}.messageExpression"),
+                    "messageExpression must be non-empty if specified",
+                ));
+            } else {
+                match cel::compile(&mexpr) {
+                    Ok(prog) => message_expression = Some(prog),
+                    Err(e) => errs.push(FieldError::invalid(
+                        format!("{p}.messageExpression"),
+                        mexpr.clone(),
+                        format!("messageExpression compilation failed: {e}"),
+                    )),
+                }
+            }
+        }
+        let reason = s("reason");
+        if r.get("reason").is_some() && !REASONS.contains(&reason.as_str()) {
+            errs.push(FieldError::not_supported(
+                format!("{p}.reason"),
+                reason.clone(),
+                REASONS,
+            ));
+        }
+        let transition = program.as_ref().is_some_and(|p| p.refers_to("oldSelf"));
+        out.push(Rule {
+            rule,
+            message,
+            message_expression,
+            program,
+            transition,
+            field_path: s("fieldPath"),
+            reason,
+        });
+    }
+    out
+}
+
+/// Checks each rule's `fieldPath` names a field the node declares
+/// (`.spec.replicas`, `['a.b']`).
+pub(crate) fn check_field_paths(node: &Node, path: &str, errs: &mut Vec<FieldError>) {
+    for (i, r) in node.rules.iter().enumerate() {
+        if r.field_path.is_empty() {
+            continue;
+        }
+        let p = format!("{path}.x-kubernetes-validations[{i}].fieldPath");
+        match split_field_path(&r.field_path) {
+            None => errs.push(FieldError::invalid(
+                p,
+                r.field_path.clone(),
+                "fieldPath must be a valid path",
+            )),
+            Some(parts) => {
+                let mut cur = node;
+                for part in parts {
+                    match cur.properties.get(&part) {
+                        Some(n) => cur = n,
+                        None if cur.preserves_unknown() => break,
+                        None => {
+                            errs.push(FieldError::invalid(
+                                p,
+                                r.field_path.clone(),
+                                "fieldPath must be a valid path: does not refer to a valid field",
+                            ));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `.a.b['c.d']` → `["a", "b", "c.d"]`.
+fn split_field_path(fp: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = fp;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("['") {
+            let end = r.find("']")?;
+            out.push(r[..end].to_string());
+            rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            if end == 0 {
+                return None;
+            }
+            out.push(r[..end].to_string());
+            rest = &r[end..];
+        } else {
+            return None;
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The field path in Kubernetes' syntax for an error at `path` + `fieldPath`.
+fn error_path(path: &str, field_path: &str) -> String {
+    let Some(parts) = split_field_path(field_path) else {
+        return path.to_string();
+    };
+    let mut p = path.to_string();
+    for part in parts {
+        p = if p.is_empty() {
+            part
+        } else {
+            format!("{p}.{part}")
+        };
+    }
+    p
+}
+
+/// Runs the node's rules on `value` (and `old`, for transition rules).
+pub(crate) fn run(
+    node: &Node,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    for r in &node.rules {
+        let Some(program) = &r.program else { continue };
+        if r.transition && old.is_none() {
+            continue;
+        }
+        let mut vars: Vec<(&str, &Value)> = vec![("self", value)];
+        if let Some(o) = old {
+            vars.push(("oldSelf", o));
+        }
+        let rule_text = r.rule.trim();
+        let ty = node.ty.clone();
+        match program.eval_bool(&vars) {
+            Ok(true) => {}
+            Ok(false) => {
+                let detail = r
+                    .message_expression
+                    .as_ref()
+                    .and_then(|m| m.eval_string(&vars).ok())
+                    .filter(|m| !m.trim().is_empty())
+                    .unwrap_or_else(|| {
+                        if r.message.trim().is_empty() {
+                            format!("failed rule: {rule_text}")
+                        } else {
+                            r.message.trim().to_string()
+                        }
+                    });
+                let field = error_path(path, &r.field_path);
+                errs.push(match r.reason.as_str() {
+                    "FieldValueForbidden" => FieldError::forbidden(field, detail),
+                    "FieldValueRequired" => FieldError::required(field, detail),
+                    "FieldValueDuplicate" => FieldError {
+                        field,
+                        kind: ErrorKind::Duplicate,
+                        bad_value: Some(Value::String(ty)),
+                        detail: String::new(),
+                    },
+                    _ => FieldError::invalid(field, ty, detail),
+                });
+            }
+            Err(e) => errs.push(FieldError::invalid(path, ty, format!("{rule_text}: {e}"))),
+        }
+    }
+}
