@@ -178,6 +178,16 @@ fn error_path(path: &str, field_path: &str) -> String {
     p
 }
 
+/// cel-rust's error text in cel-go's words where they differ
+/// (`No such key: x` → `no such key: x`).
+fn go_error(e: &str) -> String {
+    let mut c = e.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
 /// Runs the node's rules on `value` (and `old`, for transition rules).
 pub(crate) fn run(
     node: &Node,
@@ -196,7 +206,11 @@ pub(crate) fn run(
             vars.push(("oldSelf", o));
         }
         let rule_text = r.rule.trim();
-        let ty = node.ty.clone();
+        // Objects and arrays are shown by their type, scalars by value.
+        let shown = match node.ty.as_str() {
+            "object" | "array" => Value::String(node.ty.clone()),
+            _ => value.clone(),
+        };
         match program.eval_bool(&vars) {
             Ok(true) => {}
             Ok(false) => {
@@ -204,7 +218,8 @@ pub(crate) fn run(
                     .message_expression
                     .as_ref()
                     .and_then(|m| m.eval_string(&vars).ok())
-                    .filter(|m| !m.trim().is_empty())
+                    .map(|m| m.trim().to_string())
+                    .filter(|m| !m.is_empty() && !m.contains('\n'))
                     .unwrap_or_else(|| {
                         if r.message.trim().is_empty() {
                             format!("failed rule: {rule_text}")
@@ -219,13 +234,27 @@ pub(crate) fn run(
                     "FieldValueDuplicate" => FieldError {
                         field,
                         kind: ErrorKind::Duplicate,
-                        bad_value: Some(Value::String(ty)),
+                        bad_value: Some(shown),
                         detail: String::new(),
                     },
-                    _ => FieldError::invalid(field, ty, detail),
+                    _ => FieldError::invalid(field, shown, detail),
                 });
             }
-            Err(e) => errs.push(FieldError::invalid(path, ty, format!("{rule_text}: {e}"))),
+            Err(e) => {
+                let what = if r.message.trim().is_empty() {
+                    rule_text
+                } else {
+                    r.message.trim()
+                };
+                let detail = if e.starts_with("found no matching overload") {
+                    format!(
+                        "'no such overload: {e}': call arguments did not match a supported operator, function or macro signature for rule: {what}"
+                    )
+                } else {
+                    format!("{} evaluating rule: {what}", go_error(&e))
+                };
+                errs.push(FieldError::invalid(path, shown, detail));
+            }
         }
     }
 }

@@ -421,16 +421,19 @@ fn list_type(n: &Node, path: &str, errs: &mut Vec<FieldError>) {
                 }
             }
         }
-        Some("set") => {
-            if items.ty == "object" && items.map_type.as_deref() != Some("atomic")
-                || items.ty == "array" && items.list_type.as_deref() != Some("atomic")
-            {
-                errs.push(FieldError::invalid(
-                    p("items.x-kubernetes-map-type"),
-                    Value::Null,
-                    "must be atomic as item of a list with x-kubernetes-list-type=set",
-                ));
-            }
+        Some("set") if items.ty == "object" && items.map_type.as_deref() != Some("atomic") => {
+            errs.push(FieldError::invalid(
+                p("items.x-kubernetes-map-type"),
+                items.map_type.clone().unwrap_or_default(),
+                "must be atomic as item of a list with x-kubernetes-list-type=set",
+            ));
+        }
+        Some("set") if items.ty == "array" && items.list_type.as_deref() != Some("atomic") => {
+            errs.push(FieldError::invalid(
+                p("items.x-kubernetes-list-type"),
+                items.list_type.clone().unwrap_or_default(),
+                "must be atomic as item of a list with x-kubernetes-list-type=set",
+            ));
         }
         _ => {}
     }

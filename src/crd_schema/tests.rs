@@ -463,9 +463,33 @@ fn cel_rules() {
     assert_eq!(
         msgs(&s.validate(&missing, None)),
         vec![
-            "spec: Invalid value: \"object\": self.min <= self.max: No such key: max",
-            "spec: Invalid value: \"object\": self.max < 100: No such key: max",
+            "spec: Invalid value: \"object\": no such key: max evaluating rule: min must not exceed max",
+            "spec: Invalid value: \"object\": no such key: max evaluating rule: self.max < 100",
         ]
+    );
+}
+
+#[test]
+fn cel_rules_on_scalars_and_map_lists() {
+    let s = compile(with_spec(json!({
+        "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 4"}]},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}},
+                "x-kubernetes-validations": [{"rule": "self.port == oldSelf.port", "message": "port is immutable"}]}},
+    })));
+    // A scalar is shown by its value.
+    assert_eq!(
+        msgs(&s.validate(&obj(json!({"name": "toolong"})), None)),
+        vec!["spec.name: Invalid value: \"toolong\": failed rule: self.size() < 4"]
+    );
+    // Map-list items meet their old selves by key, wherever they moved.
+    let old = obj(json!({"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}]}));
+    let moved = obj(json!({"ports": [{"name": "b", "port": 2}, {"name": "c", "port": 9}, {"name": "a", "port": 1}]}));
+    assert!(s.validate(&moved, Some(&old)).is_empty());
+    let changed = obj(json!({"ports": [{"name": "b", "port": 3}]}));
+    assert_eq!(
+        msgs(&s.validate(&changed, Some(&old))),
+        vec!["spec.ports[0]: Invalid value: \"object\": port is immutable"]
     );
 }
 

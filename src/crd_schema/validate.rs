@@ -286,15 +286,13 @@ fn array(
     }
     if let Some(item_node) = &node.items {
         for (i, it) in items.iter().enumerate() {
-            // Only items of sets and map lists correlate with the old list.
-            let old_it = old_items.and_then(|o| match node.list_type.as_deref() {
-                Some("map") => {
+            // Only items of map lists correlate with the old list (by key).
+            let old_it = old_items
+                .filter(|_| node.list_type.as_deref() == Some("map"))
+                .and_then(|o| {
                     let k = map_keys(&node.list_map_keys, it);
                     o.iter().find(|x| map_keys(&node.list_map_keys, x) == k)
-                }
-                Some("set") => o.iter().find(|x| *x == it),
-                _ => None,
-            });
+                });
             validate(item_node, it, old_it, &format!("{path}[{i}]"), errs);
         }
     }
@@ -318,7 +316,7 @@ fn object(node: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &mut Ve
     if let Some(min) = node.min_properties.filter(|x| (n as i64) < *x) {
         errs.push(FieldError::invalid(
             path,
-            min,
+            n,
             format!("{path} in body should have at least {min} properties"),
         ));
     }
