@@ -17,6 +17,8 @@ mod structural;
 mod validate;
 
 #[cfg(test)]
+mod smoke_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
@@ -44,6 +46,7 @@ impl Structural {
         let mut root = schema::parse(schema, base, &mut errs);
         if errs.is_empty() {
             structural::check(&root, structural::Level::Root, base, &mut errs);
+            structural::completeness(&root, base, &mut errs);
         }
         if errs.is_empty() {
             prune::prune_defaults(&mut root, base, &mut Vec::new());

@@ -438,3 +438,60 @@ fn list_type(n: &Node, path: &str, errs: &mut Vec<FieldError>) {
         _ => {}
     }
 }
+
+/// Every field or array a value validation (allOf/anyOf/oneOf/not) names
+/// must also be specified in the structural part (upstream's completeness
+/// check, run from the root).
+pub(crate) fn completeness(s: &Node, path: &str, errs: &mut Vec<FieldError>) {
+    junctors(s, s, path, path, errs);
+}
+
+fn junctors(v: &Node, s: &Node, s_path: &str, v_path: &str, errs: &mut Vec<FieldError>) {
+    if let Some(not) = &v.not {
+        nested_complete(not, Some(s), s_path, &format!("{v_path}.not"), errs);
+    }
+    for (name, list) in [
+        ("allOf", &v.all_of),
+        ("anyOf", &v.any_of),
+        ("oneOf", &v.one_of),
+    ] {
+        for (i, n) in list.iter().enumerate() {
+            nested_complete(n, Some(s), s_path, &format!("{v_path}.{name}[{i}]"), errs);
+        }
+    }
+}
+
+fn nested_complete(
+    v: &Node,
+    s: Option<&Node>,
+    s_path: &str,
+    v_path: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    let Some(s) = s else {
+        errs.push(FieldError::required(
+            s_path,
+            format!("because it is defined in {v_path}"),
+        ));
+        return;
+    };
+    junctors(v, s, s_path, v_path, errs);
+    if let Some(items) = &v.items {
+        nested_complete(
+            items,
+            s.items.as_deref(),
+            &format!("{s_path}.items"),
+            &format!("{v_path}.items"),
+            errs,
+        );
+    }
+    for (k, vf) in &v.properties {
+        match s.properties.get(k) {
+            None => errs.push(FieldError::required(
+                key(s_path, k),
+                format!("because it is defined in {}", key(v_path, k)),
+            )),
+            Some(sf) => nested_complete(vf, Some(sf), &key(s_path, k), &key(v_path, k), errs),
+        }
+    }
+}

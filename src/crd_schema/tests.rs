@@ -171,6 +171,15 @@ fn structural_schema_rules() {
                 p("properties[spec].properties[a].x-kubernetes-validations[0].reason")
             ),
         ),
+        (
+            json!({"type": "object", "properties": {"spec": {"type": "object"}},
+                "anyOf": [{"properties": {"spec": {"properties": {"x": {"minimum": 1}}}}}]}),
+            format!(
+                "{}: Required value: because it is defined in {}",
+                p("properties[spec].properties[x]"),
+                p("anyOf[0].properties[spec].properties[x]")
+            ),
+        ),
     ];
     for (schema, want) in cases {
         let got = schema_errors(schema.clone());
@@ -484,7 +493,9 @@ fn cel_rules_on_scalars_and_map_lists() {
     );
     // Map-list items meet their old selves by key, wherever they moved.
     let old = obj(json!({"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}]}));
-    let moved = obj(json!({"ports": [{"name": "b", "port": 2}, {"name": "c", "port": 9}, {"name": "a", "port": 1}]}));
+    let moved = obj(
+        json!({"ports": [{"name": "b", "port": 2}, {"name": "c", "port": 9}, {"name": "a", "port": 1}]}),
+    );
     assert!(s.validate(&moved, Some(&old)).is_empty());
     let changed = obj(json!({"ports": [{"name": "b", "port": 3}]}));
     assert_eq!(
