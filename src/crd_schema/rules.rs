@@ -1,108 +1,11 @@
-//! `x-kubernetes-validations`: decoding and compiling the rules when the CRD
-//! is read, and running them against a value (with `oldSelf` on updates), as
-//! the apiextensions-apiserver's CEL validator does.
+//! `x-kubernetes-validations` (decoded and compiled in `schema.rs`):
+//! checking their `fieldPath`s, and running them against a value (with
+//! `oldSelf` on updates) as the apiextensions-apiserver's CEL validator does.
 
 use serde_json::Value;
 
-use super::cel;
-use super::schema::{Node, Rule};
+use super::schema::Node;
 use crate::validation::{ErrorKind, FieldError};
-
-const REASONS: &[&str] = &[
-    "FieldValueDuplicate",
-    "FieldValueForbidden",
-    "FieldValueInvalid",
-    "FieldValueRequired",
-];
-
-/// Decodes and compiles the rules at `path` (`...x-kubernetes-validations`).
-pub(crate) fn parse_rules(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Vec<Rule> {
-    let Some(list) = v.as_array() else {
-        errs.push(FieldError::invalid(path, v.clone(), "must be an array"));
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (i, r) in list.iter().enumerate() {
-        let p = format!("{path}[{i}]");
-        let s = |k: &str| {
-            r.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let rule = s("rule");
-        let message = s("message");
-        let mut program = None;
-        if rule.trim().is_empty() {
-            errs.push(FieldError::required(
-                format!("{p}.rule"),
-                "rule is not specified",
-            ));
-        } else {
-            match cel::compile(&rule) {
-                Ok(prog) => program = Some(prog),
-                Err(e) => errs.push(FieldError::invalid(
-                    format!("{p}.rule"),
-                    rule.clone(),
-                    format!("compilation failed: {e}"),
-                )),
-            }
-        }
-        if r.get("message").is_some() {
-            if message.trim().is_empty() {
-                errs.push(FieldError::invalid(
-                    format!("{p}.message"),
-                    message.clone(),
-                    "message must be non-empty if specified",
-                ));
-            } else if message.contains('\n') {
-                errs.push(FieldError::invalid(
-                    format!("{p}.message"),
-                    message.clone(),
-                    "message must not contain line breaks",
-                ));
-            }
-        }
-        let mut message_expression = None;
-        let mexpr = s("messageExpression");
-        if r.get("messageExpression").is_some() {
-            if mexpr.trim().is_empty() {
-                errs.push(FieldError::required(
-                    format!("{p}.messageExpression"),
-                    "messageExpression must be non-empty if specified",
-                ));
-            } else {
-                match cel::compile(&mexpr) {
-                    Ok(prog) => message_expression = Some(prog),
-                    Err(e) => errs.push(FieldError::invalid(
-                        format!("{p}.messageExpression"),
-                        mexpr.clone(),
-                        format!("messageExpression compilation failed: {e}"),
-                    )),
-                }
-            }
-        }
-        let reason = s("reason");
-        if r.get("reason").is_some() && !REASONS.contains(&reason.as_str()) {
-            errs.push(FieldError::not_supported(
-                format!("{p}.reason"),
-                reason.clone(),
-                REASONS,
-            ));
-        }
-        let transition = program.as_ref().is_some_and(|p| p.refers_to("oldSelf"));
-        out.push(Rule {
-            rule,
-            message,
-            message_expression,
-            program,
-            transition,
-            field_path: s("fieldPath"),
-            reason,
-        });
-    }
-    out
-}
 
 /// Checks each rule's `fieldPath` names a field the node declares
 /// (`.spec.replicas`, `['a.b']`).
