@@ -6,8 +6,9 @@
 //! The interpreter is the `cel` crate (cel-rust) with its strings, lists and
 //! math extensions, plus Kubernetes' list `isSorted`, `sum`, `min` and `max`. Not provided: timestamps and durations (the crate's
 //! `chrono` feature is off), the `quantity`, `url`, `ip`/`cidr` and
-//! `format` libraries, and static type checking (a rule referring to an
-//! unknown field fails when it runs, not when it is compiled).
+//! `format` libraries, and static type checking: [`compile_with`] refuses
+//! undeclared variables, but an unknown field or function fails when the
+//! expression runs, not when it is compiled.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -50,6 +51,69 @@ pub fn compile(source: &str) -> Result<Program, String> {
         }),
         Err(e) => Err(e.to_string().trim().to_string()),
     }
+}
+
+/// Names an expression may use without declaring them: the extension
+/// libraries' namespaces and the type names.
+const BUILTIN_NAMES: &[&str] = &[
+    "math",
+    "strings",
+    "lists",
+    "base64",
+    "optional",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+];
+
+static MACRO_VARS: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?:all|exists|exists_one|map|filter|sortBy|transformList|transformMap)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,(?:\s*([A-Za-z_][A-Za-z0-9_]*)\s*,)?",
+    )
+    .expect("static regex")
+});
+
+/// [`compile`], refusing a reference to a variable other than `vars` (and
+/// the macros' own iteration variables), as cel-go's checker does.
+pub fn compile_with(source: &str, vars: &[&str]) -> Result<Program, String> {
+    let program = compile(source)?;
+    let mut bound: Vec<&str> = vars.to_vec();
+    bound.extend(BUILTIN_NAMES);
+    for c in MACRO_VARS.captures_iter(source) {
+        bound.extend(c.iter().skip(1).flatten().map(|m| m.as_str()));
+    }
+    let refs = program.inner.references();
+    let mut unknown: Vec<&str> = refs
+        .variables()
+        .into_iter()
+        .filter(|v| !bound.contains(v))
+        .collect();
+    unknown.sort_by_key(|v| word_at(source, v));
+    if let Some(name) = unknown.first() {
+        let col = word_at(source, name).map_or(1, |i| source[..i].chars().count() + 1);
+        return Err(format!(
+            "ERROR: <input>:1:{col}: undeclared reference to '{name}' (in container '')"
+        ));
+    }
+    Ok(program)
+}
+
+/// Where `word` first stands alone in `source`.
+fn word_at(source: &str, word: &str) -> Option<usize> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    source.match_indices(word).map(|(i, _)| i).find(|&i| {
+        let before = source[..i].chars().next_back();
+        let after = source[i + word.len()..].chars().next();
+        !before.is_some_and(|c| is_ident(c) || c == '.') && !after.is_some_and(is_ident)
+    })
 }
 
 impl Program {

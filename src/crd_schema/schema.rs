@@ -338,6 +338,9 @@ fn strings(m: &Map<String, Value>, k: &str, path: &str, errs: &mut Vec<FieldErro
     }
 }
 
+/// The variables a rule and its messageExpression see.
+const RULE_VARS: &[&str] = &["self", "oldSelf"];
+
 const REASONS: &[&str] = &[
     "FieldValueDuplicate",
     "FieldValueForbidden",
@@ -369,7 +372,7 @@ pub(crate) fn parse_rules(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> 
                 "rule is not specified",
             ));
         } else {
-            match cel::compile(&rule) {
+            match cel::compile_with(&rule, RULE_VARS) {
                 Ok(prog) => program = Some(prog),
                 Err(e) => errs.push(FieldError::invalid(
                     format!("{p}.rule"),
@@ -402,7 +405,7 @@ pub(crate) fn parse_rules(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> 
                     "messageExpression must be non-empty if specified",
                 ));
             } else {
-                match cel::compile(&mexpr) {
+                match cel::compile_with(&mexpr, RULE_VARS) {
                     Ok(prog) => message_expression = Some(prog),
                     Err(e) => errs.push(FieldError::invalid(
                         format!("{p}.messageExpression"),

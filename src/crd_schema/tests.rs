@@ -149,6 +149,13 @@ fn structural_schema_rules() {
             ),
         ),
         (
+            with_spec(json!({"a": {"type": "string", "x-kubernetes-validations": [{"rule": "self == other"}]}})),
+            format!(
+                "{}: Invalid value: \"self == other\": compilation failed: ERROR: <input>:1:9: undeclared reference to 'other' (in container '')",
+                p("properties[spec].properties[a].x-kubernetes-validations[0].rule")
+            ),
+        ),
+        (
             with_spec(json!({"a": {"type": "string", "x-kubernetes-validations": [{"rule": ""}]}})),
             format!(
                 "{}: Required value: rule is not specified",
@@ -522,6 +529,18 @@ fn cel_library() {
         let p = cel::compile(expr).unwrap();
         assert_eq!(p.eval_bool(&[("self", &v)]), Ok(want), "{expr}");
     }
+    let declared = ["self", "oldSelf"];
+    for ok in [
+        "self.all(x, x > 0) && self.exists(k, v, v > 0)",
+        "math.abs(-1) == 1 && type(self) == map",
+        "[1].all(i, [2].exists(j, i < j)) && oldSelf == self",
+    ] {
+        assert!(cel::compile_with(ok, &declared).is_ok(), "{ok}");
+    }
+    assert_eq!(
+        cel::compile_with("self.a > foo", &declared).unwrap_err(),
+        "ERROR: <input>:1:10: undeclared reference to 'foo' (in container '')"
+    );
     let e = cel::compile("self.l ==").unwrap_err();
     assert!(e.starts_with("ERROR: <input>:1:10: Syntax error"), "{e}");
     fn send_sync<T: Send + Sync>() {}
