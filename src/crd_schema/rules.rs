@@ -98,9 +98,13 @@ pub(crate) fn run(
     old: Option<&Value>,
     path: &str,
     errs: &mut Vec<FieldError>,
+    only_transitions: bool,
 ) {
     for r in &node.rules {
         let Some(program) = &r.program else { continue };
+        if only_transitions && !r.transition {
+            continue;
+        }
         if r.transition && old.is_none() {
             continue;
         }

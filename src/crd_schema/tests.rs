@@ -512,6 +512,33 @@ fn cel_rules_on_scalars_and_map_lists() {
 }
 
 #[test]
+fn ratcheting_unchanged_values_on_update() {
+    let s = compile(with_spec(json!({
+        "name": {"type": "string", "maxLength": 5},
+        "replicas": {"type": "integer"},
+        "limits": {"type": "object", "properties": {"max": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.max < 10"}]},
+        "version": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >= oldSelf", "message": "may not go back"}]},
+    })));
+    // Stored before the schema tightened.
+    let old = obj(json!({"name": "toolong", "replicas": 1, "limits": {"max": 50}, "version": 3}));
+    let new = obj(json!({"name": "toolong", "replicas": 2, "limits": {"max": 50}, "version": 3}));
+    assert_eq!(msgs(&s.validate(&new, Some(&old))), Vec::<String>::new());
+    // A create, or a change to the offending values, is checked in full.
+    assert_eq!(msgs(&s.validate(&new, None)).len(), 2);
+    let changed =
+        obj(json!({"name": "toolonger", "replicas": 2, "limits": {"max": 60}, "version": 2}));
+    assert_eq!(
+        msgs(&s.validate(&changed, Some(&old))),
+        vec![
+            "spec.limits: Invalid value: \"object\": failed rule: self.max < 10",
+            "spec.name: Too long: may not be more than 5 bytes",
+            "spec.version: Invalid value: 2: may not go back",
+        ]
+    );
+}
+
+#[test]
 fn cel_library() {
     let v = json!({"l": [1, 2, 3], "s": "Hello", "m": {"a": 1}, "f": 1.5});
     for (expr, want) in [

@@ -40,7 +40,7 @@ pub(crate) fn num(f: f64) -> String {
     }
 }
 
-fn child(path: &str, k: &str) -> String {
+fn child_path(path: &str, k: &str) -> String {
     if path.is_empty() {
         k.to_string()
     } else {
@@ -87,6 +87,12 @@ pub(crate) fn validate(
     errs: &mut Vec<FieldError>,
 ) {
     let name = path;
+    if old.is_some_and(|o| o == v) {
+        // Ratcheting: a value the update leaves as it was keeps passing
+        // even if the schema has since tightened; only transition rules run.
+        transitions(node, v, path, errs);
+        return;
+    }
     if v.is_null() && (node.nullable || node.ty.is_empty() && !node.int_or_string) {
         return;
     }
@@ -136,7 +142,7 @@ pub(crate) fn validate(
         Value::Object(_) => object(node, v, old, path, errs),
         _ => {}
     }
-    rules::run(node, v, old, path, errs);
+    rules::run(node, v, old, path, errs, false);
 }
 
 fn string(node: &Node, s: &str, path: &str, errs: &mut Vec<FieldError>) {
@@ -322,7 +328,7 @@ fn object(node: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &mut Ve
     }
     for r in &node.required {
         if !m.contains_key(r) {
-            errs.push(FieldError::required(child(path, r), ""));
+            errs.push(FieldError::required(child_path(path, r), ""));
         }
     }
     if node.embedded {
@@ -331,10 +337,36 @@ fn object(node: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &mut Ve
     for (k, val) in m {
         let old_val = old.and_then(|o| o.get(k));
         if let Some(p) = node.properties.get(k) {
-            validate(p, val, old_val, &child(path, k), errs);
+            validate(p, val, old_val, &child_path(path, k), errs);
         } else if let Some(Additional::Schema(s)) = &node.additional {
-            validate(s, val, old_val, &child(path, k), errs);
+            validate(s, val, old_val, &child_path(path, k), errs);
         }
+    }
+}
+
+/// The transition rules of an unchanged value (its old self is itself),
+/// through the children that correlate with the old object.
+fn transitions(node: &Node, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    rules::run(node, v, Some(v), path, errs, true);
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m {
+                let child = match (node.properties.get(k), &node.additional) {
+                    (Some(p), _) => p,
+                    (None, Some(Additional::Schema(s))) => &**s,
+                    _ => continue,
+                };
+                transitions(child, val, &child_path(path, k), errs);
+            }
+        }
+        Value::Array(items) if node.list_type.as_deref() == Some("map") => {
+            if let Some(item_node) = &node.items {
+                for (i, it) in items.iter().enumerate() {
+                    transitions(item_node, it, &format!("{path}[{i}]"), errs);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -347,13 +379,16 @@ fn embedded(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
             .unwrap_or_default()
             .is_empty()
         {
-            errs.push(FieldError::required(child(path, k), "must not be empty"));
+            errs.push(FieldError::required(
+                child_path(path, k),
+                "must not be empty",
+            ));
         }
     }
     let Some(meta) = v.get("metadata") else {
         return;
     };
-    let mpath = child(path, "metadata");
+    let mpath = child_path(path, "metadata");
     if !meta.is_object() {
         errs.push(FieldError::invalid(
             &mpath,
