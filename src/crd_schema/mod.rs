@@ -116,7 +116,7 @@ fn check_defaults(n: &Node, path: &str, errs: &mut Vec<FieldError>) {
         let mut inner = Vec::new();
         validate::validate_root(n, d, None, &mut inner);
         for e in inner {
-            let field = if e.field.is_empty() {
+            let field = if e.field == validate::ROOT {
                 format!("{path}.default")
             } else {
                 format!("{path}.default.{}", e.field)

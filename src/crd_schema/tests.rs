@@ -459,12 +459,12 @@ fn cel_rules() {
     assert_eq!(
         msgs(&s.validate(&bad, None)),
         vec![
-            "spec.sorted: Invalid value: \"array\": failed rule: self.isSorted() && self.sum() < 10",
             "spec: Invalid value: \"object\": min must not exceed max",
             "spec: Invalid value: \"object\": failed rule: self.max < 100",
             "spec: Invalid value: \"object\": name abc must start with x",
             "spec: Forbidden: too many tags",
             "spec: Invalid value: \"object\": failed rule: self.tags.all(t, t.matches('^[a-z]+$')) && self.tags.exists_one(t, t == 'main')",
+            "spec.sorted: Invalid value: \"array\": failed rule: self.isSorted() && self.sum() < 10",
         ]
     );
     // The transition rule runs only on update, against the old object.
@@ -512,6 +512,24 @@ fn cel_rules_on_scalars_and_map_lists() {
 }
 
 #[test]
+fn root_rules_see_only_name_of_metadata() {
+    let s = compile(json!({"type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.metadata.name.startsWith('a')", "message": "name must start with a"},
+            {"rule": "!has(self.metadata.labels)"},
+        ],
+        "properties": {"spec": {"type": "object"}}}));
+    let mut o = obj(json!({}));
+    o["metadata"]["labels"] = json!({"x": "y"});
+    assert_eq!(msgs(&s.validate(&o, None)), Vec::<String>::new());
+    o["metadata"]["name"] = json!("b");
+    assert_eq!(
+        msgs(&s.validate(&o, None)),
+        vec!["<nil>: Invalid value: \"object\": name must start with a"]
+    );
+}
+
+#[test]
 fn ratcheting_unchanged_values_on_update() {
     let s = compile(with_spec(json!({
         "name": {"type": "string", "maxLength": 5},
@@ -531,8 +549,8 @@ fn ratcheting_unchanged_values_on_update() {
     assert_eq!(
         msgs(&s.validate(&changed, Some(&old))),
         vec![
-            "spec.limits: Invalid value: \"object\": failed rule: self.max < 10",
             "spec.name: Too long: may not be more than 5 bytes",
+            "spec.limits: Invalid value: \"object\": failed rule: self.max < 10",
             "spec.version: Invalid value: 2: may not go back",
         ]
     );

@@ -75,6 +75,72 @@ pub(crate) fn validate_root(
             e.detail = e.detail.trim_start().to_string();
         }
     }
+    // The rules run after the schema checks, as upstream's CEL validator
+    // does, and see only name and generateName of the root's metadata.
+    let (v, old) = (cel_view(v), old.map(cel_view));
+    cel_walk(node, &v, old.as_ref(), "", errs);
+    // Upstream names the root by its nil path.
+    for e in &mut errs[start..] {
+        if e.field.is_empty() {
+            e.field = ROOT.to_string();
+        }
+    }
+}
+
+/// The field of an error about the whole object, as upstream prints a nil path.
+pub(crate) const ROOT: &str = "<nil>";
+
+/// The object as root rules see it: metadata cut to name and generateName.
+fn cel_view(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| k == "name" || k == "generateName");
+    }
+    v
+}
+
+/// Runs the `x-kubernetes-validations` of every node the value reaches,
+/// with the old value where it correlates (object keys, map-list keys). An
+/// unchanged value only runs its transition rules (ratcheting).
+fn cel_walk(node: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+    if v.is_null() || !node.ty.is_empty() && !type_matches(&node.ty, v) {
+        return;
+    }
+    let unchanged = old.is_some_and(|o| o == v);
+    rules::run(node, v, old, path, errs, unchanged);
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m {
+                let child = match (node.properties.get(k), &node.additional) {
+                    (Some(p), _) => p,
+                    (None, Some(Additional::Schema(s))) => &**s,
+                    _ => continue,
+                };
+                let old_val = old.and_then(|o| o.get(k));
+                cel_walk(child, val, old_val, &child_path(path, k), errs);
+            }
+        }
+        Value::Array(items) => {
+            let Some(item_node) = &node.items else { return };
+            let old_items = old.and_then(Value::as_array);
+            for (i, it) in items.iter().enumerate() {
+                let old_it = correlate(node, old_items, it);
+                cel_walk(item_node, it, old_it, &format!("{path}[{i}]"), errs);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The old item a new one meets: only map lists correlate, by their keys.
+fn correlate<'a>(node: &Node, old_items: Option<&'a Vec<Value>>, it: &Value) -> Option<&'a Value> {
+    if node.list_type.as_deref() != Some("map") {
+        return None;
+    }
+    let k = map_keys(&node.list_map_keys, it);
+    old_items?
+        .iter()
+        .find(|x| map_keys(&node.list_map_keys, x) == k)
 }
 
 /// Validates `v` at `path` against `node`; `old` is the value at the same
@@ -89,8 +155,7 @@ pub(crate) fn validate(
     let name = path;
     if old.is_some_and(|o| o == v) {
         // Ratcheting: a value the update leaves as it was keeps passing
-        // even if the schema has since tightened; only transition rules run.
-        transitions(node, v, path, errs);
+        // even if the schema has since tightened.
         return;
     }
     if v.is_null() && (node.nullable || node.ty.is_empty() && !node.int_or_string) {
@@ -142,7 +207,6 @@ pub(crate) fn validate(
         Value::Object(_) => object(node, v, old, path, errs),
         _ => {}
     }
-    rules::run(node, v, old, path, errs, false);
 }
 
 fn string(node: &Node, s: &str, path: &str, errs: &mut Vec<FieldError>) {
@@ -292,13 +356,7 @@ fn array(
     }
     if let Some(item_node) = &node.items {
         for (i, it) in items.iter().enumerate() {
-            // Only items of map lists correlate with the old list (by key).
-            let old_it = old_items
-                .filter(|_| node.list_type.as_deref() == Some("map"))
-                .and_then(|o| {
-                    let k = map_keys(&node.list_map_keys, it);
-                    o.iter().find(|x| map_keys(&node.list_map_keys, x) == k)
-                });
+            let old_it = correlate(node, old_items, it);
             validate(item_node, it, old_it, &format!("{path}[{i}]"), errs);
         }
     }
@@ -341,32 +399,6 @@ fn object(node: &Node, v: &Value, old: Option<&Value>, path: &str, errs: &mut Ve
         } else if let Some(Additional::Schema(s)) = &node.additional {
             validate(s, val, old_val, &child_path(path, k), errs);
         }
-    }
-}
-
-/// The transition rules of an unchanged value (its old self is itself),
-/// through the children that correlate with the old object.
-fn transitions(node: &Node, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    rules::run(node, v, Some(v), path, errs, true);
-    match v {
-        Value::Object(m) => {
-            for (k, val) in m {
-                let child = match (node.properties.get(k), &node.additional) {
-                    (Some(p), _) => p,
-                    (None, Some(Additional::Schema(s))) => &**s,
-                    _ => continue,
-                };
-                transitions(child, val, &child_path(path, k), errs);
-            }
-        }
-        Value::Array(items) if node.list_type.as_deref() == Some("map") => {
-            if let Some(item_node) = &node.items {
-                for (i, it) in items.iter().enumerate() {
-                    transitions(item_node, it, &format!("{path}[{i}]"), errs);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
