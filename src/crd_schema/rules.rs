@@ -116,7 +116,13 @@ pub(crate) fn run(
         // Objects and arrays are shown by their type, scalars by value.
         let shown = match node.ty.as_str() {
             "object" | "array" => Value::String(node.ty.clone()),
-            _ => value.clone(),
+            // Numbers the rules saw as doubles print as written (`3`, not `3.0`).
+            _ => match value.as_f64() {
+                Some(f) if !value.is_i64() && f.fract() == 0.0 && f.abs() < 1e15 => {
+                    Value::from(f as i64)
+                }
+                _ => value.clone(),
+            },
         };
         match program.eval_bool(&vars) {
             Ok(true) => {}

@@ -538,6 +538,17 @@ fn ratcheting_unchanged_values_on_update() {
             "x-kubernetes-validations": [{"rule": "self.max < 10"}]},
         "version": {"type": "integer", "x-kubernetes-validations": [{"rule": "self >= oldSelf", "message": "may not go back"}]},
     })));
+    // A `number` written as an integer is a double to the rules.
+    let n = compile(with_spec(json!({"ratio": {"type": "number",
+        "x-kubernetes-validations": [{"rule": "self * 2.5 <= 5.0"}]}})));
+    assert_eq!(
+        msgs(&n.validate(&obj(json!({"ratio": 2})), None)),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        msgs(&n.validate(&obj(json!({"ratio": 3})), None)),
+        vec!["spec.ratio: Invalid value: 3: failed rule: self * 2.5 <= 5.0"]
+    );
     // Stored before the schema tightened.
     let old = obj(json!({"name": "toolong", "replicas": 1, "limits": {"max": 50}, "version": 3}));
     let new = obj(json!({"name": "toolong", "replicas": 2, "limits": {"max": 50}, "version": 3}));
@@ -570,6 +581,8 @@ fn cel_library() {
         ("self.l.min() == 1 && self.l.max() == 3", true),
         ("self.f > 1 && int(self.f) == 1", true),
         ("has(self.nope)", false),
+        ("self.l[0] < 1.5 && 2.0 > self.l[0] && self.f != 1", true),
+        ("self.l[0] == 1.0", true),
     ] {
         let p = cel::compile(expr).unwrap();
         assert_eq!(p.eval_bool(&[("self", &v)]), Ok(want), "{expr}");

@@ -77,7 +77,7 @@ pub(crate) fn validate_root(
     }
     // The rules run after the schema checks, as upstream's CEL validator
     // does, and see only name and generateName of the root's metadata.
-    let (v, old) = (cel_view(v), old.map(cel_view));
+    let (v, old) = (cel_view(node, v), old.map(|o| cel_view(node, o)));
     cel_walk(node, &v, old.as_ref(), "", errs);
     // Upstream names the root by its nil path.
     for e in &mut errs[start..] {
@@ -90,13 +90,40 @@ pub(crate) fn validate_root(
 /// The field of an error about the whole object, as upstream prints a nil path.
 pub(crate) const ROOT: &str = "<nil>";
 
-/// The object as root rules see it: metadata cut to name and generateName.
-fn cel_view(v: &Value) -> Value {
+/// The object as rules see it: metadata cut to name and generateName at
+/// the root, and `number` fields as doubles even when written as integers.
+fn cel_view(node: &Node, v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.retain(|k, _| k == "name" || k == "generateName");
     }
+    as_doubles(node, &mut v);
     v
+}
+
+fn as_doubles(node: &Node, v: &mut Value) {
+    match v {
+        Value::Number(n) if node.ty == "number" => {
+            if let Some(d) = n.as_f64().and_then(serde_json::Number::from_f64) {
+                *n = d;
+            }
+        }
+        Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                match (node.properties.get(k), &node.additional) {
+                    (Some(p), _) => as_doubles(p, val),
+                    (None, Some(Additional::Schema(s))) => as_doubles(s, val),
+                    _ => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_node) = &node.items {
+                items.iter_mut().for_each(|it| as_doubles(item_node, it));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Runs the `x-kubernetes-validations` of every node the value reaches,
