@@ -17,6 +17,8 @@ mod structural;
 mod validate;
 
 #[cfg(test)]
+mod cel_tests;
+#[cfg(test)]
 mod smoke_tests;
 #[cfg(test)]
 mod tests;
