@@ -126,8 +126,22 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
         if s(ospec, "group") != group {
             errs.push(FieldError::immutable("spec.group", group));
         }
-        if s(ospec, "scope") != s(spec, "scope") {
-            errs.push(FieldError::immutable("spec.scope", s(spec, "scope")));
+        let oplural = s(ospec.get("names").unwrap_or(&null), "plural");
+        if oplural != plural {
+            errs.push(FieldError::immutable("spec.names.plural", plural));
+        }
+        // Scope and kind shape the storage once the CRD is established.
+        let established = arr(old.get("status").unwrap_or(&null), "conditions")
+            .iter()
+            .any(|c| s(c, "type") == "Established" && s(c, "status") == "True");
+        if established {
+            if s(ospec, "scope") != s(spec, "scope") {
+                errs.push(FieldError::immutable("spec.scope", s(spec, "scope")));
+            }
+            let okind = s(ospec.get("names").unwrap_or(&null), "kind");
+            if okind != s(names, "kind") {
+                errs.push(FieldError::immutable("spec.names.kind", s(names, "kind")));
+            }
         }
         for (i, sv) in arr(old.get("status").unwrap_or(&null), "storedVersions")
             .iter()

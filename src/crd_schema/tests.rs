@@ -502,15 +502,27 @@ fn crd_validation() {
             "want {want:?}, got {got:#?}"
         );
     }
-    // Updates: group and scope are immutable, stored versions must stay listed.
+    // Updates: group and plural are immutable, scope and kind once
+    // established, stored versions must stay listed.
     let mut old = good.clone();
     old["status"] = json!({"storedVersions": ["v1beta1", "v1"]});
     let mut new = good.clone();
     new["spec"]["scope"] = json!("Cluster");
+    new["spec"]["names"]["kind"] = json!("Gadget");
+    new["spec"]["names"]["listKind"] = json!("GadgetList");
+    assert_eq!(
+        msgs(&validate_crd(&new, Some(&old))),
+        vec!["status.storedVersions[0]: Invalid value: \"v1beta1\": must appear in spec.versions"]
+    );
+    old["status"]["conditions"] = json!([{"type": "Established", "status": "True"}]);
+    new["spec"]["group"] = json!("other.example.com");
+    new["metadata"]["name"] = json!("widgets.other.example.com");
     assert_eq!(
         msgs(&validate_crd(&new, Some(&old))),
         vec![
+            "spec.group: Invalid value: \"other.example.com\": field is immutable",
             "spec.scope: Invalid value: \"Cluster\": field is immutable",
+            "spec.names.kind: Invalid value: \"Gadget\": field is immutable",
             "status.storedVersions[0]: Invalid value: \"v1beta1\": must appear in spec.versions",
         ]
     );
