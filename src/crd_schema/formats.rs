@@ -20,7 +20,8 @@ pub(crate) fn check_format(format: &str, s: &str) -> bool {
         "mac" => mac(s),
         "hostname" => hostname(s),
         "email" => email(s),
-        "uri" => url::Url::parse(s).is_ok(),
+        // Go's ParseRequestURI: an absolute URI or an absolute path.
+        "uri" => url::Url::parse(s).is_ok() || s.starts_with('/'),
         "hexcolor" => {
             s.len() == 7 && s.starts_with('#') && s[1..].chars().all(|c| c.is_ascii_hexdigit())
         }

@@ -80,8 +80,8 @@ impl Node {
     }
 }
 
-/// Keys a `JSONSchemaProps` may carry; any other is refused as upstream's
-/// strict decoding does.
+/// Keys a `JSONSchemaProps` has; others (`x-kubernetes-patch-strategy`,
+/// ...) are not part of the schema.
 const KNOWN: &[&str] = &[
     "id",
     "$schema",
@@ -136,17 +136,12 @@ pub(crate) fn parse(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Node {
         errs.push(FieldError::invalid(path, v.clone(), "must be an object"));
         return n;
     };
-    for k in m.keys() {
-        if !KNOWN.contains(&k.as_str()) {
-            errs.push(FieldError {
-                field: format!("{path}.{k}"),
-                kind: crate::validation::ErrorKind::Invalid,
-                bad_value: None,
-                detail: "unknown field".into(),
-            });
-        }
-        n.keys.push(k.clone());
-    }
+    // Keys JSONSchemaProps lacks are dropped, as decoding the CRD drops them.
+    n.keys = m
+        .keys()
+        .filter(|k| KNOWN.contains(&k.as_str()))
+        .cloned()
+        .collect();
     let p = |k: &str| format!("{path}.{k}");
     n.ty = string(m, "type", path, errs);
     n.format = string(m, "format", path, errs);

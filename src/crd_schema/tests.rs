@@ -213,6 +213,7 @@ fn structural_schemas_accepted() {
             json!({"a": {"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "^b"}]}}),
         ),
         with_spec(json!({"a": {"type": "integer", "default": 3}})),
+        with_spec(json!({"a": {"type": "string", "x-kubernetes-patch-strategy": "merge"}})),
     ] {
         assert!(
             schema_errors(schema.clone()).is_empty(),
