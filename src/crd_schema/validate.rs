@@ -77,14 +77,25 @@ pub(crate) fn validate_root(
     }
     // The rules run after the schema checks, as upstream's CEL validator
     // does, and see only name and generateName of the root's metadata.
-    let (v, old) = (cel_view(node, v), old.map(|o| cel_view(node, o)));
-    cel_walk(node, &v, old.as_ref(), "", errs);
+    if has_rules(node) {
+        let (v, old) = (cel_view(node, v), old.map(|o| cel_view(node, o)));
+        cel_walk(node, &v, old.as_ref(), "", errs);
+    }
     // Upstream names the root by its nil path.
     for e in &mut errs[start..] {
         if e.field.is_empty() {
             e.field = ROOT.to_string();
         }
     }
+}
+
+/// Whether any node of the schema has `x-kubernetes-validations` (else
+/// the object need not be copied for the rules).
+fn has_rules(n: &Node) -> bool {
+    !n.rules.is_empty()
+        || n.properties.values().any(has_rules)
+        || n.items.as_deref().is_some_and(has_rules)
+        || matches!(&n.additional, Some(Additional::Schema(s)) if has_rules(s))
 }
 
 /// The field of an error about the whole object, as upstream prints a nil path.
