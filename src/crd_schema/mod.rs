@@ -5,7 +5,12 @@
 //! [`Structural::validate`] are what the server runs on every custom object,
 //! in that order; [`validate_crd`] validates the CRD object itself.
 //!
-//! Pure library: the API server plugs it into its CRD serving.
+//! Pure library: the API server plugs it into its CRD serving. On a write:
+//! `prune_reporting` (its paths are the `unknown field "spec.x"` warnings,
+//! or errors under `fieldValidation=Strict`) → `apply_defaults` → ObjectMeta
+//! validation → `validate(new, Some(old))` on updates (ratcheting unchanged
+//! values, running transition rules). On a read from storage: `prune` →
+//! `apply_defaults`.
 
 pub mod cel;
 mod crd;
