@@ -2,6 +2,7 @@
 //! and validation, label selectors, quantities, patches and printers.
 
 pub mod bootstrap;
+pub mod crd_schema;
 pub mod cron;
 pub mod defaults;
 pub mod disruption;
