@@ -3,6 +3,8 @@
 //! - [`api`]: the Kubernetes-shaped HTTP API (routing, one file per verb,
 //!   per-kind rules in `api/strategy/`, watch, discovery, the proxy to the
 //!   agents for logs, exec and attach);
+//! - [`aggregator`]: APIServices: bosun's own group versions and the
+//!   extension API servers requests are proxied to;
 //! - [`store`]: the `Store` trait and its embedded backend;
 //! - [`scheduler`]: places pods on nodes;
 //! - [`controllers`]: one folder per controller;
@@ -13,6 +15,7 @@
 //! - [`server`]: starts it all; [`tls`]: the CA and serving certificate;
 //! - [`snapshot`]: copies of the store and the keys, served and periodic.
 
+pub mod aggregator;
 pub mod api;
 pub mod auth;
 pub mod controllers;
