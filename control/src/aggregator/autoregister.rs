@@ -3,9 +3,11 @@
 //! every start with upstream's priorities, the label
 //! `kube-aggregator.kubernetes.io/automanaged: onstart` and
 //! `Available=True` (`Local`), so whatever a user changed is set back.
-//! `v1beta1.metrics.k8s.io` is the one exception: once a user registers a
-//! service for it (metrics-server's bundle does), it is left as they
-//! made it, and bosun's own metrics stop being served.
+//! `metrics.k8s.io/v1beta1` is the one exception: bosun serves it without
+//! an APIService, as a cluster without metrics-server has none, so that
+//! applying metrics-server's bundle creates `v1beta1.metrics.k8s.io`
+//! (with its service), which then takes the group version over; deleting
+//! it gives bosun's own metrics back.
 
 use serde_json::{json, Value};
 
@@ -15,7 +17,8 @@ use crate::store::{Store, StoreError};
 /// The label upstream marks its automanaged APIServices with.
 pub const AUTOMANAGED_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
 
-/// The group versions a user may take over with a service of their own.
+/// The group versions bosun serves until a user registers an APIService
+/// for them, with no Local APIService of their own.
 const REPLACEABLE: &[(&str, &str)] = &[("metrics.k8s.io", "v1beta1")];
 
 /// Upstream's `groupPriorityMinimum` and `versionPriority` of a built-in
@@ -45,13 +48,14 @@ fn priorities(group: &str, version: &str) -> (i64, i64) {
     }
 }
 
-/// Every group version bosun serves itself: the core `v1`, then each
-/// group's versions.
+/// Every group version bosun registers as Local: the core `v1`, then
+/// each group's versions (but the replaceable ones).
 pub fn local_group_versions() -> Vec<(&'static str, &'static str)> {
     let mut out = vec![("", "v1")];
     for (group, versions) in bosun::resources::groups() {
         out.extend(versions.into_iter().map(|v| (group, v)));
     }
+    out.retain(|gv| !REPLACEABLE.contains(gv));
     out
 }
 
@@ -83,7 +87,7 @@ pub fn local_api_service(group: &str, version: &str, now: &str) -> Value {
 
 /// Writes the Local APIServices: creates the missing ones and sets the
 /// others back to their Local form (keeping uid, creation time and
-/// labels a user added), except a replaceable one a user gave a service.
+/// labels a user added).
 pub async fn register(store: &dyn Store) -> anyhow::Result<()> {
     let now = bosun::time::now_rfc3339();
     for (group, version) in local_group_versions() {
@@ -100,9 +104,7 @@ pub async fn register(store: &dyn Store) -> anyhow::Result<()> {
                 }
                 Some(kv) => {
                     let current: Value = serde_json::from_slice(&kv.value[..])?;
-                    let taken_over = REPLACEABLE.contains(&(group, version))
-                        && super::Remote::from_object(&current).is_some();
-                    let Some(next) = (!taken_over).then(|| reset(&current, &want)).flatten() else {
+                    let Some(next) = reset(&current, &want) else {
                         break;
                     };
                     store
@@ -159,6 +161,7 @@ mod tests {
         assert_eq!(all[0], ("", "v1"));
         assert!(all.contains(&("apps", "v1")));
         assert!(all.contains(&("apiregistration.k8s.io", "v1")));
+        assert!(!all.contains(&("metrics.k8s.io", "v1beta1")));
         let core = local_api_service("", "v1", "2026-01-01T00:00:00Z");
         assert_eq!(core["metadata"]["name"], "v1.");
         assert!(core["spec"].get("service").is_none());
