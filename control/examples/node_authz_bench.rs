@@ -51,7 +51,9 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
             .await
             .expect("rbac"),
         node_graph: graph,
-        aggregator: Arc::new(bosun_control::aggregator::Aggregator::empty(store, None)),
+        aggregator: Arc::new(bosun_control::api::aggregator::Aggregator::empty(
+            store, None,
+        )),
     })
 }
 

@@ -2,9 +2,8 @@
 //!
 //! - [`api`]: the Kubernetes-shaped HTTP API (routing, one file per verb,
 //!   per-kind rules in `api/strategy/`, watch, discovery, the proxy to the
-//!   agents for logs, exec and attach);
-//! - [`aggregator`]: APIServices: bosun's own group versions and the
-//!   extension API servers requests are proxied to;
+//!   agents for logs, exec and attach; `api/aggregator/` the APIServices
+//!   and the extension API servers requests are proxied to);
 //! - [`store`]: the `Store` trait and its embedded backend;
 //! - [`scheduler`]: places pods on nodes;
 //! - [`controllers`]: one folder per controller;
@@ -15,7 +14,6 @@
 //! - [`server`]: starts it all; [`tls`]: the CA and serving certificate;
 //! - [`snapshot`]: copies of the store and the keys, served and periodic.
 
-pub mod aggregator;
 pub mod api;
 pub mod auth;
 pub mod controllers;

@@ -10,7 +10,7 @@ use bosun::resources;
 use rand::Rng;
 use serde_json::json;
 
-use crate::aggregator::{self, Aggregator};
+use crate::api::aggregator::{self, Aggregator};
 use crate::api::{self, ApiOptions, ApiState};
 use crate::auth;
 use crate::controllers::kubernetesservice::{self, KubernetesServiceOptions};
@@ -124,7 +124,7 @@ pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("creating the system PriorityClasses"),
         }
     }
-    crate::aggregator::autoregister::register(store)
+    crate::api::aggregator::autoregister::register(store)
         .await
         .context("registering the Local APIServices")?;
     Ok(())

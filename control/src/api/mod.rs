@@ -2,6 +2,7 @@
 //! the verbs on every served resource.
 
 pub mod admission;
+pub mod aggregator;
 pub mod allocate;
 pub mod authn;
 mod binding;
@@ -122,7 +123,7 @@ pub struct ApiState {
     /// (followed from the store by a task started with the server).
     pub node_graph: Arc<crate::auth::NodeGraph>,
     /// The APIServices, and the client identity toward extension servers.
-    pub aggregator: Arc<crate::aggregator::Aggregator>,
+    pub aggregator: Arc<crate::api::aggregator::Aggregator>,
 }
 
 /// The API as an axum router.
@@ -308,19 +309,20 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     // A group version an APIService hands to an extension server.
     if let ["apis", group, version, rest @ ..] = segments.as_slice() {
         if let Some(remote) = state.aggregator.remote(group, version) {
-            return crate::aggregator::proxy::serve(&state, &who, remote, rest, parts, body).await;
+            return crate::api::aggregator::proxy::serve(&state, &who, remote, rest, parts, body)
+                .await;
         }
     }
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
         ["api"] => return Ok(discovery::serve_root(true, &headers)),
         ["apis"] => {
-            return Ok(crate::aggregator::discovery::serve_apis(
+            return Ok(crate::api::aggregator::discovery::serve_apis(
                 &state.aggregator,
                 &headers,
             ))
         }
         ["apis", group] => {
-            return crate::aggregator::discovery::group(&state.aggregator, group)
+            return crate::api::aggregator::discovery::group(&state.aggregator, group)
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }

@@ -125,8 +125,14 @@ async fn sync(aggregator: &Aggregator, api: &Api<DynamicObject>) {
 /// Runs the controller until the store closes.
 pub async fn run(aggregator: Arc<Aggregator>, client: kube::Client) {
     let res = bosun::resources::by_name("apiservices").expect("served");
-    let api: Api<DynamicObject> =
-        Api::all_with(client, &crate::toolkit::dynamic::api_resource(res));
+    let resource = kube::api::ApiResource {
+        group: res.group.into(),
+        version: res.version.into(),
+        api_version: res.api_version(),
+        kind: res.kind.into(),
+        plural: res.plural.into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let prefixes = [
         PREFIX.to_string(),
         bosun::resources::by_name("services")
