@@ -280,6 +280,13 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
             set(root, "value", json!(0));
             set_str(root, "preemptionPolicy", "PreemptLowerPriority");
         }
+        // SetDefaults_ServiceReference (apiregistration): port 443.
+        ("apiregistration.k8s.io", "APIService") => {
+            let spec = object_at(root, "spec");
+            if let Some(Value::Object(service)) = spec.get_mut("service") {
+                set(service, "port", json!(443));
+            }
+        }
         // SetDefaults_Subject: users and groups are RBAC's.
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             for s in array_at(root, "subjects") {

@@ -245,6 +245,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["pc"], cat: [], sub: []),
     res!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
          true, short: ["pdb"], cat: [], sub: ["status"]),
+    res!("apiregistration.k8s.io", "v1", "APIService", "apiservices", "apiservice", false,
+         short: [], cat: ["api-extensions"], sub: ["status"]),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

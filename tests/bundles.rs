@@ -6,8 +6,11 @@
 //! for kind"), a second apply changes nothing, and the kinds are acted on:
 //! the metrics-server pods get the priority of `system-cluster-critical`,
 //! its budget and the namespace's quota get their status from their
-//! controllers. (The bundles' ValidatingWebhookConfiguration, APIService
-//! and custom resources are issue 26's and left out of the files.)
+//! controllers; metrics-server's APIService takes `metrics.k8s.io` over
+//! from bosun's own metrics and, with no metrics-server pod running, is
+//! not Available (MissingEndpoints). (The bundles'
+//! ValidatingWebhookConfiguration and custom resources are issue 26's and
+//! left out of the files.)
 
 mod common;
 
@@ -108,6 +111,24 @@ fn everyday_bundles_apply_and_are_acted_on() {
         |out| out.split_whitespace().count() == 2,
     );
     assert_eq!(priorities.trim(), "2000000000 2000000000");
+
+    // metrics-server's APIService now serves metrics.k8s.io: with none
+    // of its pods running, it is not Available and its requests get 503.
+    wait_kubectl(
+        &c,
+        &["get", "apiservice", "v1beta1.metrics.k8s.io"],
+        "metrics-server's APIService to miss its endpoints",
+        |out| {
+            out.contains("kube-system/metrics-server") && out.contains("False (MissingEndpoints)")
+        },
+    );
+    let top = c.kubectl(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes"]);
+    assert!(
+        top.code != 0 && top.stderr.contains("service unavailable"),
+        "{}{}",
+        top.stdout,
+        top.stderr
+    );
 
     // The disruption controller counts the budget's pods (none Ready).
     wait_kubectl(

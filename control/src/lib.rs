@@ -2,7 +2,8 @@
 //!
 //! - [`api`]: the Kubernetes-shaped HTTP API (routing, one file per verb,
 //!   per-kind rules in `api/strategy/`, watch, discovery, the proxy to the
-//!   agents for logs, exec and attach);
+//!   agents for logs, exec and attach; `api/aggregator/` the APIServices
+//!   and the extension API servers requests are proxied to);
 //! - [`store`]: the `Store` trait and its embedded backend;
 //! - [`scheduler`]: places pods on nodes;
 //! - [`controllers`]: one folder per controller;

@@ -10,6 +10,7 @@ use bosun::resources;
 use rand::Rng;
 use serde_json::json;
 
+use crate::api::aggregator::{self, Aggregator};
 use crate::api::{self, ApiOptions, ApiState};
 use crate::auth;
 use crate::controllers::kubernetesservice::{self, KubernetesServiceOptions};
@@ -123,6 +124,9 @@ pub async fn bootstrap(store: &dyn Store) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("creating the system PriorityClasses"),
         }
     }
+    crate::api::aggregator::autoregister::register(store)
+        .await
+        .context("registering the Local APIServices")?;
     Ok(())
 }
 
@@ -190,6 +194,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let node_graph = auth::NodeGraph::new(store.clone());
+    let front_proxy = Arc::new(aggregator::frontproxy::FrontProxy::load_or_create(
+        &config.data_dir,
+    )?);
+    let aggregator = Aggregator::new(store.clone(), Some(front_proxy.clone())).await;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -202,6 +210,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         snapshots: Some(snapshots.clone()),
         rbac: rbac.clone(),
         node_graph: node_graph.clone(),
+        aggregator: aggregator.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -225,6 +234,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     auth::rbac::reconcile::bootstrap(&apiserver_client)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling the bootstrap RBAC policy: {e:?}"))?;
+    aggregator::frontproxy::publish(&apiserver_client, &pki.ca_pem, &front_proxy.ca_pem)
+        .await
+        .map_err(|e| anyhow::anyhow!("publishing extension-apiserver-authentication: {e}"))?;
     if let Err(e) = kubernetesservice::reconcile(&apiserver_client, &api_service).await {
         tracing::warn!(error = %e, "making the kubernetes Service");
     }
@@ -261,9 +273,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     // The API server's own controller, run by every API server whatever
     // `--controllers` says (see `controllers/mod.rs`).
-    tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
+    tasks.spawn(kubernetesservice::start(
+        apiserver_client.clone(),
+        api_service,
+    ));
     tasks.spawn(rbac.follow());
     tasks.spawn(node_graph.follow());
+    tasks.spawn(aggregator.clone().follow());
+    tasks.spawn(aggregator::available::run(
+        aggregator,
+        apiserver_client.clone(),
+    ));
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

@@ -109,6 +109,15 @@ fn sample(kind: &str, name: &str) -> Value {
             "networking.k8s.io/v1",
             json!({"controller": "example.com/ingress"}),
         ),
+        "APIService" => {
+            let (version, group) = name.split_once('.').expect("named VERSION.GROUP");
+            (
+                "apiregistration.k8s.io/v1",
+                json!({"group": group, "version": version, "groupPriorityMinimum": 100,
+                       "versionPriority": 10, "insecureSkipTLSVerify": true,
+                       "service": {"namespace": "default", "name": "nothing-here"}}),
+            )
+        }
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
@@ -154,6 +163,15 @@ fn sample(kind: &str, name: &str) -> Value {
     obj
 }
 
+/// The name a sample of `kind` gets from the suite's `name`: an APIService
+/// must be named `VERSION.GROUP`.
+fn sample_name(kind: &str, name: String) -> String {
+    match kind {
+        "APIService" => format!("v1.{name}.test"),
+        _ => name,
+    }
+}
+
 fn dynamic(v: Value) -> DynamicObject {
     serde_json::from_value(v).expect("a DynamicObject")
 }
@@ -188,7 +206,7 @@ async fn crud_for_every_resource() {
     let cp = ControlPlane::start();
     let client = cp.client().await;
     for res in bosun::resources::RESOURCES {
-        let name = format!("t-{}-{}", res.version, res.singular);
+        let name = sample_name(res.kind, format!("t-{}-{}", res.version, res.singular));
         let ns = res.namespaced.then_some("default");
         let ar = common::api_resource_of(res);
         let api: kube::Api<DynamicObject> = match ns {
@@ -1397,8 +1415,8 @@ async fn kube_runtime_watcher_lists_and_watches_every_resource() {
             }
             dynamic(obj)
         };
-        let first = format!("w1-{}-{}", res.version, res.singular);
-        let second = format!("w2-{}-{}", res.version, res.singular);
+        let first = sample_name(res.kind, format!("w1-{}-{}", res.version, res.singular));
+        let second = sample_name(res.kind, format!("w2-{}-{}", res.version, res.singular));
         api.create(&PostParams::default(), &sample_for(&first))
             .await
             .unwrap();

@@ -23,9 +23,10 @@ fn name_errors(res: &ResourceInfo, name: &str, prefix: bool) -> Vec<String> {
         ("", "Namespace") => is_dns1123_label(&name),
         ("", "Service") => is_dns1035_label(&name),
         // ValidateRBACName: `system:discovery` is a valid role name.
-        ("", "PersistentVolume") | ("rbac.authorization.k8s.io", _) => {
-            is_valid_path_segment_name(&name)
-        }
+        // APIServices are named VERSION.GROUP (`v1.` for the core group).
+        ("", "PersistentVolume")
+        | ("rbac.authorization.k8s.io", _)
+        | ("apiregistration.k8s.io", "APIService") => is_valid_path_segment_name(&name),
         _ => is_dns1123_subdomain(&name),
     }
 }

@@ -7,6 +7,7 @@
 //! generate `metadata.name` from `generateName` and fill `metadata.namespace`
 //! from the URL → `validate`.
 
+pub mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -541,6 +542,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("scheduling.k8s.io", "v1", "PriorityClass") => {
             roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
         }
+        ("apiregistration.k8s.io", "v1", "APIService") => {
+            roundtrip::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(v)
+        }
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -611,6 +615,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class(obj, old, &mut errs)
+        }
+        ("apiregistration.k8s.io", "APIService") => {
+            apiregistration::validate_api_service(obj, &mut errs)
         }
         _ => {}
     }

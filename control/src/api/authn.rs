@@ -259,12 +259,23 @@ pub async fn authorize(
         name: target.name.as_deref().or(selected),
         created_name: created.as_deref(),
     };
+    authorize_attributes(state, who, &attrs).await
+}
+
+/// A 403 unless `who` may do what `attrs` describe: the authorizer
+/// chain of [`authorize`] for a request bosun does not serve itself (an
+/// aggregated API's resources).
+pub async fn authorize_attributes(
+    state: &ApiState,
+    who: &Identity,
+    attrs: &auth::Attributes<'_>,
+) -> ApiResult<()> {
     auth::authorize(
         state.store.as_ref(),
         &state.rbac,
         &state.node_graph,
         who,
-        &attrs,
+        attrs,
     )
     .await
     .map_err(|message| {

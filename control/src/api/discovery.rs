@@ -2,7 +2,7 @@
 //! `/version`, in the legacy (non-aggregated) form; `/api` and `/apis` also
 //! in the aggregated form (`aggregated`) when the client asks for it.
 
-mod aggregated;
+pub(crate) mod aggregated;
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;

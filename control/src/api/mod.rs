@@ -2,13 +2,14 @@
 //! the verbs on every served resource.
 
 pub mod admission;
+pub mod aggregator;
 pub mod allocate;
 pub mod authn;
 mod binding;
 mod create;
 mod decode;
 mod delete;
-mod discovery;
+pub(crate) mod discovery;
 pub mod error;
 mod eviction;
 mod filter;
@@ -121,6 +122,8 @@ pub struct ApiState {
     /// The Node authorizer's graph of what each node's pods reference
     /// (followed from the store by a task started with the server).
     pub node_graph: Arc<crate::auth::NodeGraph>,
+    /// The APIServices, and the client identity toward extension servers.
+    pub aggregator: Arc<crate::api::aggregator::Aggregator>,
 }
 
 /// The API as an axum router.
@@ -303,11 +306,23 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         return proxy::backend::serve(&state, &target, &rest, parts, body).await;
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // A group version an APIService hands to an extension server.
+    if let ["apis", group, version, rest @ ..] = segments.as_slice() {
+        if let Some(remote) = state.aggregator.remote(group, version) {
+            return crate::api::aggregator::proxy::serve(&state, &who, remote, rest, parts, body)
+                .await;
+        }
+    }
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
         ["api"] => return Ok(discovery::serve_root(true, &headers)),
-        ["apis"] => return Ok(discovery::serve_root(false, &headers)),
+        ["apis"] => {
+            return Ok(crate::api::aggregator::discovery::serve_apis(
+                &state.aggregator,
+                &headers,
+            ))
+        }
         ["apis", group] => {
-            return discovery::api_group(group)
+            return crate::api::aggregator::discovery::group(&state.aggregator, group)
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }

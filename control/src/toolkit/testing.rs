@@ -53,6 +53,7 @@ impl TestApi {
             snapshots: None,
             rbac,
             node_graph,
+            aggregator: crate::api::aggregator::Aggregator::new(store.clone(), None).await,
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

@@ -65,7 +65,12 @@ fn response_kind(entry: &Value, group: &str, version: &str) -> Value {
 
 /// One group version's `APIVersionDiscovery`, from its `APIResourceList`.
 fn version_entry(group: &str, version: &str) -> Option<Value> {
-    let list = resource_list(group, version)?;
+    version_entry_of(&resource_list(group, version)?, group, version)
+}
+
+/// The `APIVersionDiscovery` of an `APIResourceList` (bosun's or an
+/// extension server's).
+pub(crate) fn version_entry_of(list: &Value, group: &str, version: &str) -> Option<Value> {
     let entries = list["resources"].as_array()?;
     let mut resources: Vec<Value> = Vec::new();
     for e in entries {
@@ -145,8 +150,13 @@ pub fn document(core: bool, disco_version: &str) -> Value {
 
 /// The aggregated answer, typed so the client knows which form it got.
 pub fn response(core: bool, disco_version: &str) -> Response {
+    respond(&document(core, disco_version), disco_version)
+}
+
+/// An `APIGroupDiscoveryList` answered as [`response`] does.
+pub(crate) fn respond(doc: &Value, disco_version: &str) -> Response {
     let content_type = format!("application/json;g={GROUP};v={disco_version};as={KIND}");
-    let body = serde_json::to_vec(&document(core, disco_version)).unwrap_or_default();
+    let body = serde_json::to_vec(doc).unwrap_or_default();
     (
         StatusCode::OK,
         [

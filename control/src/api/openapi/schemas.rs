@@ -109,6 +109,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("policy", "v1", "PodDisruptionBudget") => {
             add::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(gen)
         }
+        ("apiregistration.k8s.io", "v1", "APIService") => {
+            add::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(gen)
+        }
         _ => return None,
     })
 }

@@ -228,7 +228,7 @@ async fn locate(state: &ApiState, target: &Target) -> ApiResult<Backend> {
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
 /// and the caller's credentials, which the backend must never see
 /// (kube-apiserver drops `Authorization` once it has authenticated).
-fn forwarded_headers(headers: &HeaderMap, upgrade: bool) -> HeaderMap {
+pub(crate) fn forwarded_headers(headers: &HeaderMap, upgrade: bool) -> HeaderMap {
     let named_by_connection: Vec<String> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -379,7 +379,7 @@ where
 
 /// A 101 from the backend: answer the client's upgrade with the backend's
 /// headers and copy bytes both ways.
-fn relay_upgrade(
+pub(crate) fn relay_upgrade(
     mut parts: Parts,
     mut resp: http::Response<hyper::body::Incoming>,
 ) -> ApiResult<Response> {
