@@ -190,6 +190,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let node_graph = auth::NodeGraph::new(store.clone());
+    let custom = api::custom::CustomResources::new(store.clone());
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -202,6 +203,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         snapshots: Some(snapshots.clone()),
         rbac: rbac.clone(),
         node_graph: node_graph.clone(),
+        custom: custom.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -264,6 +266,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
     tasks.spawn(rbac.follow());
     tasks.spawn(node_graph.follow());
+    tasks.spawn(custom.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

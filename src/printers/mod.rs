@@ -14,6 +14,7 @@
 //! function) in the file of its API group, registered in [`PRINTERS`].
 
 mod age;
+mod apiextensions;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -79,6 +80,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &ingress::INGRESS,
     &ingress::INGRESS_CLASS,
     &scheduling::PRIORITY_CLASS,
+    &apiextensions::CUSTOM_RESOURCE_DEFINITION,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -15,6 +15,7 @@ mod config;
 mod container;
 mod coordination;
 mod core;
+pub mod crd;
 mod discovery;
 mod ingress;
 mod meta;
@@ -541,6 +542,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("scheduling.k8s.io", "v1", "PriorityClass") => {
             roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
         }
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => roundtrip::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(v),
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -611,6 +615,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class(obj, old, &mut errs)
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crd::validate_crd(obj, old, &mut errs)
         }
         _ => {}
     }

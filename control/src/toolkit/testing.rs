@@ -53,6 +53,11 @@ impl TestApi {
             snapshots: None,
             rbac,
             node_graph,
+            custom: {
+                let custom = crate::api::custom::CustomResources::new(store.clone());
+                tokio::spawn(custom.clone().follow());
+                custom
+            },
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

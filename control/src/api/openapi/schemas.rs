@@ -109,6 +109,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("policy", "v1", "PodDisruptionBudget") => {
             add::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(gen)
         }
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => add::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(gen),
         _ => return None,
     })
 }
