@@ -263,6 +263,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     // The API server's own controller, run by every API server whatever
     // `--controllers` says (see `controllers/mod.rs`).
+    tasks.spawn(crate::controllers::customresourcedefinition::start(
+        apiserver_client.clone(),
+    ));
     tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
     tasks.spawn(rbac.follow());
     tasks.spawn(node_graph.follow());

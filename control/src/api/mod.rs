@@ -28,7 +28,7 @@ mod reviews;
 mod scale;
 mod snapshot;
 mod spdy;
-mod strategy;
+pub(crate) mod strategy;
 mod table;
 mod token;
 mod update;
