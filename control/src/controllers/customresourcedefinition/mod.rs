@@ -104,9 +104,8 @@ async fn write_status(ctx: &Context, crd: &Value, status: Value) -> Result<(), E
 }
 
 async fn reconcile(crd: Arc<CustomResourceDefinition>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let obj = serde_json::to_value(crd.as_ref()).map_err(|e| {
-        Error::from(kube::Error::SerdeError(e))
-    })?;
+    let obj =
+        serde_json::to_value(crd.as_ref()).map_err(|e| Error::from(kube::Error::SerdeError(e)))?;
     if crd.metadata.deletion_timestamp.is_some() {
         if !crd.finalizers().iter().any(|f| f == CLEANUP_FINALIZER) {
             return Ok(Action::await_change());
@@ -131,9 +130,10 @@ async fn reconcile(crd: Arc<CustomResourceDefinition>, ctx: Arc<Context>) -> Res
             &mut conditions,
             cond("NamesAccepted", true, "NoConflicts", "no conflicts found"),
         ),
-        Some((reason, message)) => {
-            set_condition(&mut conditions, cond("NamesAccepted", false, reason, message))
-        }
+        Some((reason, message)) => set_condition(
+            &mut conditions,
+            cond("NamesAccepted", false, reason, message),
+        ),
     }
     let established = condition(&obj, "Established").is_some_and(|c| c["status"] == "True");
     if accepted && !established {

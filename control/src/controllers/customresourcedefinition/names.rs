@@ -70,6 +70,24 @@ fn check(requested: &str, accepted: &str, used: &BTreeSet<String>) -> Result<(),
     Err(format!("{requested:?} is already in use"))
 }
 
+/// Takes the requested `field` into `out` unless it is in use.
+fn take(
+    field: &str,
+    requested: &Value,
+    accepted: &Value,
+    used: &BTreeSet<String>,
+    out: &mut Value,
+) -> Result<(), String> {
+    check(s(requested, field), s(accepted, field), used)?;
+    let v = s(requested, field);
+    if v.is_empty() && field != "plural" && field != "kind" {
+        out.as_object_mut().map(|m| m.remove(field));
+    } else {
+        out[field] = json!(v);
+    }
+    Ok(())
+}
+
 /// Decides the accepted names of `crd` against the `others` CRDs.
 pub fn decide(crd: &Value, others: &[Value]) -> Decided {
     let group = s(&crd["spec"], "group");
@@ -81,44 +99,43 @@ pub fn decide(crd: &Value, others: &[Value]) -> Decided {
     let (resources, kinds) = used_in_group(group, others);
     let mut out = accepted.clone();
     let mut conflict = None;
+    // Upstream's order: the last conflict found is the one reported.
     for (field, used, reason) in [
         ("plural", &resources, "PluralConflict"),
         ("singular", &resources, "SingularConflict"),
-        ("kind", &kinds, "KindConflict"),
-        ("listKind", &kinds, "ListKindConflict"),
     ] {
-        match check(s(requested, field), s(&accepted, field), used) {
-            Ok(()) => {
-                let v = s(requested, field);
-                if v.is_empty() && field != "plural" && field != "kind" {
-                    out.as_object_mut().map(|m| m.remove(field));
-                } else {
-                    out[field] = json!(v);
-                }
-            }
-            Err(message) => conflict = Some((reason.to_string(), message)),
+        if let Err(message) = take(field, requested, &accepted, used, &mut out) {
+            conflict = Some((reason.to_string(), message));
         }
     }
     let accepted_short = list(&accepted, "shortNames");
-    let mut short_ok = true;
-    for short in list(requested, "shortNames") {
-        if accepted_short.contains(&short) {
-            continue;
-        }
-        if resources.contains(&short) {
-            conflict = Some((
-                "ShortNamesConflict".to_string(),
-                format!("{short:?} is already in use"),
-            ));
-            short_ok = false;
+    let requested_short = list(requested, "shortNames");
+    if requested_short != accepted_short {
+        let taken: Vec<String> = requested_short
+            .iter()
+            .filter(|n| !accepted_short.contains(n) && resources.contains(*n))
+            .map(|n| format!("{n:?} is already in use"))
+            .collect();
+        match taken.len() {
+            0 if requested_short.is_empty() => {
+                out.as_object_mut().map(|m| m.remove("shortNames"));
+            }
+            0 => out["shortNames"] = json!(requested_short),
+            1 => conflict = Some(("ShortNamesConflict".into(), taken[0].clone())),
+            _ => {
+                conflict = Some((
+                    "ShortNamesConflict".into(),
+                    format!("[{}]", taken.join(", ")),
+                ))
+            }
         }
     }
-    if short_ok {
-        let shorts = list(requested, "shortNames");
-        if shorts.is_empty() {
-            out.as_object_mut().map(|m| m.remove("shortNames"));
-        } else {
-            out["shortNames"] = json!(shorts);
+    for (field, used, reason) in [
+        ("kind", &kinds, "KindConflict"),
+        ("listKind", &kinds, "ListKindConflict"),
+    ] {
+        if let Err(message) = take(field, requested, &accepted, used, &mut out) {
+            conflict = Some((reason.to_string(), message));
         }
     }
     let categories = list(requested, "categories");

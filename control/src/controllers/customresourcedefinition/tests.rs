@@ -15,7 +15,10 @@ fn crd(group: &str, plural: &str, kind: &str, short: &[&str], accepted: bool) ->
 
 #[test]
 fn fresh_names_are_accepted() {
-    let d = decide(&crd("example.com", "widgets", "Widget", &["wd"], false), &[]);
+    let d = decide(
+        &crd("example.com", "widgets", "Widget", &["wd"], false),
+        &[],
+    );
     assert!(d.conflict.is_none());
     assert_eq!(d.accepted["plural"], "widgets");
     assert_eq!(d.accepted["kind"], "Widget");
@@ -30,7 +33,10 @@ fn names_another_crd_of_the_group_holds_are_refused() {
     let d = decide(&kind_clash, std::slice::from_ref(&holder));
     assert_eq!(
         d.conflict,
-        Some(("ListKindConflict".into(), "\"WidgetList\" is already in use".into()))
+        Some((
+            "ListKindConflict".into(),
+            "\"WidgetList\" is already in use".into()
+        ))
     );
     assert_eq!(d.accepted["plural"], "gadgets");
     assert_eq!(d.accepted["kind"], "");
@@ -38,7 +44,10 @@ fn names_another_crd_of_the_group_holds_are_refused() {
     let d = decide(&short_clash, std::slice::from_ref(&holder));
     assert_eq!(
         d.conflict,
-        Some(("ShortNamesConflict".into(), "\"wd\" is already in use".into()))
+        Some((
+            "ShortNamesConflict".into(),
+            "\"wd\" is already in use".into()
+        ))
     );
     // Another group is another namespace of names.
     let elsewhere = crd("other.com", "widgets", "Widget", &["wd"], false);
@@ -53,7 +62,10 @@ fn built_in_names_of_the_group_are_refused_and_accepted_names_stay() {
     );
     assert_eq!(
         d.conflict,
-        Some(("PluralConflict".into(), "\"storageclasses\" is already in use".into()))
+        Some((
+            "PluralConflict".into(),
+            "\"storageclasses\" is already in use".into()
+        ))
     );
     // A CRD renaming its kind to a taken one keeps the kind it had.
     let holder = crd("example.com", "widgets", "Widget", &[], true);
