@@ -34,6 +34,8 @@ spec:
       openAPIV3Schema:
         type: object
         x-kubernetes-preserve-unknown-fields: true
+    selectableFields:
+    - jsonPath: .spec.color
     subresources:
       status: {}
       scale:
@@ -235,6 +237,58 @@ spec: {{}}
         Duration::from_secs(60),
         || c.kubectl(&["get", "wd", "owned"]).code != 0,
     );
+
+    // Field selectors on the version's selectableFields.
+    let red = c.kubectl(&["get", "wd", "--field-selector=spec.color=red", "-o", "name"]);
+    assert_eq!(red.ok().trim(), "widget.example.com/one");
+    let bad = c.kubectl(&["get", "wd", "--field-selector=spec.size=1"]);
+    assert!(
+        bad.fails().contains("field label not supported: spec.size"),
+        "{}",
+        bad.stderr
+    );
+
+    // RBAC authorizes custom resources by group and plural.
+    c.kubectl(&["create", "serviceaccount", "reader"]).ok();
+    c.kubectl(&[
+        "create",
+        "role",
+        "widget-reader",
+        "--verb=get,list",
+        "--resource=widgets.example.com",
+    ])
+    .ok();
+    c.kubectl(&[
+        "create",
+        "rolebinding",
+        "widget-reader",
+        "--role=widget-reader",
+        "--serviceaccount=default:reader",
+    ])
+    .ok();
+    let reader = "--as=system:serviceaccount:default:reader";
+    c.kubectl(&["get", "wd", "one", reader]).ok();
+    let denied = c.kubectl(&["delete", "wd", "one", reader]);
+    assert!(
+        denied
+            .fails()
+            .contains("cannot delete resource \"widgets\" in API group \"example.com\""),
+        "{}",
+        denied.stderr
+    );
+
+    // Deleting a namespace deletes its widgets.
+    c.kubectl(&["create", "namespace", "scratch"]).ok();
+    let three = c.write("three.yaml", &widget("three", 1));
+    c.kubectl(&["apply", "-n", "scratch", "-f", &three]).ok();
+    c.kubectl(&["delete", "namespace", "scratch", "--timeout=90s"])
+        .ok();
+    let left = c.kubectl(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1/namespaces/scratch/widgets/three",
+    ]);
+    assert_ne!(left.code, 0, "the widget went with its namespace");
 
     // A second CRD asking for the same kind in the group is refused it.
     let clash = c.write("clash.yaml", CLASH);
