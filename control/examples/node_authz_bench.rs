@@ -47,10 +47,11 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
         shutdown: tokio::sync::watch::channel(false).1,
         node_signer: None,
         snapshots: None,
-        rbac: bosun_control::auth::rbac::Rbac::new(store)
+        rbac: bosun_control::auth::rbac::Rbac::new(store.clone())
             .await
             .expect("rbac"),
         node_graph: graph,
+        custom: bosun_control::api::custom::CustomResources::new(store),
     })
 }
 

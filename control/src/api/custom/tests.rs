@@ -98,7 +98,13 @@ fn tables_print_the_printer_columns() {
     let made = (now - chrono::Duration::minutes(5)).to_rfc3339();
     let obj = json!({"metadata": {"name": "w1", "creationTimestamp": made},
         "spec": {"replicas": 3, "color": {"r": 1}}});
-    let t = table::table(&versions[1], &[obj.clone()], "7", IncludeObject::None, now);
+    let t = table::table(
+        &versions[1],
+        std::slice::from_ref(&obj),
+        "7",
+        IncludeObject::None,
+        now,
+    );
     let names: Vec<&str> = t["columnDefinitions"]
         .as_array()
         .unwrap()
