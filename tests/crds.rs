@@ -154,6 +154,27 @@ fn kubectl_serves_a_custom_resource_from_its_definition() {
         "get all lists the widget"
     );
 
+    // Client-side apply again (kubectl patches a custom resource with a
+    // merge patch) and a replace carrying the resourceVersion read.
+    let again = c.write("one-again.yaml", &widget("one", 2).replace("blue", "teal"));
+    let out = c.kubectl(&["apply", "-f", &again]);
+    assert!(
+        out.ok().contains("widget.example.com/one configured"),
+        "{}",
+        out.stdout
+    );
+    let mut obj = get_json(&c, &["wd", "one"]);
+    assert_eq!(obj["spec"]["color"], "teal");
+    obj["spec"]["color"] = "blue".into();
+    let replaced = c.write("one-replaced.json", &obj.to_string());
+    c.kubectl(&["replace", "-f", &replaced]).ok();
+    let stale = c.kubectl(&["replace", "-f", &replaced]);
+    assert!(
+        stale.fails().contains("the object has been modified"),
+        "{}",
+        stale.stderr
+    );
+
     // Merge patch; a strategic merge patch is refused as upstream does.
     c.kubectl(&[
         "patch",
@@ -172,7 +193,8 @@ fn kubectl_serves_a_custom_resource_from_its_definition() {
     );
     let obj = get_json(&c, &["wd", "one"]);
     assert_eq!(obj["spec"]["color"], "red");
-    assert_eq!(obj["metadata"]["generation"], 2);
+    // Created, applied, replaced, patched: four generations.
+    assert_eq!(obj["metadata"]["generation"], 4);
 
     // The scale subresource moves .spec.replicas; status writes go through
     // /status only.
