@@ -124,3 +124,96 @@ fn tables_print_the_printer_columns() {
         Some(json!(2))
     );
 }
+
+#[tokio::test]
+async fn versions_share_one_storage_version_and_status_moves_only_through_status() {
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+    let api = crate::toolkit::testing::TestApi::start().await;
+    let key = format!("{CRD_PREFIX}widgets.unit.example.com");
+    api.store
+        .create(&key, serde_json::to_vec(&crd(true)).unwrap())
+        .await
+        .unwrap();
+    let at = |version: &str| {
+        let ar = ApiResource {
+            group: "unit.example.com".into(),
+            version: version.into(),
+            api_version: format!("unit.example.com/{version}"),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+        };
+        Api::<DynamicObject>::namespaced_with(api.client.clone(), "default", &ar)
+    };
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "unit.example.com/v1beta1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"replicas": 1}}))
+    .unwrap();
+    let made = at("v1beta1")
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    assert_eq!(made.types.unwrap().api_version, "unit.example.com/v1beta1");
+    // Kept in the storage version, served in the one asked for.
+    let stored = api
+        .store
+        .get("/registry/widgets.unit.example.com/default/w")
+        .await
+        .unwrap()
+        .unwrap();
+    let stored: Value = serde_json::from_slice(&stored.value[..]).unwrap();
+    assert_eq!(stored["apiVersion"], "unit.example.com/v1");
+    let v1 = at("v1");
+    let got = v1.get("w").await.unwrap();
+    assert_eq!(got.types.unwrap().api_version, "unit.example.com/v1");
+    assert_eq!(got.data["spec"]["replicas"], 1);
+    assert_eq!(got.metadata.generation, Some(1));
+
+    // v1 has a status subresource: the main resource keeps the old status
+    // and its generation; /status keeps the old spec.
+    let patch = Patch::Merge(json!({"status": {"replicas": 5}}));
+    let out = v1
+        .patch("w", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert!(out.data.get("status").is_none());
+    assert_eq!(out.metadata.generation, Some(1));
+    let patch = Patch::Merge(json!({"spec": {"replicas": 9}, "status": {"replicas": 5}}));
+    let out = v1
+        .patch_status("w", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(out.data["status"]["replicas"], 5);
+    assert_eq!(out.data["spec"]["replicas"], 1);
+    assert_eq!(out.metadata.generation, Some(1));
+    let patch = Patch::Merge(json!({"spec": {"replicas": 2}}));
+    let out = v1
+        .patch("w", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.generation, Some(2));
+    // Any change but metadata and status is a new generation, not only spec.
+    let patch = Patch::Merge(json!({"data": {"x": 1}}));
+    let out = v1
+        .patch("w", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.generation, Some(3));
+}
+
+#[test]
+fn a_custom_kind_named_like_a_built_in_one_gets_none_of_its_rules() {
+    let pod_like = intern::resource(&intern::Description {
+        group: "unit.example.com".into(),
+        version: "v1".into(),
+        kind: "Pod".into(),
+        plural: "pods".into(),
+        storage_version: "v1".into(),
+        namespaced: true,
+        ..Default::default()
+    });
+    let builtin = bosun::resources::by_name("pods").unwrap();
+    let strategy = crate::api::strategy::for_res;
+    assert!(strategy(builtin).initial_status(&json!({})).is_some());
+    assert!(strategy(pod_like).initial_status(&json!({})).is_none());
+    assert!(crate::api::items::selectable(pod_like).is_empty());
+}
