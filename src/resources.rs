@@ -18,6 +18,11 @@ pub struct ResourceInfo {
     pub subresources: &'static [&'static str],
     /// The version objects are kept in; other versions are converted on the way in and out.
     pub storage_version: &'static str,
+    /// The fields a field selector may name besides `metadata.name` and
+    /// `metadata.namespace`, for custom resources (a CRD version's
+    /// `selectableFields`); built-in kinds list theirs by kind in the API
+    /// server, so theirs is empty here.
+    pub selectable_fields: &'static [&'static str],
 }
 
 impl ResourceInfo {
@@ -163,6 +168,7 @@ macro_rules! res {
             categories: &[$($cat),*],
             subresources: &[$($sub),*],
             storage_version: $storage,
+            selectable_fields: &[],
         }
     };
 }
@@ -247,6 +253,9 @@ pub static RESOURCES: &[ResourceInfo] = &[
          true, short: ["pdb"], cat: [], sub: ["status"]),
     res!("apiregistration.k8s.io", "v1", "APIService", "apiservices", "apiservice", false,
          short: [], cat: ["api-extensions"], sub: ["status"]),
+    res!("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+         "customresourcedefinition", false, short: ["crd", "crds"], cat: ["api-extensions"],
+         sub: ["status"]),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and
@@ -292,6 +301,12 @@ impl ResourceInfo {
         CREATE_ONLY_RESOURCES
             .iter()
             .any(|r| r.group == self.group && r.plural == self.plural)
+    }
+
+    /// Whether the resource is one of bosun's own (in the static tables),
+    /// not a custom resource a CustomResourceDefinition brought.
+    pub fn is_builtin(&self) -> bool {
+        served().any(|r| r == self)
     }
 
     /// Whether the resource is served but not stored (only `get` and `list`).

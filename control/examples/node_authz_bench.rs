@@ -54,6 +54,7 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
         aggregator: Arc::new(bosun_control::api::aggregator::Aggregator::empty(
             store, None,
         )),
+        custom: bosun_control::api::custom::CustomResources::new(store),
     })
 }
 

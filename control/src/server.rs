@@ -198,6 +198,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         &config.data_dir,
     )?);
     let aggregator = Aggregator::new(store.clone(), Some(front_proxy.clone())).await;
+    let custom = api::custom::CustomResources::new(store.clone());
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -211,6 +212,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         rbac: rbac.clone(),
         node_graph: node_graph.clone(),
         aggregator: aggregator.clone(),
+        custom: custom.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -273,12 +275,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     // The API server's own controller, run by every API server whatever
     // `--controllers` says (see `controllers/mod.rs`).
+    tasks.spawn(crate::controllers::customresourcedefinition::start(
+        apiserver_client.clone(),
+    ));
     tasks.spawn(kubernetesservice::start(
         apiserver_client.clone(),
         api_service,
     ));
     tasks.spawn(rbac.follow());
     tasks.spawn(node_graph.follow());
+    tasks.spawn(custom.follow());
     tasks.spawn(aggregator.clone().follow());
     tasks.spawn(aggregator::available::run(
         aggregator,

@@ -15,6 +15,17 @@ use kube::client::Body;
 use kube::Client;
 use serde_json::{json, Value};
 
+/// The name of the suite's object of `res`: kinds whose names are
+/// constrained get one that fits.
+fn sample_name(res: &bosun::resources::ResourceInfo, prefix: &str) -> String {
+    match res.kind {
+        "CustomResourceDefinition" => format!("{prefix}things.crud.example.com"),
+        // VERSION.GROUP.
+        "APIService" => format!("v1.{prefix}-{}-{}.test", res.version, res.singular),
+        _ => format!("{prefix}-{}-{}", res.version, res.singular),
+    }
+}
+
 /// A small valid object of every served kind.
 fn sample(kind: &str, name: &str) -> Value {
     let pod_spec = json!({"containers": [{"name": "app", "image": "busybox:1.36",
@@ -118,6 +129,14 @@ fn sample(kind: &str, name: &str) -> Value {
                        "service": {"namespace": "default", "name": "nothing-here"}}),
             )
         }
+        // Its name must be `<plural>.<group>`: see `sample_name`.
+        "CustomResourceDefinition" => (
+            "apiextensions.k8s.io/v1",
+            json!({"group": "crud.example.com", "scope": "Namespaced",
+                "names": {"plural": name.split('.').next(), "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]}),
+        ),
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
@@ -165,13 +184,6 @@ fn sample(kind: &str, name: &str) -> Value {
 
 /// The name a sample of `kind` gets from the suite's `name`: an APIService
 /// must be named `VERSION.GROUP`.
-fn sample_name(kind: &str, name: String) -> String {
-    match kind {
-        "APIService" => format!("v1.{name}.test"),
-        _ => name,
-    }
-}
-
 fn dynamic(v: Value) -> DynamicObject {
     serde_json::from_value(v).expect("a DynamicObject")
 }
@@ -206,7 +218,7 @@ async fn crud_for_every_resource() {
     let cp = ControlPlane::start();
     let client = cp.client().await;
     for res in bosun::resources::RESOURCES {
-        let name = sample_name(res.kind, format!("t-{}-{}", res.version, res.singular));
+        let name = sample_name(res, "t");
         let ns = res.namespaced.then_some("default");
         let ar = common::api_resource_of(res);
         let api: kube::Api<DynamicObject> = match ns {
@@ -1415,8 +1427,8 @@ async fn kube_runtime_watcher_lists_and_watches_every_resource() {
             }
             dynamic(obj)
         };
-        let first = sample_name(res.kind, format!("w1-{}-{}", res.version, res.singular));
-        let second = sample_name(res.kind, format!("w2-{}-{}", res.version, res.singular));
+        let first = sample_name(res, "w1");
+        let second = sample_name(res, "w2");
         api.create(&PostParams::default(), &sample_for(&first))
             .await
             .unwrap();

@@ -15,6 +15,7 @@
 
 mod age;
 mod apiregistration;
+mod apiextensions;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -81,6 +82,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &ingress::INGRESS_CLASS,
     &scheduling::PRIORITY_CLASS,
     &apiregistration::API_SERVICE,
+    &apiextensions::CUSTOM_RESOURCE_DEFINITION,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -8,7 +8,7 @@ use super::age::age_cell;
 use super::column::{Column, KindPrinter, AGE, NAME};
 use super::fields::{array_at, name_cell, str_at};
 
-const CREATED_AT: Column = Column {
+pub(super) const CREATED_AT: Column = Column {
     type_: "date",
     ..Column::text(
         "Created At",
@@ -49,7 +49,7 @@ pub(super) const CLUSTER_ROLE_BINDING: KindPrinter = KindPrinter {
     ..ROLE_BINDING
 };
 
-fn role_cells(role: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+pub(super) fn role_cells(role: &Value, _now: DateTime<Utc>) -> Vec<Value> {
     vec![
         name_cell(role),
         str_at(role, "/metadata/creationTimestamp").into(),

@@ -16,6 +16,7 @@ mod config;
 mod container;
 mod coordination;
 mod core;
+pub mod crd;
 mod discovery;
 mod ingress;
 mod meta;
@@ -545,6 +546,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("apiregistration.k8s.io", "v1", "APIService") => {
             roundtrip::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(v)
         }
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => roundtrip::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(v),
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -618,6 +622,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("apiregistration.k8s.io", "APIService") => {
             apiregistration::validate_api_service(obj, &mut errs)
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crd::validate_crd(obj, old, &mut errs)
         }
         _ => {}
     }

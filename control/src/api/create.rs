@@ -110,7 +110,7 @@ pub(super) async fn create_object(
             md.remove(system);
         }
     }
-    let strategy = strategy::for_kind(res.kind);
+    let strategy = strategy::for_res(res);
     if res.has_subresource("status") {
         match strategy.initial_status(&obj) {
             Some(s) => obj["status"] = s,
@@ -124,6 +124,9 @@ pub(super) async fn create_object(
     strategy.prepare_for_create(&state.options, &mut obj);
     admission::mutate(state, req, &mut obj, None).await?;
     let mut errors = validation::validate(sres, &obj, None);
+    if let Some(v) = &req.target.custom {
+        errors.extend(super::custom::schema::admit(v, &mut obj, None));
+    }
     errors.extend(strategy.validate(&state.options, &obj, None));
     if errors.is_empty() {
         errors = strategy.allocate(state, &mut obj).await?;

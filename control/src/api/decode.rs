@@ -86,8 +86,12 @@ pub(super) fn prepare_input(req: &ApiRequest, mut input: Value) -> ApiResult<(Va
     let mut normalized = validation::normalize_checked(res, &input)
         .map_err(ApiError::bad_request)?
         .unwrap_or_else(|| input.clone());
-    bosun::quantity::canonicalize_quantities(&mut normalized);
-    strategy::for_kind(res.kind).normalize(&input, &mut normalized);
+    // Custom resources are kept as sent (their schema, not a Go type,
+    // says what they hold).
+    if res.is_builtin() {
+        bosun::quantity::canonicalize_quantities(&mut normalized);
+    }
+    strategy::for_res(res).normalize(&input, &mut normalized);
     let unknown: Vec<String> = object::unknown_fields(&input, &normalized)
         .into_iter()
         .map(|f| format!("unknown field \"{f}\""))

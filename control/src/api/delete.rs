@@ -85,10 +85,7 @@ pub(super) fn delete_options_from(req: &ApiRequest, body: &Value) -> ApiResult<D
 }
 
 pub(super) async fn delete(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
-    if let Some(done) = strategy::for_kind(req.target.res.kind)
-        .delete(state, req)
-        .await
-    {
+    if let Some(done) = strategy::for_res(req.target.res).delete(state, req).await {
         return done;
     }
     let opts = delete_options(req)?;
@@ -168,7 +165,7 @@ async fn delete_once(
         Propagation::Orphan if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
         _ => {}
     }
-    let strategy = strategy::for_kind(res.kind);
+    let strategy = strategy::for_res(res);
     let grace = strategy.deletion_grace(&current, opts.grace_period);
     let already = meta_str(&current, "deletionTimestamp").is_some();
     if fins.is_empty() && grace == 0 && !strategy.blocks_deletion(&current) {
@@ -225,6 +222,7 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
                 namespace: ns,
                 name: Some(name.clone()),
                 subresource: None,
+                custom: req.target.custom.clone(),
             },
             query: req.query.clone(),
             headers: req.headers.clone(),

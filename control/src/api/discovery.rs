@@ -6,20 +6,20 @@ pub(crate) mod aggregated;
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use bosun::resources::{groups, served, ResourceInfo};
+use bosun::resources::{served, ResourceInfo};
 use serde_json::{json, Value};
 
 /// `/api` (`core`) or `/apis`: the aggregated `APIGroupDiscoveryList` when
 /// the Accept header asks for it, else the legacy `APIVersions` /
 /// `APIGroupList`. Either way the answer varies by Accept.
-pub fn serve_root(core: bool, headers: &HeaderMap) -> Response {
+pub fn serve_root(extra: &[&'static ResourceInfo], core: bool, headers: &HeaderMap) -> Response {
     if let Some(v) = aggregated::requested_version(headers) {
-        return aggregated::response(core, v);
+        return aggregated::response(extra, core, v);
     }
     let doc = if core {
         api_versions()
     } else {
-        api_group_list()
+        api_group_list(extra)
     };
     let mut res = super::json_response(StatusCode::OK, &doc);
     res.headers_mut()
@@ -58,16 +58,38 @@ fn group_doc(name: &str, versions: &[&str]) -> Value {
     })
 }
 
-pub fn api_group_list() -> Value {
-    let groups: Vec<Value> = groups()
+/// Every resource served: the built-in ones, then `extra` (the custom
+/// resources, each CRD's versions by priority).
+fn all<'a>(extra: &'a [&'static ResourceInfo]) -> impl Iterator<Item = &'static ResourceInfo> + 'a {
+    served().chain(extra.iter().copied())
+}
+
+/// The API groups other than core, each with its versions, preferred first.
+pub fn groups(extra: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in all(extra).filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version);
+                }
+            }
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+pub fn api_group_list(extra: &[&'static ResourceInfo]) -> Value {
+    let groups: Vec<Value> = groups(extra)
         .iter()
         .map(|(name, versions)| group_doc(name, versions))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub fn api_group(group: &str) -> Option<Value> {
-    let (name, versions) = groups().into_iter().find(|(n, _)| *n == group)?;
+pub fn api_group(extra: &[&'static ResourceInfo], group: &str) -> Option<Value> {
+    let (name, versions) = groups(extra).into_iter().find(|(n, _)| *n == group)?;
     let mut doc = group_doc(name, &versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
@@ -98,9 +120,9 @@ fn resource_entry(r: &ResourceInfo) -> Value {
 }
 
 /// The APIResourceList of one group version, or None if it is not served.
-pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+pub fn resource_list(extra: &[&'static ResourceInfo], group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in served().filter(|r| r.group == group && r.version == version) {
+    for r in all(extra).filter(|r| r.group == group && r.version == version) {
         resources.push(resource_entry(r));
         for sub in r.subresources {
             let (verbs, kind) = r.subresource_discovery(sub);
@@ -164,7 +186,7 @@ mod tests {
 
     #[test]
     fn apps_v1_lists_scale_subresources() {
-        let doc = resource_list("apps", "v1").unwrap();
+        let doc = resource_list(&[], "apps", "v1").unwrap();
         let names: Vec<&str> = doc["resources"]
             .as_array()
             .unwrap()
@@ -174,12 +196,12 @@ mod tests {
         assert!(names.contains(&"deployments"));
         assert!(names.contains(&"deployments/scale"));
         assert!(names.contains(&"statefulsets/status"));
-        assert!(resource_list("apps", "v2").is_none());
+        assert!(resource_list(&[], "apps", "v2").is_none());
     }
 
     #[test]
     fn pods_list_log_exec_and_attach_as_kubernetes_does() {
-        let doc = resource_list("", "v1").unwrap();
+        let doc = resource_list(&[], "", "v1").unwrap();
         let entry = |name: &str| {
             doc["resources"]
                 .as_array()
@@ -201,7 +223,7 @@ mod tests {
 
     #[test]
     fn metrics_are_listed_read_only_as_metrics_server_lists_them() {
-        let doc = resource_list("metrics.k8s.io", "v1beta1").unwrap();
+        let doc = resource_list(&[], "metrics.k8s.io", "v1beta1").unwrap();
         let entries = doc["resources"].as_array().unwrap();
         let names: Vec<(&str, &str, bool)> = entries
             .iter()
@@ -223,12 +245,12 @@ mod tests {
         for e in entries {
             assert_eq!(e["verbs"], json!(["get", "list"]));
         }
-        assert!(api_group("metrics.k8s.io").is_some());
+        assert!(api_group(&[], "metrics.k8s.io").is_some());
     }
 
     #[test]
     fn autoscaling_prefers_v2() {
-        let g = api_group("autoscaling").unwrap();
+        let g = api_group(&[], "autoscaling").unwrap();
         assert_eq!(g["preferredVersion"]["version"], "v2");
     }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::error::{ApiError, ApiResult};
-use super::items::{selectable_fields, Attrs};
+use super::items::{selectable, Attrs};
 
 /// A field's value as a selector compares it: missing fields are "".
 #[cfg(test)]
@@ -66,7 +66,7 @@ impl Filter {
                 for f in sel.fields() {
                     let ok = f == "metadata.name"
                         || f == "metadata.namespace"
-                        || selectable_fields(res.kind).contains(&f);
+                        || selectable(res).contains(&f);
                     if !ok {
                         return Err(ApiError::bad_request(format!(
                             "field label not supported: {f}"

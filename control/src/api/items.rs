@@ -87,6 +87,17 @@ pub fn selectable_fields(kind: &str) -> &'static [&'static str] {
     }
 }
 
+/// The fields `res` can be selected by besides metadata.name and
+/// metadata.namespace: a built-in kind's, or a custom resource's
+/// `selectableFields`.
+pub fn selectable(res: &ResourceInfo) -> &'static [&'static str] {
+    if res.is_builtin() {
+        selectable_fields(res.kind)
+    } else {
+        res.selectable_fields
+    }
+}
+
 type RawMap<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
 
 /// A field's value by its dotted path in an object read one level at a
@@ -146,7 +157,7 @@ fn derive(res: &ResourceInfo, bytes: &[u8]) -> Derived {
     }
     for field in ["metadata.name", "metadata.namespace"]
         .iter()
-        .chain(selectable_fields(res.kind))
+        .chain(selectable(res))
     {
         derived.attrs.fields.insert(field, raw_field(&top, field));
     }

@@ -20,9 +20,7 @@
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use base64::Engine;
-use bosun::printers;
 use bosun::resources::ResourceInfo;
-use chrono::Utc;
 use futures::stream;
 use http::StatusCode;
 use serde_json::{json, Value};
@@ -187,7 +185,8 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
     let meta = list_metadata(&page);
     if table::wants_table(&req.headers) {
         let include = IncludeObject::parse(req.param("includeObject"));
-        let mut head = printers::empty_table(res, &page.revision.to_string());
+        let custom = req.target.custom.clone();
+        let mut head = table::empty_table(res, custom.as_deref(), &page.revision.to_string());
         head["metadata"] = meta;
         return Ok(streamed(
             head,
@@ -196,18 +195,22 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
             page.items,
             move |out, res, kv| {
                 let obj = items::decode(res, &kv.value, kv.mod_revision)?;
-                let row = printers::row(res, &obj, include, Utc::now());
+                let row = table::row(res, custom.as_deref(), &obj, include);
                 serde_json::to_writer(out, &row).map_err(|e| ApiError::internal(e.to_string()))
             },
         ));
     }
+    let list_kind = match &req.target.custom {
+        Some(v) => v.list_kind.clone(),
+        None => format!("{}List", res.kind),
+    };
     let head = json!({
-        "kind": format!("{}List", res.kind),
+        "kind": list_kind,
         "apiVersion": res.api_version(),
         "metadata": meta,
         "items": [],
     });
-    if prefers_protobuf(&req.headers) {
+    if prefers_protobuf(&req.headers) && req.target.custom.is_none() {
         let mut list = head;
         list["items"] = page
             .items
@@ -322,7 +325,7 @@ mod tests {
         let v: Value = serde_json::from_slice(&whole).unwrap();
         assert_eq!(v["items"], json!([1, 2]));
         assert_eq!(v["metadata"], json!({"continue": "x"}));
-        let table = printers::empty_table(bosun::resources::by_name("pods").unwrap(), "5");
+        let table = bosun::printers::empty_table(bosun::resources::by_name("pods").unwrap(), "5");
         let (open, close) = split_around_array(&table, "rows");
         let whole = [open.as_slice(), b"{}", close.as_slice()].concat();
         let v: Value = serde_json::from_slice(&whole).unwrap();

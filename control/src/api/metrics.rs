@@ -93,6 +93,7 @@ fn core_request(req: &ApiRequest, plural: &str) -> ApiRequest {
             namespace: req.target.namespace.clone(),
             name: None,
             subresource: None,
+            custom: None,
         },
         query: req
             .query

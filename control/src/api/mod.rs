@@ -7,6 +7,7 @@ pub mod allocate;
 pub mod authn;
 mod binding;
 mod create;
+pub mod custom;
 mod decode;
 mod delete;
 pub(crate) mod discovery;
@@ -28,7 +29,7 @@ mod reviews;
 mod scale;
 mod snapshot;
 mod spdy;
-mod strategy;
+pub(crate) mod strategy;
 mod table;
 mod token;
 mod update;
@@ -124,6 +125,9 @@ pub struct ApiState {
     pub node_graph: Arc<crate::auth::NodeGraph>,
     /// The APIServices, and the client identity toward extension servers.
     pub aggregator: Arc<crate::api::aggregator::Aggregator>,
+    /// The custom resources this server serves, from the CRDs in its
+    /// store (followed by a task started with the server).
+    pub custom: Arc<custom::CustomResources>,
 }
 
 /// The API as an axum router.
@@ -157,16 +161,38 @@ pub struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub subresource: Option<String>,
+    /// What the CRD says of a custom resource's version (None for
+    /// built-in resources).
+    pub custom: Option<Arc<custom::CustomVersion>>,
 }
 
-fn is_namespaced_plural(group: &str, version: &str, plural: &str) -> bool {
-    resources::by_path(group, version, plural).is_some_and(|r| r.namespaced)
+/// The resource served at `group`/`version` under `plural`: a built-in
+/// one, else one of `custom`.
+fn resource_at(
+    custom: &custom::CustomResources,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Option<(&'static ResourceInfo, Option<Arc<custom::CustomVersion>>)> {
+    if let Some(r) = resources::by_path(group, version, plural) {
+        return Some((r, None));
+    }
+    let v = custom.by_path(group, version, plural)?;
+    Some((v.res, Some(v)))
 }
 
 /// Parses the part of a resource URL after `/api/v1` or `/apis/<g>/<v>`.
-fn parse_target(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
+fn parse_target(
+    custom: &custom::CustomResources,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Option<Target> {
+    let is_namespaced_plural = |plural: &str| {
+        resource_at(custom, group, version, plural).is_some_and(|(r, _)| r.namespaced)
+    };
     let (namespace, rest): (Option<String>, &[&str]) = match rest {
-        ["namespaces", ns, plural, tail @ ..] if is_namespaced_plural(group, version, plural) => {
+        ["namespaces", ns, plural, tail @ ..] if is_namespaced_plural(plural) => {
             (Some(ns.to_string()), &rest[2..][..1 + tail.len()])
         }
         _ => (None, rest),
@@ -177,7 +203,7 @@ fn parse_target(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
         [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
         _ => return None,
     };
-    let res = resources::by_path(group, version, plural)?;
+    let (res, custom) = resource_at(custom, group, version, plural)?;
     if res.namespaced && namespace.is_none() && name.is_some() {
         return None;
     }
@@ -186,6 +212,7 @@ fn parse_target(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
         namespace,
         name,
         subresource: sub,
+        custom,
     })
 }
 
@@ -314,25 +341,37 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         }
     }
     let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
-        ["api"] => return Ok(discovery::serve_root(true, &headers)),
-        ["apis"] => {
-            return Ok(crate::api::aggregator::discovery::serve_apis(
-                &state.aggregator,
+        ["api"] => {
+            return Ok(discovery::serve_root(
+                &custom::resources(&state.custom),
+                true,
                 &headers,
             ))
         }
+        ["apis"] => {
+            state.custom.caught_up().await;
+            return Ok(crate::api::aggregator::discovery::serve_apis(
+                &state.aggregator,
+                &custom::resources(&state.custom),
+                &headers,
+            ));
+        }
         ["apis", group] => {
-            return crate::api::aggregator::discovery::group(&state.aggregator, group)
+            return crate::api::aggregator::discovery::group(
+                &state.aggregator,
+                &custom::resources(&state.custom),
+                group,
+            )
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
         ["api", version] => {
-            return discovery::resource_list("", version)
+            return discovery::resource_list(&custom::resources(&state.custom), "", version)
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
         ["apis", group, version] => {
-            return discovery::resource_list(group, version)
+            return discovery::resource_list(&custom::resources(&state.custom), group, version)
                 .map(|d| json_response(StatusCode::OK, &d))
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
@@ -344,8 +383,13 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(ApiError::not_found_path(path)),
     };
-    let target =
-        parse_target(group, version, rest).ok_or_else(|| ApiError::not_found_path(path))?;
+    let mut target = parse_target(&state.custom, group, version, rest);
+    if target.is_none() {
+        // A CRD established a moment ago may not be followed yet.
+        state.custom.caught_up().await;
+        target = parse_target(&state.custom, group, version, rest);
+    }
+    let target = target.ok_or_else(|| ApiError::not_found_path(path))?;
     let watch = bosun::serving::query_pairs(&uri)
         .iter()
         .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
@@ -398,6 +442,9 @@ async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
 
 /// The entry of `res`'s resource that objects are stored in.
 pub fn storage_resource(res: &'static ResourceInfo) -> &'static ResourceInfo {
+    if !res.is_builtin() {
+        return custom::intern::storage_entry(res);
+    }
     RESOURCES
         .iter()
         .find(|r| r.group == res.group && r.plural == res.plural && r.is_storage_version())
@@ -418,6 +465,9 @@ async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
     }
     if t.res.is_create_only() {
         return reviews::create(state, &req).await;
+    }
+    if let Some(v) = &t.custom {
+        custom::serve::check(v, &req)?;
     }
     let sub = t.subresource.as_deref();
     match (&req.method, t.name.is_some(), sub) {
@@ -463,6 +513,10 @@ mod tests {
 
     #[test]
     fn urls_name_their_targets() {
+        let custom = custom::CustomResources::new(Arc::new(
+            crate::store::EmbeddedStore::in_memory(Default::default()).unwrap(),
+        ));
+        let parse_target = |g, v, rest: &[&str]| parse_target(&custom, g, v, rest);
         let t = parse_target(
             "",
             "v1",

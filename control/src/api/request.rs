@@ -58,6 +58,7 @@ pub(super) fn respond(
             code,
             &table::table(
                 res,
+                req.target.custom.as_deref(),
                 &[obj],
                 &rv,
                 IncludeObject::parse(req.param("includeObject")),

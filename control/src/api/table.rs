@@ -7,6 +7,8 @@ use chrono::Utc;
 use http::HeaderMap;
 use serde_json::Value;
 
+use super::custom::CustomVersion;
+
 /// What each row carries besides its cells (`?includeObject=`).
 pub use bosun::printers::IncludeObject;
 
@@ -23,14 +25,46 @@ pub fn wants_table(headers: &HeaderMap) -> bool {
         })
 }
 
-/// A Table of `objects` with the kind's columns, their ages as of now.
+/// A Table of `objects` with the kind's columns (a custom resource's
+/// from its CRD version), their ages as of now.
 pub fn table(
     res: &ResourceInfo,
+    custom: Option<&CustomVersion>,
     objects: &[Value],
     resource_version: &str,
     include: IncludeObject,
 ) -> Value {
-    printers::table(res, objects, resource_version, include, Utc::now())
+    match custom {
+        Some(v) => super::custom::table::table(v, objects, resource_version, include, Utc::now()),
+        None => printers::table(res, objects, resource_version, include, Utc::now()),
+    }
+}
+
+/// A Table without rows, for [`row`]s to be added to `rows`.
+pub fn empty_table(
+    res: &ResourceInfo,
+    custom: Option<&CustomVersion>,
+    resource_version: &str,
+) -> Value {
+    match custom {
+        Some(v) => {
+            super::custom::table::table(v, &[], resource_version, IncludeObject::None, Utc::now())
+        }
+        None => printers::empty_table(res, resource_version),
+    }
+}
+
+/// One row of a Table of `res`.
+pub fn row(
+    res: &ResourceInfo,
+    custom: Option<&CustomVersion>,
+    obj: &Value,
+    include: IncludeObject,
+) -> Value {
+    match custom {
+        Some(v) => super::custom::table::row(v, obj, include, Utc::now()),
+        None => printers::row(res, obj, include, Utc::now()),
+    }
 }
 
 #[cfg(test)]

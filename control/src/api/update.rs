@@ -103,8 +103,8 @@ pub(super) fn merge_write(
     // `$retainKeys` on a Deployment strategy naming no `type`) changes
     // nothing.
     defaults::apply_defaults(super::storage_resource(res), &mut out);
-    strategy::for_kind(res.kind).prepare_for_update(current, &mut out);
-    if out.get("spec") != current.get("spec") {
+    strategy::for_res(res).prepare_for_update(current, &mut out);
+    if super::custom::serve::new_generation(res, current, &out) {
         let generation = cur_md
             .get("generation")
             .and_then(Value::as_i64)
@@ -160,11 +160,10 @@ pub(super) async fn commit_write(
         admission::mutate(state, req, &mut next, Some(current)).await?;
     }
     let mut errors = validation::validate(sres, &next, Some(current));
-    errors.extend(super::strategy::for_kind(res.kind).validate(
-        &state.options,
-        &next,
-        Some(current),
-    ));
+    if let Some(v) = &req.target.custom {
+        errors.extend(super::custom::schema::admit(v, &mut next, Some(current)));
+    }
+    errors.extend(super::strategy::for_res(res).validate(&state.options, &next, Some(current)));
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, name, &errors));
     }
@@ -190,7 +189,7 @@ pub(super) async fn commit_write(
         .and_then(Value::as_i64)
         .is_some_and(|g| g > 0);
     let deleting = meta_str(&next, "deletionTimestamp").is_some() && !grace_left;
-    let held = strategy::for_kind(res.kind).blocks_deletion(&next);
+    let held = strategy::for_res(res).blocks_deletion(&next);
     if deleting && finalizers(&next).is_empty() && !held {
         return Ok(store_delete(state, kv, next).await.map(Written::Deleted));
     }

@@ -35,6 +35,8 @@ struct Render {
     table: Option<IncludeObject>,
     /// Length-prefixed protobuf WatchEvents instead of JSON lines.
     protobuf: bool,
+    /// A custom resource's CRD version (its Table columns).
+    custom: Option<std::sync::Arc<super::custom::CustomVersion>>,
 }
 
 /// One event as the stream encodes it: a JSON line, or a protobuf frame
@@ -82,7 +84,7 @@ impl Render {
                 let rv = object::meta_str(&obj, "resourceVersion")
                     .unwrap_or("")
                     .to_string();
-                table::table(self.res, &[obj], &rv, include)
+                table::table(self.res, self.custom.as_deref(), &[obj], &rv, include)
             }
             None => obj,
         };
@@ -157,7 +159,9 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
         res,
         table: table::wants_table(&req.headers)
             .then(|| IncludeObject::parse(req.param("includeObject"))),
-        protobuf: prefers_protobuf(&req.headers),
+        // Custom resources are served in JSON only, as upstream serves them.
+        protobuf: prefers_protobuf(&req.headers) && req.target.custom.is_none(),
+        custom: req.target.custom.clone(),
     };
     let protobuf = render.protobuf;
     let bookmarks = req.flag("allowWatchBookmarks");

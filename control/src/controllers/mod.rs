@@ -16,6 +16,7 @@
 
 pub mod clusterroleaggregation;
 pub mod cronjob;
+pub mod customresourcedefinition;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;

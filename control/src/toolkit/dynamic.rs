@@ -30,3 +30,26 @@ pub fn dynamic_api(
         _ => Api::all_with(client.clone(), &ar),
     }
 }
+
+/// The custom resources the API serves now, one entry per resource (its
+/// storage version when that is served, else its first served version),
+/// from the established CRDs: what the controllers that work across kinds
+/// find by discovery upstream.
+pub async fn custom_resources(client: &Client) -> kube::Result<Vec<&'static ResourceInfo>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let list = api.list(&kube::api::ListParams::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|crd| {
+            let crd = serde_json::to_value(crd).ok()?;
+            let versions = crate::api::custom::served_versions(&crd);
+            versions
+                .iter()
+                .find(|v| v.res.is_storage_version())
+                .or(versions.first())
+                .map(|v| v.res)
+        })
+        .collect())
+}

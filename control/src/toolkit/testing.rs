@@ -54,6 +54,11 @@ impl TestApi {
             rbac,
             node_graph,
             aggregator: crate::api::aggregator::Aggregator::new(store.clone(), None).await,
+            custom: {
+                let custom = crate::api::custom::CustomResources::new(store.clone());
+                tokio::spawn(custom.clone().follow());
+                custom
+            },
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

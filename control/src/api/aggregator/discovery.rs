@@ -8,6 +8,7 @@
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bosun::resources::ResourceInfo;
 use serde_json::{json, Value};
 
 use super::{Aggregator, Remote};
@@ -117,14 +118,19 @@ pub fn merge_aggregated(doc: &mut Value, remotes: &[RemoteVersion]) {
 }
 
 /// `/apis`, merged, in the form the Accept header asks for.
-pub fn serve_apis(aggregator: &Aggregator, headers: &HeaderMap) -> Response {
+/// `extra`: the custom resources bosun serves.
+pub fn serve_apis(
+    aggregator: &Aggregator,
+    extra: &[&'static ResourceInfo],
+    headers: &HeaderMap,
+) -> Response {
     let remotes = remote_versions(aggregator);
     if let Some(v) = aggregated::requested_version(headers) {
-        let mut doc = aggregated::document(false, v);
+        let mut doc = aggregated::document(extra, false, v);
         merge_aggregated(&mut doc, &remotes);
         return aggregated::respond(&doc, v);
     }
-    let mut doc = api_group_list();
+    let mut doc = api_group_list(extra);
     merge_group_list(&mut doc, &remotes);
     let mut res = (
         StatusCode::OK,
@@ -139,12 +145,16 @@ pub fn serve_apis(aggregator: &Aggregator, headers: &HeaderMap) -> Response {
 
 /// `/apis/GROUP`, merged: None when neither bosun nor an APIService
 /// serves the group.
-pub fn group(aggregator: &Aggregator, name: &str) -> Option<Value> {
+pub fn group(
+    aggregator: &Aggregator,
+    extra: &[&'static ResourceInfo],
+    name: &str,
+) -> Option<Value> {
     let remotes: Vec<RemoteVersion> = remote_versions(aggregator)
         .into_iter()
         .filter(|r| r.group == name)
         .collect();
-    let mut doc = match api_group(name) {
+    let mut doc = match api_group(extra, name) {
         Some(doc) => doc,
         None => {
             let first = remotes.first()?;

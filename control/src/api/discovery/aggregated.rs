@@ -4,10 +4,10 @@
 //! in one request. Built from the legacy `APIResourceList`s, so the two
 //! forms cannot disagree.
 
-use super::{api_group_list, resource_list};
+use super::{api_group_list, groups, resource_list};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bosun::resources::groups;
+use bosun::resources::ResourceInfo;
 use serde_json::{json, Map, Value};
 
 #[cfg(test)]
@@ -64,8 +64,8 @@ fn response_kind(entry: &Value, group: &str, version: &str) -> Value {
 }
 
 /// One group version's `APIVersionDiscovery`, from its `APIResourceList`.
-fn version_entry(group: &str, version: &str) -> Option<Value> {
-    version_entry_of(&resource_list(group, version)?, group, version)
+fn version_entry(extra: &[&'static ResourceInfo], group: &str, version: &str) -> Option<Value> {
+    version_entry_of(&resource_list(extra, group, version)?, group, version)
 }
 
 /// The `APIVersionDiscovery` of an `APIResourceList` (bosun's or an
@@ -111,10 +111,10 @@ pub(crate) fn version_entry_of(list: &Value, group: &str, version: &str) -> Opti
     Some(json!({"version": version, "resources": resources, "freshness": "Current"}))
 }
 
-fn group_entry(name: &str, versions: &[&str]) -> Value {
+fn group_entry(extra: &[&'static ResourceInfo], name: &str, versions: &[&str]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
-        .filter_map(|v| version_entry(name, v))
+        .filter_map(|v| version_entry(extra, name, v))
         .collect();
     let mut metadata = json!({"creationTimestamp": null});
     if !name.is_empty() {
@@ -126,18 +126,18 @@ fn group_entry(name: &str, versions: &[&str]) -> Value {
 /// The `APIGroupDiscoveryList` of `/api` (core, `core == true`) or
 /// `/apis` (every other group, in the order the legacy `APIGroupList`
 /// names them, versions preferred first).
-pub fn document(core: bool, disco_version: &str) -> Value {
+pub fn document(extra: &[&'static ResourceInfo], core: bool, disco_version: &str) -> Value {
     let items: Vec<Value> = if core {
-        vec![group_entry("", &["v1"])]
+        vec![group_entry(extra, "", &["v1"])]
     } else {
-        let order = api_group_list();
-        let all = groups();
+        let order = api_group_list(extra);
+        let all = groups(extra);
         order["groups"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|g| all.iter().find(|(n, _)| g["name"] == *n))
-            .map(|(name, versions)| group_entry(name, versions))
+            .map(|(name, versions)| group_entry(extra, name, versions))
             .collect()
     };
     json!({
@@ -149,8 +149,8 @@ pub fn document(core: bool, disco_version: &str) -> Value {
 }
 
 /// The aggregated answer, typed so the client knows which form it got.
-pub fn response(core: bool, disco_version: &str) -> Response {
-    respond(&document(core, disco_version), disco_version)
+pub fn response(extra: &[&'static ResourceInfo], core: bool, disco_version: &str) -> Response {
+    respond(&document(extra, core, disco_version), disco_version)
 }
 
 /// An `APIGroupDiscoveryList` answered as [`response`] does.

@@ -112,6 +112,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("apiregistration.k8s.io", "v1", "APIService") => {
             add::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(gen)
         }
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => add::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(gen),
         _ => return None,
     })
 }

@@ -79,6 +79,7 @@ pub fn parse(path: &str) -> Option<(Target, String)> {
         namespace,
         name: Some(name.to_string()),
         subresource: Some("proxy".to_string()),
+        custom: None,
     };
     Some((target, rest))
 }

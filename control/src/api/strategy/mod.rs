@@ -1,6 +1,6 @@
 //! Per-kind rules, as the apiserver's registry strategies: what is
 //! special about creating, updating or deleting one kind of object. The
-//! verbs are generic; they ask [`for_kind`] for the kind's [`Strategy`] at
+//! verbs are generic; they ask [`for_res`] for the kind's [`Strategy`] at
 //! each step, and kinds with nothing special get the defaults.
 //!
 //! - [`pod`]: pods start Pending with their QoS class; a running pod gets
@@ -18,8 +18,12 @@
 //! - [`secret`]: `stringData` is folded into `data` on every write;
 //! - [`node`]: a Node's pod range is set once, inside `--cluster-cidr`;
 //! - [`ingress`]: an Ingress naming no class gets the default IngressClass;
-//! - [`priority_class`]: the system PriorityClasses cannot be deleted.
+//! - [`priority_class`]: the system PriorityClasses cannot be deleted;
+//! - [`crd`]: a CustomResourceDefinition is defaulted, starts with its
+//!   storage version stored, and is deleted only once its instances are
+//!   gone (custom resources themselves have nothing special here).
 
+pub mod crd;
 mod daemonset;
 pub mod ingress;
 mod job;
@@ -105,7 +109,15 @@ struct Default;
 
 impl Strategy for Default {}
 
-/// The strategy of `kind`.
+/// The strategy of the resource `res` (custom resources get the
+/// defaults, whatever their kind is called).
+pub fn for_res(res: &bosun::resources::ResourceInfo) -> &'static dyn Strategy {
+    if !res.is_builtin() {
+        return &Default;
+    }
+    for_kind(res.kind)
+}
+
 /// The class marked default among `classes` (`is_default`), as the
 /// DefaultStorageClass and DefaultIngressClass admission plugins pick it:
 /// the newest, then the first by name; none being deleted.
@@ -155,7 +167,8 @@ async fn set_default_class(
     Ok(())
 }
 
-pub fn for_kind(kind: &str) -> &'static dyn Strategy {
+/// The strategy of a built-in `kind`.
+fn for_kind(kind: &str) -> &'static dyn Strategy {
     match kind {
         "Pod" => &pod::PodStrategy,
         "Service" => &service::ServiceStrategy,
@@ -169,6 +182,7 @@ pub fn for_kind(kind: &str) -> &'static dyn Strategy {
         "PersistentVolumeClaim" => &volume::PersistentVolumeClaimStrategy,
         "Ingress" => &ingress::IngressStrategy,
         "PriorityClass" => &priority_class::PriorityClassStrategy,
+        "CustomResourceDefinition" => &crd::CustomResourceDefinitionStrategy,
         _ => &Default,
     }
 }

@@ -19,21 +19,22 @@
 //! references to owners that are gone are removed while another owner
 //! remains.
 
+mod kinds;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use bosun::resources::{self, ResourceInfo, RESOURCES};
+use bosun::resources::{self, ResourceInfo};
 
-use crate::toolkit::dynamic::{api_resource, dynamic_api};
+use crate::toolkit::dynamic::dynamic_api;
 use crate::toolkit::{KeyBackoff, Shared};
 
 const FOREGROUND: &str = "foregroundDeletion";
@@ -132,15 +133,6 @@ impl Work {
     }
 }
 
-/// The kinds the collector watches: every stored resource but Events
-/// (which never own anything and are many).
-fn watched() -> Vec<&'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .filter(|r| r.is_storage_version() && r.kind != "Event")
-        .collect()
-}
-
 enum Change {
     Apply(&'static ResourceInfo, DynamicObject),
     Delete(DynamicObject),
@@ -160,6 +152,7 @@ pub struct GarbageCollector {
     graph: Graph,
     queued: HashSet<Work>,
     backoff: Arc<KeyBackoff>,
+    custom: kinds::CustomKinds,
 }
 
 impl GarbageCollector {
@@ -169,62 +162,47 @@ impl GarbageCollector {
             graph: Graph::default(),
             queued: HashSet::new(),
             backoff: Arc::new(KeyBackoff::default()),
+            custom: kinds::CustomKinds::default(),
         }
     }
 
     pub async fn run(mut self) {
         let (changes_tx, mut changes) = mpsc::channel::<Change>(1024);
-        let kinds = watched();
+        let kinds = kinds::watched();
         // The watches end with the collector (dropping the set aborts
         // them): on shutdown nothing keeps re-watching a stopped API.
         let mut watches = tokio::task::JoinSet::new();
         for res in kinds.iter().copied() {
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource(res));
-            let tx = changes_tx.clone();
-            watches.spawn(async move {
-                let stream = watcher(api, watcher::Config::default()).default_backoff();
-                let mut stream = std::pin::pin!(stream);
-                while let Some(event) = stream.next().await {
-                    let change = match event {
-                        Ok(watcher::Event::Apply(o)) => Change::Apply(res, o),
-                        Ok(watcher::Event::Delete(o)) => Change::Delete(o),
-                        Ok(watcher::Event::Init) => Change::ListStart(res),
-                        Ok(watcher::Event::InitApply(o)) => Change::ListItem(res, o),
-                        Ok(watcher::Event::InitDone) => Change::ListDone(res),
-                        Err(e) => {
-                            tracing::debug!(kind = res.kind, error = %e, "garbage collector watch");
-                            continue;
-                        }
-                    };
-                    if tx.send(change).await.is_err() {
-                        return;
-                    }
-                }
-            });
+            kinds::spawn_watch(&mut watches, &self.client, res, changes_tx.clone());
         }
-        drop(changes_tx);
+        let mut resync = tokio::time::interval(kinds::RESYNC);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
         let (work_tx, mut work_rx) = mpsc::unbounded_channel::<Work>();
-        let mut synced: HashSet<&'static str> = HashSet::new();
-        let mut listing: HashMap<&'static str, HashSet<String>> = HashMap::new();
+        // By (group, plural): custom resources may reuse a built-in plural.
+        let mut synced: HashSet<(&'static str, &'static str)> = HashSet::new();
+        let mut listing: HashMap<(&'static str, &'static str), HashSet<String>> = HashMap::new();
         let mut ready = false;
         loop {
             tokio::select! {
+                _ = resync.tick() => {
+                    self.custom.resync(&mut watches, &self.client, &changes_tx).await;
+                }
                 change = changes.recv() => {
                     let Some(change) = change else { return };
                     let mut follow = Vec::new();
                     match change {
-                        Change::ListStart(res) => { listing.insert(res.plural, HashSet::new()); }
+                        Change::ListStart(res) => { listing.insert((res.group, res.plural), HashSet::new()); }
                         Change::ListItem(res, o) => {
                             if let Some(uid) = o.metadata.uid.clone() {
-                                listing.entry(res.plural).or_default().insert(uid);
+                                listing.entry((res.group, res.plural)).or_default().insert(uid);
                             }
                             follow = self.apply(res, &o);
                         }
                         Change::ListDone(res) => {
                             // Objects of this kind missing from the relist
                             // were deleted while the watch was down.
-                            let seen = listing.remove(res.plural).unwrap_or_default();
+                            let seen = listing.remove(&(res.group, res.plural)).unwrap_or_default();
                             let gone: Vec<String> = self.graph.nodes.iter()
                                 .filter(|(uid, n)| std::ptr::eq(n.res, res) && !seen.contains(*uid))
                                 .map(|(uid, _)| uid.clone())
@@ -232,7 +210,10 @@ impl GarbageCollector {
                             for uid in gone {
                                 follow.extend(self.forget(&uid));
                             }
-                            synced.insert(res.plural);
+                            // Readiness waits on the built-in kinds only.
+                            if res.is_builtin() {
+                                synced.insert((res.group, res.plural));
+                            }
                             if !ready && synced.len() == kinds.len() {
                                 ready = true;
                                 tracing::debug!(objects = self.graph.nodes.len(), "garbage collector synced");
@@ -359,7 +340,9 @@ impl GarbageCollector {
                 OwnerState::Present
             });
         }
-        let Some(res) = resources::by_kind(&owner.api_version, &owner.kind) else {
+        let builtin = resources::by_kind(&owner.api_version, &owner.kind);
+        let Some(res) = builtin.or_else(|| self.custom.by_kind(&owner.api_version, &owner.kind))
+        else {
             // A kind this server does not serve cannot exist.
             return Ok(OwnerState::Absent);
         };

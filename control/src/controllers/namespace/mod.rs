@@ -104,7 +104,19 @@ pub async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, 
 /// Deletes every object in the namespace and counts what is still there.
 pub async fn delete_content(client: &Client, namespace: &str) -> Remaining {
     let mut left = Remaining::default();
-    for res in namespaced_kinds() {
+    // Custom resources too, as discovery lists them.
+    let custom = match crate::toolkit::dynamic::custom_resources(client).await {
+        Ok(c) => c,
+        Err(e) => {
+            left.failures.push(format!(
+                "customresourcedefinitions.apiextensions.k8s.io: {}",
+                message_of(&e)
+            ));
+            Vec::new()
+        }
+    };
+    let custom = custom.into_iter().filter(|r| r.namespaced);
+    for res in namespaced_kinds().chain(custom) {
         let api = dynamic_api(client, res, Some(namespace));
         let what = format!("{}.{}", res.plural, res.group);
         match api

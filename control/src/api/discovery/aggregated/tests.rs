@@ -34,8 +34,8 @@ fn accept_header_chooses_the_form() {
 /// group's versions, preferred first.
 fn legacy_group_versions() -> Vec<(String, Vec<String>)> {
     let mut out = vec![(String::new(), vec!["v1".to_string()])];
-    for (g, _) in groups() {
-        let doc = api_group(g).unwrap();
+    for (g, _) in groups(&[]) {
+        let doc = api_group(&[], g).unwrap();
         let versions = doc["versions"]
             .as_array()
             .unwrap()
@@ -54,7 +54,7 @@ fn legacy_group_versions() -> Vec<(String, Vec<String>)> {
 /// (resource or resource/sub, verbs, kind, group, version) of a legacy list,
 /// with scope, singular, short names and categories for top-level ones.
 fn legacy_entries(group: &str, version: &str) -> Vec<Value> {
-    let list = resource_list(group, version).unwrap();
+    let list = resource_list(&[], group, version).unwrap();
     list["resources"]
         .as_array()
         .unwrap()
@@ -117,8 +117,8 @@ fn sorted(mut v: Vec<Value>) -> Vec<Value> {
 
 #[test]
 fn aggregated_and_legacy_list_the_same_resources_and_verbs() {
-    let core = document(true, "v2");
-    let apis = document(false, "v2");
+    let core = document(&[], true, "v2");
+    let apis = document(&[], false, "v2");
     assert_eq!(core["kind"], "APIGroupDiscoveryList");
     assert_eq!(apis["apiVersion"], "apidiscovery.k8s.io/v2");
     let mut items: Vec<&Value> = core["items"].as_array().unwrap().iter().collect();
@@ -155,7 +155,7 @@ fn aggregated_and_legacy_list_the_same_resources_and_verbs() {
 
 #[test]
 fn deployments_carry_their_scale_subresource_as_autoscaling_scale() {
-    let apis = document(false, "v2beta1");
+    let apis = document(&[], false, "v2beta1");
     assert_eq!(apis["apiVersion"], "apidiscovery.k8s.io/v2beta1");
     let apps = apis["items"]
         .as_array()

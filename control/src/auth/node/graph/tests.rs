@@ -399,6 +399,7 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
         rbac: crate::auth::rbac::Rbac::new(store.clone()).await.unwrap(),
         node_graph,
         aggregator: Arc::new(crate::api::aggregator::Aggregator::empty(store, None)),
+        custom: crate::api::custom::CustomResources::new(store),
     });
     crate::manager::in_process_client(crate::api::router(state), "admin")
 }

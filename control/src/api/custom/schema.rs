@@ -1,0 +1,44 @@
+//! The one place a custom resource's schema acts on a write.
+//!
+//! [`admit`] is called on every create, update, patch and apply of a
+//! custom resource (main resource and `status`), after the body is decoded
+//! and merged with the stored object and before anything is stored. Today
+//! it only checks the object's shape (a JSON object with `apiVersion`,
+//! `kind` and `metadata`). It is where the structural-schema library
+//! plugs in: pruning unknown fields, defaulting, and validating against the
+//! version's `openAPIV3Schema` (types, formats, enums, CEL rules), each
+//! error naming its field path, as the apiextensions-apiserver does.
+
+use bosun::validation::FieldError;
+use serde_json::Value;
+
+use super::CustomVersion;
+
+/// Prunes, defaults and validates `obj`, a write of `crd_version`'s
+/// resource (`old`: the stored object on update). Errors make the write a
+/// 422 naming each field; nothing is stored.
+pub fn admit(crd_version: &CustomVersion, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+    let _ = (&crd_version.schema, old);
+    let mut errs = Vec::new();
+    let Some(map) = obj.as_object() else {
+        errs.push(FieldError::invalid(
+            "<root>",
+            Value::Null,
+            "must be a JSON object",
+        ));
+        return errs;
+    };
+    for field in ["apiVersion", "kind"] {
+        if map
+            .get(field)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            errs.push(FieldError::required(field, ""));
+        }
+    }
+    if !map.get("metadata").is_some_and(Value::is_object) {
+        errs.push(FieldError::required("metadata", ""));
+    }
+    errs
+}
