@@ -52,7 +52,8 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
             .expect("rbac"),
         node_graph: graph,
         aggregator: Arc::new(bosun_control::api::aggregator::Aggregator::empty(
-            store, None,
+            store.clone(),
+            None,
         )),
         custom: bosun_control::api::custom::CustomResources::new(store),
     })

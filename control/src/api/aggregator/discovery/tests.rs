@@ -18,7 +18,7 @@ fn remote(group: &str, version: &str, gp: i64, vp: i64, resources: Option<Value>
 
 #[test]
 fn remote_groups_join_the_group_list() {
-    let mut list = api_group_list();
+    let mut list = api_group_list(&[]);
     let before = list["groups"].as_array().unwrap().len();
     merge_group_list(
         &mut list,
@@ -48,7 +48,7 @@ fn remote_groups_join_the_group_list() {
 
 #[test]
 fn aggregated_discovery_carries_the_backends_resources() {
-    let mut doc = aggregated::document(false, "v2");
+    let mut doc = aggregated::document(&[], false, "v2");
     merge_aggregated(
         &mut doc,
         &[
@@ -76,7 +76,7 @@ fn aggregated_discovery_carries_the_backends_resources() {
 
 #[test]
 fn a_remote_version_replaces_bosuns_own() {
-    let mut doc = aggregated::document(false, "v2");
+    let mut doc = aggregated::document(&[], false, "v2");
     let mut list = widgets();
     list["resources"][0]["name"] = json!("pods");
     list["resources"][0]["kind"] = json!("PodMetrics");

@@ -398,7 +398,7 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
         snapshots: None,
         rbac: crate::auth::rbac::Rbac::new(store.clone()).await.unwrap(),
         node_graph,
-        aggregator: Arc::new(crate::api::aggregator::Aggregator::empty(store, None)),
+        aggregator: Arc::new(crate::api::aggregator::Aggregator::empty(store.clone(), None)),
         custom: crate::api::custom::CustomResources::new(store),
     });
     crate::manager::in_process_client(crate::api::router(state), "admin")
