@@ -245,6 +245,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["pc"], cat: [], sub: []),
     res!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget",
          true, short: ["pdb"], cat: [], sub: ["status"]),
+    res!("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+         "validatingwebhookconfigurations", "validatingwebhookconfiguration", false,
+         short: [], cat: ["api-extensions"], sub: []),
+    res!("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+         "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false,
+         short: [], cat: ["api-extensions"], sub: []),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

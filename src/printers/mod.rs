@@ -13,6 +13,7 @@
 //! Each kind has one [`KindPrinter`](column::KindPrinter) (its columns next to its cell
 //! function) in the file of its API group, registered in [`PRINTERS`].
 
+mod admissionregistration;
 mod age;
 mod apps;
 mod autoscaling;
@@ -79,6 +80,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &ingress::INGRESS,
     &ingress::INGRESS_CLASS,
     &scheduling::PRIORITY_CLASS,
+    &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
+    &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

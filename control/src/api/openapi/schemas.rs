@@ -109,6 +109,12 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("policy", "v1", "PodDisruptionBudget") => {
             add::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(gen)
         }
+        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => {
+            add::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>(gen)
+        }
+        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
+            add::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(gen)
+        }
         _ => return None,
     })
 }
