@@ -190,6 +190,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let node_graph = auth::NodeGraph::new(store.clone());
+    let webhooks = crate::api::admission::webhook::Webhooks::new(store.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -202,6 +205,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         snapshots: Some(snapshots.clone()),
         rbac: rbac.clone(),
         node_graph: node_graph.clone(),
+        webhooks: webhooks.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -264,6 +268,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tasks.spawn(kubernetesservice::start(apiserver_client, api_service));
     tasks.spawn(rbac.follow());
     tasks.spawn(node_graph.follow());
+    tasks.spawn(webhooks.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

@@ -45,7 +45,8 @@ mod tests {
 
     #[test]
     fn counts_webhooks() {
-        let obj = json!({"metadata": {"name": "w"}, "webhooks": [{"name": "a.b.c"}, {"name": "d.e.f"}]});
+        let obj =
+            json!({"metadata": {"name": "w"}, "webhooks": [{"name": "a.b.c"}, {"name": "d.e.f"}]});
         assert_eq!(webhook_cells(&obj, Utc::now())[1], 2);
         let none = json!({"metadata": {"name": "w"}});
         assert_eq!(webhook_cells(&none, Utc::now())[1], 0);

@@ -58,9 +58,9 @@ impl Options {
             require_recognized_version: hooks.iter().all(|h| {
                 let versions = arr_of(h, "admissionReviewVersions");
                 versions.is_empty()
-                    || versions.iter().any(|v| {
-                        ACCEPTED_REVIEW_VERSIONS.contains(&v.as_str().unwrap_or_default())
-                    })
+                    || versions
+                        .iter()
+                        .any(|v| ACCEPTED_REVIEW_VERSIONS.contains(&v.as_str().unwrap_or_default()))
             }),
             require_unique_names: hooks.iter().all(|h| names.insert(str_of(h, "name"))),
         }
@@ -133,7 +133,13 @@ fn validate_webhook(
         }
     }
     if mutating {
-        one_of(hook, "reinvocationPolicy", &REINVOCATION_POLICIES, path, errs);
+        one_of(
+            hook,
+            "reinvocationPolicy",
+            &REINVOCATION_POLICIES,
+            path,
+            errs,
+        );
     }
     validate_client_config(
         get(hook, "clientConfig").unwrap_or(&Value::Null),
@@ -184,7 +190,10 @@ fn validate_review_versions(
     if versions.is_empty() {
         errs.push(FieldError::required(
             path,
-            format!("must specify one of {}", ACCEPTED_REVIEW_VERSIONS.join(", ")),
+            format!(
+                "must specify one of {}",
+                ACCEPTED_REVIEW_VERSIONS.join(", ")
+            ),
         ));
         return;
     }
@@ -278,7 +287,11 @@ fn validate_rule(rule: &Value, path: &str, errs: &mut Vec<FieldError>) {
     validate_resources(&strings(rule, "resources"), &child(path, "resources"), errs);
     if let Some(scope) = get(rule, "scope").and_then(Value::as_str) {
         if !SCOPES.contains(&scope) {
-            errs.push(FieldError::not_supported(child(path, "scope"), scope, &SCOPES));
+            errs.push(FieldError::not_supported(
+                child(path, "scope"),
+                scope,
+                &SCOPES,
+            ));
         }
     }
 }
@@ -545,7 +558,8 @@ mod tests {
         h["clientConfig"] = json!({"url": "http://u:p@x/hook?q=1#f", "service": null});
         h["rules"][0]["resources"] = json!(["*/*", "pods"]);
         h["rules"][0]["operations"] = json!(["*", "PATCH"]);
-        h["matchConditions"] = json!([{"name": "a", "expression": " "}, {"name": "a", "expression": "true"}]);
+        h["matchConditions"] =
+            json!([{"name": "a", "expression": " "}, {"name": "a", "expression": "true"}]);
         let errs = errors(vec![h], false);
         let fields: Vec<&str> = errs
             .iter()
@@ -565,10 +579,18 @@ mod tests {
         ] {
             assert!(fields.contains(&want), "{want} missing from {errs:#?}");
         }
-        assert!(errs.iter().any(|e| e.contains("'https' is the only allowed URL scheme")));
-        assert!(errs.iter().any(|e| e.contains("query parameters are not permitted")));
-        assert!(errs.iter().any(|e| e.contains("fragments are not permitted")));
-        assert!(errs.iter().any(|e| e.contains("user information is not permitted")));
+        assert!(errs
+            .iter()
+            .any(|e| e.contains("'https' is the only allowed URL scheme")));
+        assert!(errs
+            .iter()
+            .any(|e| e.contains("query parameters are not permitted")));
+        assert!(errs
+            .iter()
+            .any(|e| e.contains("fragments are not permitted")));
+        assert!(errs
+            .iter()
+            .any(|e| e.contains("user information is not permitted")));
     }
 
     #[test]
@@ -576,7 +598,9 @@ mod tests {
         let mut two = hook();
         two["clientConfig"] = json!({});
         let errs = errors(vec![hook(), two], true);
-        assert!(errs.iter().any(|e| e.starts_with("webhooks[1].name: Duplicate value")));
+        assert!(errs
+            .iter()
+            .any(|e| e.starts_with("webhooks[1].name: Duplicate value")));
         assert!(errs.iter().any(|e| e.contains(
             "webhooks[1].clientConfig: Required value: exactly one of url or service is required"
         )));

@@ -542,12 +542,12 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("scheduling.k8s.io", "v1", "PriorityClass") => {
             roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
         }
-        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => {
-            roundtrip::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>(v)
-        }
-        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
-            roundtrip::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(v)
-        }
+        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => roundtrip::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        >(v),
+        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => roundtrip::<
+            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+        >(v),
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -619,7 +619,10 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class(obj, old, &mut errs)
         }
-        ("admissionregistration.k8s.io", kind @ ("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration")) => {
+        (
+            "admissionregistration.k8s.io",
+            kind @ ("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"),
+        ) => {
             let mutating = kind == "MutatingWebhookConfiguration";
             admissionregistration::validate_webhook_configuration(obj, old, mutating, &mut errs)
         }

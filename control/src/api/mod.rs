@@ -121,6 +121,9 @@ pub struct ApiState {
     /// The Node authorizer's graph of what each node's pods reference
     /// (followed from the store by a task started with the server).
     pub node_graph: Arc<crate::auth::NodeGraph>,
+    /// The admission webhooks of the webhook configurations (followed
+    /// from the store by a task started with the server).
+    pub webhooks: Arc<admission::webhook::Webhooks>,
 }
 
 /// The API as an axum router.

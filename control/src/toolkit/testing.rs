@@ -53,6 +53,9 @@ impl TestApi {
             snapshots: None,
             rbac,
             node_graph,
+            webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
+                .await
+                .expect("webhooks"),
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

@@ -396,8 +396,11 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
         shutdown: tokio::sync::watch::channel(false).1,
         node_signer: None,
         snapshots: None,
-        rbac: crate::auth::rbac::Rbac::new(store).await.unwrap(),
+        rbac: crate::auth::rbac::Rbac::new(store.clone()).await.unwrap(),
         node_graph,
+        webhooks: crate::api::admission::webhook::Webhooks::new(store)
+            .await
+            .unwrap(),
     });
     crate::manager::in_process_client(crate::api::router(state), "admin")
 }
