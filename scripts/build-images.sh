@@ -14,6 +14,10 @@
 #                             pods), built with cargo, stripped, with the
 #                             shared libraries ldd lists and nothing else;
 #                             rebuilt whenever the binary changes
+#   bosun.local/webhook-server:1
+#                             only with --webhook-server: the agent's example
+#                             `webhook_server` (an admission webhook over
+#                             TLS), made the same way
 #
 # Each is a `docker import` of a root filesystem made here, labelled with
 # IMAGE_VERSION. Images that exist with that label are kept unless --force is
@@ -23,12 +27,14 @@ set -euo pipefail
 
 force=0
 in_cluster=0
+webhook_server=0
 for arg in "$@"; do
   case "$arg" in
     --force|-f) force=1 ;;
     --in-cluster-client) in_cluster=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
-    *) echo "build-images.sh: unknown argument $arg (only --force, --in-cluster-client)" >&2
+    --webhook-server) webhook_server=1 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "build-images.sh: unknown argument $arg (only --force, --in-cluster-client, --webhook-server)" >&2
        exit 2 ;;
   esac
 done
@@ -141,27 +147,36 @@ WRAPPER
     'CMD ["httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"]' 'EXPOSE 80'
 done
 
-# The in-cluster client: the example binary and its shared libraries only.
-if [ "$in_cluster" = 1 ]; then
-  image=bosun.local/in-cluster-client:1
+# An example of the agent crate as an image: the binary and its shared
+# libraries only, rebuilt whenever the binary changes.
+example_image() {
+  local example=$1 name=$2 image=$3
+  local repo target bin sum have root
   repo=$(cd "$(dirname "$0")/.." && pwd)
   target=${CARGO_TARGET_DIR:-$repo/target}
-  (cd "$repo" && "${CARGO:-cargo}" build -q -p bosun-agent --example in_cluster_client)
-  bin=$target/debug/examples/in_cluster_client
+  (cd "$repo" && "${CARGO:-cargo}" build -q -p bosun-agent --example "$example")
+  bin=$target/debug/examples/$example
   sum=$(sha256sum "$bin" | cut -d' ' -f1)
   have=$(docker image inspect -f '{{index .Config.Labels "io.bosun.binary-sha256"}}' "$image" \
     2>/dev/null || true)
   if [ "$force" = 1 ] || [ "$have" != "$sum" ]; then
-    root=$tmp/in-cluster-client
+    root=$tmp/$name
     mkdir -p "$root/bin" "$root/etc" "$root/tmp"
-    strip -o "$root/bin/in-cluster-client" "$bin"
+    strip -o "$root/bin/$name" "$bin"
     # Every library the dynamic linker loads, at the path it loads it from.
     while read -r lib; do
       mkdir -p "$root$(dirname "$lib")"
       cp -L "$lib" "$root$lib"
     done < <(ldd "$bin" | grep -o '/[^ ]*' | sort -u)
-    printf 'root:x:0:0:root:/:/bin/in-cluster-client\n' >"$root/etc/passwd"
+    printf 'root:x:0:0:root:/:/bin/%s\n' "$name" >"$root/etc/passwd"
     import "$root" "$image" "LABEL io.bosun.binary-sha256=$sum" \
-      'ENTRYPOINT ["/bin/in-cluster-client"]'
+      "ENTRYPOINT [\"/bin/$name\"]"
   fi
+}
+
+if [ "$in_cluster" = 1 ]; then
+  example_image in_cluster_client in-cluster-client bosun.local/in-cluster-client:1
+fi
+if [ "$webhook_server" = 1 ]; then
+  example_image webhook_server webhook-server bosun.local/webhook-server:1
 fi
