@@ -47,10 +47,13 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
         shutdown: tokio::sync::watch::channel(false).1,
         node_signer: None,
         snapshots: None,
-        rbac: bosun_control::auth::rbac::Rbac::new(store)
+        rbac: bosun_control::auth::rbac::Rbac::new(store.clone())
             .await
             .expect("rbac"),
         node_graph: graph,
+        webhooks: bosun_control::api::admission::webhook::Webhooks::new(store)
+            .await
+            .expect("webhooks"),
     })
 }
 

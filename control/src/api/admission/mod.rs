@@ -10,7 +10,7 @@
 //!   its priority; one global default PriorityClass).
 //! - [`pod_security`]: Pod Security Admission (namespace labels
 //!   `pod-security.kubernetes.io/*`, `--pod-security-default`).
-//! - [`webhook`]: MutatingAdmissionWebhook (last of the mutating steps)
+//! - [`webhook`]. MutatingAdmissionWebhook (last of the mutating steps)
 //!   and ValidatingAdmissionWebhook (before ResourceQuota), calling the
 //!   webhooks of the webhook configurations.
 //! - [`resource_quota`]: ResourceQuota, last: charges a create to the

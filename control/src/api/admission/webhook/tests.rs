@@ -325,3 +325,24 @@ fn a_review_names_the_request() {
     );
     assert_eq!(q["oldObject"], Value::Null);
 }
+
+/// With no webhook configured a write pays one lock read per admission
+/// phase: measured here (printed with `--nocapture`) and bounded far
+/// above what it costs, so a regression to listing the store shows.
+#[tokio::test]
+async fn no_configuration_costs_a_lock_read() {
+    use crate::store::{EmbeddedStore, StoreOptions};
+    let store = std::sync::Arc::new(EmbeddedStore::in_memory(StoreOptions::default()).unwrap());
+    let webhooks = super::Webhooks::new(store).await.unwrap();
+    const N: u32 = 200_000;
+    let start = std::time::Instant::now();
+    let mut called = 0;
+    for _ in 0..N {
+        let s = webhooks.snapshot();
+        called += s.mutating.len() + s.validating.len();
+    }
+    let per_write = start.elapsed() / N;
+    println!("no webhooks: {per_write:?} per admission phase");
+    assert_eq!(called, 0);
+    assert!(per_write < Duration::from_micros(5), "{per_write:?}");
+}
