@@ -18,6 +18,10 @@
 #                             only with --aggregated-server: the agent's
 #                             example `aggregated_server` (an extension API
 #                             server for an APIService), built the same way
+#   bosun.local/webhook-server:1
+#                             only with --webhook-server: the agent's example
+#                             `webhook_server` (an admission webhook over
+#                             TLS), made the same way
 #
 # Each is a `docker import` of a root filesystem made here, labelled with
 # IMAGE_VERSION. Images that exist with that label are kept unless --force is
@@ -28,13 +32,15 @@ set -euo pipefail
 force=0
 in_cluster=0
 aggregated=0
+webhook_server=0
 for arg in "$@"; do
   case "$arg" in
     --force|-f) force=1 ;;
     --in-cluster-client) in_cluster=1 ;;
     --aggregated-server) aggregated=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
-    *) echo "build-images.sh: unknown argument $arg (only --force, --in-cluster-client, --aggregated-server)" >&2
+    --webhook-server) webhook_server=1 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) echo "build-images.sh: unknown argument $arg (only --force, --in-cluster-client, --aggregated-server, --webhook-server)" >&2
        exit 2 ;;
   esac
 done
@@ -180,4 +186,7 @@ if [ "$in_cluster" = 1 ]; then
 fi
 if [ "$aggregated" = 1 ]; then
   example_image aggregated_server bosun.local/aggregated-server:1 aggregated-server
+fi
+if [ "$webhook_server" = 1 ]; then
+  example_image webhook_server bosun.local/webhook-server:1 webhook-server
 fi

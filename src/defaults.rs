@@ -6,6 +6,8 @@ use serde_json::{json, Map, Value};
 
 use crate::resources::ResourceInfo;
 
+mod webhooks;
+
 /// Fills in the defaults of `obj` for its resource.
 pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
     let kind = res.kind;
@@ -297,6 +299,9 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                     set_str(s, "apiGroup", "rbac.authorization.k8s.io");
                 }
             }
+        }
+        ("admissionregistration.k8s.io", k) => {
+            webhooks::default_webhooks(root, k == "MutatingWebhookConfiguration")
         }
         _ => {}
     }

@@ -256,6 +256,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
          "customresourcedefinition", false, short: ["crd", "crds"], cat: ["api-extensions"],
          sub: ["status"]),
+    res!("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+         "validatingwebhookconfigurations", "validatingwebhookconfiguration", false,
+         short: [], cat: ["api-extensions"], sub: []),
+    res!("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+         "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false,
+         short: [], cat: ["api-extensions"], sub: []),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

@@ -55,7 +55,10 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
             store.clone(),
             None,
         )),
-        custom: bosun_control::api::custom::CustomResources::new(store),
+        custom: bosun_control::api::custom::CustomResources::new(store.clone()),
+        webhooks: bosun_control::api::admission::webhook::Webhooks::new(store)
+            .await
+            .expect("webhooks"),
     })
 }
 

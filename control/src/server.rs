@@ -199,6 +199,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     )?);
     let aggregator = Aggregator::new(store.clone(), Some(front_proxy.clone())).await;
     let custom = api::custom::CustomResources::new(store.clone());
+    let webhooks = crate::api::admission::webhook::Webhooks::new(store.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -213,6 +216,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         node_graph: node_graph.clone(),
         aggregator: aggregator.clone(),
         custom: custom.clone(),
+        webhooks: webhooks.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -290,6 +294,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         aggregator,
         apiserver_client.clone(),
     ));
+    tasks.spawn(webhooks.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

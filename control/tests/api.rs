@@ -137,6 +137,10 @@ fn sample(kind: &str, name: &str) -> Value {
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object"}}}]}),
         ),
+        // Matches only a kind nothing serves: no write of the suite calls it.
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            ("admissionregistration.k8s.io/v1", Value::Null)
+        }
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
@@ -157,6 +161,14 @@ fn sample(kind: &str, name: &str) -> Value {
         }
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
         "PriorityClass" => obj["value"] = json!(1000),
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            obj["webhooks"] = json!([{"name": "widgets.example.com",
+                "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "clientConfig": {"url": "https://127.0.0.1:9/widgets"},
+                "rules": [{"operations": ["CREATE"], "apiGroups": ["example.com"],
+                    "apiVersions": ["v1"], "resources": ["widgets"]}]}]);
+        }
         "ConfigMap" => obj["data"] = json!({"k": "v"}),
         "Secret" => obj["data"] = json!({"k": "dg=="}),
         "EndpointSlice" => {

@@ -38,6 +38,8 @@ pub(super) fn list_kind(path: &[String], field: &str) -> ListKind {
         "addresses" if parent == Some("status") => ListKind::MergeKey("type"),
         "ownerReferences" if parent == Some("metadata") => ListKind::MergeKey("uid"),
         "finalizers" if parent == Some("metadata") => ListKind::MergePrimitive,
+        // A webhook configuration's webhooks (the only top-level list so named).
+        "webhooks" if parent.is_none() => ListKind::MergeKey("name"),
         "ports" => match parent {
             Some(p) if CONTAINER_LISTS.contains(&p) => ListKind::MergeKey("containerPort"),
             // A Service's spec.ports.

@@ -333,3 +333,17 @@ fn three_way_first_apply_adds_without_deleting() {
     assert_eq!(out["metadata"]["labels"]["tier"], "frontend");
     assert_eq!(out["metadata"]["annotations"]["other"], "client");
 }
+
+#[test]
+fn webhook_configurations_merge_webhooks_by_name() {
+    let target = json!({"webhooks": [
+        {"name": "a.example.com", "sideEffects": "None", "failurePolicy": "Fail"},
+        {"name": "b.example.com", "sideEffects": "None"}]});
+    let patch = json!({"webhooks": [{"name": "a.example.com", "failurePolicy": "Ignore"}]});
+    let out = super::strategic::apply_strategic_merge_patch(&target, &patch).unwrap();
+    assert_eq!(
+        out["webhooks"],
+        json!([{"name": "a.example.com", "sideEffects": "None", "failurePolicy": "Ignore"},
+               {"name": "b.example.com", "sideEffects": "None"}])
+    );
+}

@@ -13,6 +13,7 @@
 //! Each kind has one [`KindPrinter`](column::KindPrinter) (its columns next to its cell
 //! function) in the file of its API group, registered in [`PRINTERS`].
 
+mod admissionregistration;
 mod age;
 mod apiregistration;
 mod apiextensions;
@@ -83,6 +84,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &scheduling::PRIORITY_CLASS,
     &apiregistration::API_SERVICE,
     &apiextensions::CUSTOM_RESOURCE_DEFINITION,
+    &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
+    &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

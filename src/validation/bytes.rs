@@ -30,6 +30,24 @@ impl std::fmt::Display for Corrupt {
 /// this list to the served schemas (`format: byte`).
 pub const BYTE_MAPS: &[(&str, &str)] = &[("Secret", "data"), ("ConfigMap", "binaryData")];
 
+/// The `[]byte` fields in each element of a list of the served kinds:
+/// (group, kind, list, field path in the element); held to the schemas by
+/// the same test as [`BYTE_MAPS`] (as `KIND LIST[].PATH`).
+pub const BYTE_FIELDS: &[(&str, &str, &str, &str)] = &[
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        "webhooks",
+        "clientConfig.caBundle",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        "webhooks",
+        "clientConfig.caBundle",
+    ),
+];
+
 fn sextet(c: u8) -> Option<u8> {
     match c {
         b'A'..=b'Z' => Some(c - b'A'),
@@ -135,6 +153,26 @@ pub fn canonical(res: &ResourceInfo, obj: &Value) -> Result<Option<Value>, Strin
             let bytes = decode_std(text).map_err(|e| format!("{field}.{key}: {e}"))?;
             let copy = out.get_or_insert_with(|| obj.clone());
             copy[*field][key.as_str()] = Value::String(engine.encode(bytes));
+        }
+    }
+    for (group, kind, list, path) in BYTE_FIELDS {
+        if res.group != *group || res.kind != *kind {
+            continue;
+        }
+        let pointer = format!("/{}", path.replace('.', "/"));
+        let items = obj.get(*list).and_then(Value::as_array);
+        for (i, item) in items.into_iter().flatten().enumerate() {
+            let Some(Value::String(text)) = item.pointer(&pointer) else {
+                continue;
+            };
+            if engine.decode(text.as_bytes()).is_ok() {
+                continue;
+            }
+            let bytes = decode_std(text).map_err(|e| format!("{list}[{i}].{path}: {e}"))?;
+            let copy = out.get_or_insert_with(|| obj.clone());
+            if let Some(slot) = copy[*list][i].pointer_mut(&pointer) {
+                *slot = Value::String(engine.encode(bytes));
+            }
         }
     }
     Ok(out)
@@ -256,6 +294,27 @@ mod tests {
         assert_eq!(cm["data"]["s"], "a b\n");
         let mut same = serde_json::json!({"data": {"k": "YQ==", "n": 5}});
         assert_eq!(canonicalize(res("Secret"), &mut same), Ok(false));
+    }
+
+    #[test]
+    fn a_wrapped_ca_bundle_becomes_canonical() {
+        let (bytes, text) = wrapped();
+        let res = crate::resources::by_name("validatingwebhookconfigurations").unwrap();
+        let mut obj = serde_json::json!({"webhooks": [
+            {"name": "a.b.c", "clientConfig": {"url": "https://x"}},
+            {"name": "d.e.f", "clientConfig": {"caBundle": text}}]});
+        assert_eq!(canonicalize(res, &mut obj), Ok(true));
+        let engine = &base64::engine::general_purpose::STANDARD;
+        let stored = obj["webhooks"][1]["clientConfig"]["caBundle"]
+            .as_str()
+            .unwrap();
+        assert_eq!(engine.decode(stored).unwrap(), bytes);
+        let mut bad = serde_json::json!({"webhooks": [{"clientConfig": {"caBundle": "a!=="}}]});
+        let err = canonicalize(res, &mut bad).unwrap_err();
+        assert!(
+            err.starts_with("webhooks[0].clientConfig.caBundle: "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! from the URL → `validate`.
 
 pub mod apiregistration;
+mod admissionregistration;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -549,6 +550,12 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => roundtrip::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         >(v),
+        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => roundtrip::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        >(v),
+        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => roundtrip::<
+            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+        >(v),
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -625,6 +632,13 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crd::validate_crd(obj, old, &mut errs)
+        }
+        (
+            "admissionregistration.k8s.io",
+            kind @ ("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"),
+        ) => {
+            let mutating = kind == "MutatingWebhookConfiguration";
+            admissionregistration::validate_webhook_configuration(obj, old, mutating, &mut errs)
         }
         _ => {}
     }

@@ -122,7 +122,7 @@ pub(super) async fn create_object(
     defaults::apply_defaults(sres, &mut obj);
     let name = meta_str(&obj, "name").unwrap_or("").to_string();
     strategy.prepare_for_create(&state.options, &mut obj);
-    admission::mutate(state, req, &mut obj, None).await?;
+    warnings.extend(admission::mutate(state, req, &mut obj, None).await?);
     let mut errors = validation::validate(sres, &obj, None);
     if let Some(v) = &req.target.custom {
         errors.extend(super::custom::schema::admit(v, &mut obj, None));

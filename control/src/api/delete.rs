@@ -89,24 +89,26 @@ pub(super) async fn delete(state: &ApiState, req: &ApiRequest) -> ApiResult<Resp
         return done;
     }
     let opts = delete_options(req)?;
-    let obj = delete_with(state, req, &opts).await?;
-    Ok(respond(req, StatusCode::OK, obj, &[]))
+    let (obj, warnings) = delete_with(state, req, &opts).await?;
+    Ok(respond(req, StatusCode::OK, obj, &warnings))
 }
 
 /// Deletes the request's object with `opts`; returns what is left of it
-/// (the object marked for deletion, or the last state of it).
+/// (the object marked for deletion, or the last state of it) and the
+/// admission webhooks' warnings.
 pub(super) async fn delete_with(
     state: &ApiState,
     req: &ApiRequest,
     opts: &DeleteOptions,
-) -> ApiResult<Value> {
+) -> ApiResult<(Value, Vec<String>)> {
     let res = req.target.res;
     let name = name_of(req).to_string();
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
         delete_preconditions(res, &name, &current, opts)?;
+        let warnings = super::admission::webhook::on_delete(state, req, &current).await?;
         match delete_once(state, req, &kv, current, opts).await? {
-            Ok(obj) => return Ok(obj),
+            Ok(obj) => return Ok((obj, warnings)),
             Err(StoreError::Conflict { .. }) => continue,
             Err(StoreError::NotFound(_)) => return Err(ApiError::not_found(res, &name)),
             Err(e) => return Err(ApiError::from_store(e, res, &name)),
@@ -229,6 +231,9 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
             body: req.body.clone(),
             body_limit: req.body_limit,
         };
+        // Admission webhooks see each delete; a collection's answer has
+        // no room for their warnings.
+        super::admission::webhook::on_delete(state, &item_req, &current).await?;
         match delete_once(state, &item_req, &kv, current, &opts).await? {
             Ok(obj) => deleted.push(from_storage_version(res, obj)),
             Err(StoreError::NotFound(_) | StoreError::Conflict { .. }) => {}

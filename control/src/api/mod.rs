@@ -128,6 +128,9 @@ pub struct ApiState {
     /// The custom resources this server serves, from the CRDs in its
     /// store (followed by a task started with the server).
     pub custom: Arc<custom::CustomResources>,
+    /// The admission webhooks of the webhook configurations (followed
+    /// from the store by a task started with the server).
+    pub webhooks: Arc<admission::webhook::Webhooks>,
 }
 
 /// The API as an axum router.

@@ -157,7 +157,11 @@ pub(super) async fn commit_write(
     let name = name_of(req);
     if part == Part::Main {
         defaults::apply_defaults(sres, &mut next);
-        admission::mutate(state, req, &mut next, Some(current)).await?;
+        warnings.extend(admission::mutate(state, req, &mut next, Some(current)).await?);
+    } else {
+        // Subresource writes (`pods/status`) reach webhooks whose rules
+        // name them, not bosun's own mutating steps.
+        warnings.extend(admission::webhook::mutate(state, req, &mut next, Some(current)).await?);
     }
     let mut errors = validation::validate(sres, &next, Some(current));
     if let Some(v) = &req.target.custom {

@@ -59,6 +59,9 @@ impl TestApi {
                 tokio::spawn(custom.clone().follow());
                 custom
             },
+            webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
+                .await
+                .expect("webhooks"),
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

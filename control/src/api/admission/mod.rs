@@ -12,6 +12,9 @@
 //!   `pod-security.kubernetes.io/*`, `--pod-security-default`).
 //! - [`node_restriction`]: NodeRestriction, what a node may change in
 //!   the objects the Node authorizer lets it write.
+//! - [`webhook`]. MutatingAdmissionWebhook (last of the mutating steps)
+//!   and ValidatingAdmissionWebhook (before ResourceQuota), calling the
+//!   webhooks of the webhook configurations.
 //! - [`resource_quota`]: ResourceQuota, last: charges a create to the
 //!   namespace's quotas or refuses it.
 
@@ -20,6 +23,7 @@ pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;
+pub mod webhook;
 
 use serde_json::Value;
 
@@ -27,19 +31,20 @@ use super::error::ApiResult;
 use super::{ApiRequest, ApiState};
 
 /// Runs every mutating admission step on `obj`, the object about to be
-/// validated (`old`: the stored one, on update).
+/// validated (`old`: the stored one, on update); the warnings they return.
 pub(super) async fn mutate(
     state: &ApiState,
     req: &ApiRequest,
     obj: &mut Value,
     old: Option<&Value>,
-) -> ApiResult<()> {
+) -> ApiResult<Vec<String>> {
     // Containers cannot be added or resized by an update: LimitRanger
     // looks at creates only, as upstream's.
     if old.is_none() {
         limit_ranger::admit(state, req, obj).await?;
     }
-    priority::admit(state, req, obj, old).await
+    priority::admit(state, req, obj, old).await?;
+    webhook::mutate(state, req, obj, old).await
 }
 
 /// Runs every validating admission step on `obj`, the object about to be
@@ -51,7 +56,8 @@ pub(super) async fn validate(
     old: Option<&Value>,
 ) -> ApiResult<Vec<String>> {
     priority::validate(state, req, obj, old).await?;
-    let warnings = pod_security::admit(state, req, obj, old).await?;
+    let mut warnings = pod_security::admit(state, req, obj, old).await?;
+    warnings.extend(webhook::validate(state, req, Some(obj), old).await?);
     resource_quota::admit(state, req, obj, old).await?;
     Ok(warnings)
 }

@@ -179,6 +179,11 @@ fn every_byte_field_of_a_served_kind_is_decoded_as_go_decodes_it() {
     let mut known: Vec<String> = bosun::validation::bytes::BYTE_MAPS
         .iter()
         .map(|(kind, field)| format!("{kind} {field}.*"))
+        .chain(
+            bosun::validation::bytes::BYTE_FIELDS
+                .iter()
+                .map(|(_, kind, list, path)| format!("{kind} {list}[].{path}")),
+        )
         .collect();
     known.sort();
     assert_eq!(found, known);

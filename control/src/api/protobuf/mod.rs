@@ -101,6 +101,7 @@ const INLINE: &[(&str, &str)] = &[
     ("api.core.v1.EphemeralContainer", "ephemeralContainerCommon"),
     ("api.core.v1.VolumeMountStatus", "volumeStatus"),
     ("api.networking.v1.IngressRule", "ingressRuleValue"),
+    ("api.admissionregistration.v1.RuleWithOperations", "rule"),
 ];
 
 fn is_inline(message: &str, field: &str) -> bool {

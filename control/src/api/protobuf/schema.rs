@@ -64,6 +64,7 @@ const FILES: &[&str] = &[
     include_str!("../../../proto/api_rbac_v1.proto"),
     include_str!("../../../proto/api_networking_v1_networkpolicy.proto"),
     include_str!("../../../proto/api_networking_v1_ingress.proto"),
+    include_str!("../../../proto/api_admissionregistration_v1.proto"),
     include_str!("../../../proto/api_scheduling_v1.proto"),
 ];
 

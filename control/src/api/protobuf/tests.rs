@@ -346,3 +346,28 @@ fn byte_fields_are_base64_in_json() {
         "data": {"password": "aHVudGVyMg==", "bin": "AAEC/w=="}, "type": "Opaque"}),
     );
 }
+
+#[test]
+fn webhook_configurations_round_trip() {
+    round_trip(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "m"},
+        "webhooks": [{"name": "m.example.com", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+            "reinvocationPolicy": "IfNeeded", "matchPolicy": "Equivalent",
+            "namespaceSelector": {"matchLabels": {"a": "b"}}, "objectSelector": {},
+            "matchConditions": [{"name": "c", "expression": "true"}],
+            "clientConfig": {"caBundle": "Y2E=",
+                "service": {"namespace": "ns", "name": "s", "path": "/m", "port": 443}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["configmaps"], "scope": "*"}]}]
+    }));
+    round_trip(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "v"},
+        "webhooks": [{"name": "v.example.com", "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun", "clientConfig": {"url": "https://x.example.com/v"},
+            "rules": [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"],
+                "resources": ["*/*"]}]}]
+    }));
+}

@@ -193,6 +193,27 @@ fn service_location(
     Ok(Backend::Pod { host, port, tls })
 }
 
+/// One ready endpoint (address, port) of the Service `ns/name` for its
+/// port `port`, picked as `services/NAME:PORT/proxy` picks it: what a
+/// webhook's `clientConfig.service` is dialed at.
+pub(crate) async fn service_endpoint(
+    state: &ApiState,
+    ns: &str,
+    name: &str,
+    port: u16,
+) -> ApiResult<(String, u16)> {
+    let service = load(state, "services", Some(ns), name).await?;
+    let endpoints = match load(state, "endpoints", Some(ns), name).await {
+        Ok(e) => Some(e),
+        Err(e) if e.code == 404 => None,
+        Err(e) => return Err(e),
+    };
+    match service_location(name, &service, endpoints.as_ref(), &port.to_string(), true)? {
+        Backend::Pod { host, port, .. } => Ok((host, port)),
+        Backend::Agent(_) => Err(ApiError::internal("a Service resolved to a node")),
+    }
+}
+
 async fn locate(state: &ApiState, target: &Target) -> ApiResult<Backend> {
     let id = target.name.as_deref().unwrap_or_default();
     let plural = target.res.plural;

@@ -399,7 +399,10 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
         rbac: crate::auth::rbac::Rbac::new(store.clone()).await.unwrap(),
         node_graph,
         aggregator: Arc::new(crate::api::aggregator::Aggregator::empty(store.clone(), None)),
-        custom: crate::api::custom::CustomResources::new(store),
+        custom: crate::api::custom::CustomResources::new(store.clone()),
+        webhooks: crate::api::admission::webhook::Webhooks::new(store)
+            .await
+            .unwrap(),
     });
     crate::manager::in_process_client(crate::api::router(state), "admin")
 }
