@@ -33,7 +33,16 @@ spec:
     schema:
       openAPIV3Schema:
         type: object
-        x-kubernetes-preserve-unknown-fields: true
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+              color: {type: string}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
     selectableFields:
     - jsonPath: .spec.color
     subresources:
@@ -363,4 +372,138 @@ spec: {{}}
     )
     .unwrap();
     assert_eq!(list["items"], serde_json::json!([]), "{}", c.log());
+}
+
+const GIZMOS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, kind: Gizmo}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            x-kubernetes-validations:
+            - rule: self.size <= self.limit
+              message: size must not exceed limit
+            properties:
+              size: {type: integer, minimum: 1}
+              limit: {type: integer, default: 10}
+              mode: {type: string, enum: [fast, slow], default: slow}
+              owner:
+                type: string
+                x-kubernetes-validations:
+                - rule: self == oldSelf
+                  message: owner is immutable
+";
+
+fn gizmo(spec: &str) -> String {
+    format!("apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {{name: g}}\nspec: {spec}\n")
+}
+
+/// A CRD's schema acts on every write as the apiextensions-apiserver's:
+/// unknown fields pruned, defaults filled in, types, bounds, enums and
+/// CEL rules (transition rules too) checked with the field's path.
+#[test]
+fn a_crd_schema_prunes_defaults_and_validates_writes() {
+    let c = Cluster::start();
+    let crd = c.write("gizmos.yaml", GIZMOS);
+    c.kubectl(&["apply", "-f", &crd]).ok();
+    c.kubectl(&[
+        "wait",
+        "--for=condition=established",
+        "--timeout=60s",
+        "crd/gizmos.example.com",
+    ])
+    .ok();
+
+    // Unknown fields are dropped, defaults appear on read back.
+    let g = c.write("g.yaml", &gizmo("{size: 3, owner: ann, extra: x}"));
+    c.kubectl(&["create", "--validate=false", "-f", &g]).ok();
+    let obj = get_json(&c, &["gizmo", "g"]);
+    assert_eq!(
+        obj["spec"],
+        serde_json::json!({"size": 3, "limit": 10, "mode": "slow", "owner": "ann"}),
+        "{obj}"
+    );
+
+    // Bad writes name their field; nothing is stored.
+    for (spec, message) in [
+        (
+            "{size: many}",
+            "spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\"",
+        ),
+        (
+            "{size: 0}",
+            "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
+        ),
+        (
+            "{size: 1, mode: warp}",
+            "spec.mode: Unsupported value: \"warp\": supported values: \"fast\", \"slow\"",
+        ),
+        ("{limit: 2}", "spec.size: Required value"),
+        (
+            "{size: 20, limit: 5}",
+            "spec: Invalid value: \"object\": size must not exceed limit",
+        ),
+    ] {
+        let bad = c.write("bad.yaml", &gizmo(spec).replace("name: g", "name: bad"));
+        let run = c.kubectl(&["create", "--validate=false", "-f", &bad]);
+        let err = run.fails();
+        assert!(err.contains(message), "{spec}: {err}");
+    }
+    assert!(c
+        .kubectl(&["get", "gizmos", "-o", "name"])
+        .ok()
+        .trim()
+        .eq("gizmo.example.com/g"));
+
+    // A transition rule: owner may not change once set.
+    let run = c.kubectl(&[
+        "patch",
+        "gizmo",
+        "g",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"owner":"bob"}}"#,
+    ]);
+    let err = run.fails();
+    assert!(
+        err.contains("spec.owner: Invalid value: \"bob\": owner is immutable"),
+        "{err}"
+    );
+    c.kubectl(&[
+        "patch",
+        "gizmo",
+        "g",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":4}}"#,
+    ])
+    .ok();
+    assert_eq!(get_json(&c, &["gizmo", "g"])["spec"]["size"], 4);
+
+    // A CRD whose schema is not structural, or whose rule does not
+    // compile, is refused naming the field.
+    let broken = GIZMOS
+        .replace("gizmos", "doodads")
+        .replace("Gizmo", "Doodad")
+        .replace("self.size <= self.limit", "self.size <=");
+    let broken = c.write("doodads.yaml", &broken);
+    let run = c.kubectl(&["apply", "-f", &broken]);
+    let err = run.fails();
+    assert!(
+        err.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value"),
+        "{err}"
+    );
 }

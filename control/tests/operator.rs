@@ -131,7 +131,12 @@ async fn a_kube_rs_operator_reconciles_custom_objects_into_config_maps() {
             .for_each(|_| async {}),
     );
 
-    let hello = Greeting::new("hello", GreetingSpec { message: "hi".into() });
+    let hello = Greeting::new(
+        "hello",
+        GreetingSpec {
+            message: "hi".into(),
+        },
+    );
     greetings
         .create(&PostParams::default(), &hello)
         .await
@@ -175,7 +180,12 @@ async fn a_kube_rs_operator_reconciles_custom_objects_into_config_maps() {
         .await
         .expect("deleting the Greeting");
     until("the owned ConfigMap to be collected", async || {
-        config_maps.get_opt("hello-greeting").await.ok()?.is_none().then_some(())
+        config_maps
+            .get_opt("hello-greeting")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
 

@@ -15,8 +15,8 @@
 
 mod admissionregistration;
 mod age;
-mod apiregistration;
 mod apiextensions;
+mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;

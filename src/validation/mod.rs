@@ -7,8 +7,8 @@
 //! generate `metadata.name` from `generateName` and fill `metadata.namespace`
 //! from the URL → `validate`.
 
-pub mod apiregistration;
 mod admissionregistration;
+pub mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -17,7 +17,6 @@ mod config;
 mod container;
 mod coordination;
 mod core;
-pub mod crd;
 mod discovery;
 mod ingress;
 mod meta;
@@ -631,7 +630,7 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
             apiregistration::validate_api_service(obj, &mut errs)
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            crd::validate_crd(obj, old, &mut errs)
+            errs.extend(crate::crd_schema::validate_crd(obj, old))
         }
         (
             "admissionregistration.k8s.io",

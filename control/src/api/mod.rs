@@ -365,8 +365,8 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
                 &custom::resources(&state.custom),
                 group,
             )
-                .map(|d| json_response(StatusCode::OK, &d))
-                .ok_or_else(|| ApiError::not_found_path(path));
+            .map(|d| json_response(StatusCode::OK, &d))
+            .ok_or_else(|| ApiError::not_found_path(path));
         }
         ["api", version] => {
             return discovery::resource_list(&custom::resources(&state.custom), "", version)

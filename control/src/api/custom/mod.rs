@@ -67,8 +67,39 @@ pub struct CustomVersion {
     pub scale: Option<ScalePaths>,
     /// `schema.openAPIV3Schema`, if the version has one.
     pub schema: Option<Value>,
+    /// The same compiled once (CEL rules and patterns too) for
+    /// [`schema::admit`].
+    pub structural: Compiled,
     /// The CRD is being deleted: no new objects.
     pub terminating: bool,
+}
+
+/// A version's compiled schema; None when it has none (or, which
+/// validation refuses on write, one that does not compile).
+#[derive(Debug, Clone)]
+pub struct Compiled(pub Option<bosun::crd_schema::Structural>);
+
+impl PartialEq for Compiled {
+    /// Compiled from [`CustomVersion::schema`], which is compared.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Compiled {
+    fn of(schema: Option<&Value>, crd: &str) -> Compiled {
+        Compiled(schema.and_then(|s| {
+            bosun::crd_schema::Structural::new(s, "schema.openAPIV3Schema")
+                .map_err(|errs| {
+                    tracing::warn!(
+                        crd,
+                        errors = errs.len(),
+                        "a stored CRD's schema does not compile"
+                    )
+                })
+                .ok()
+        }))
+    }
 }
 
 fn strs(v: Option<&Value>) -> Vec<String> {
@@ -186,6 +217,10 @@ pub fn served_versions(crd: &Value) -> Vec<CustomVersion> {
             columns,
             scale,
             schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+            structural: Compiled::of(
+                v.pointer("/schema/openAPIV3Schema"),
+                &text(crd, "/metadata/name"),
+            ),
             terminating,
         });
     }

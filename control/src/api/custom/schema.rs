@@ -2,12 +2,13 @@
 //!
 //! [`admit`] is called on every create, update, patch and apply of a
 //! custom resource (main resource and `status`), after the body is decoded
-//! and merged with the stored object and before anything is stored. Today
-//! it only checks the object's shape (a JSON object with `apiVersion`,
-//! `kind` and `metadata`). It is where the structural-schema library
-//! plugs in: pruning unknown fields, defaulting, and validating against the
-//! version's `openAPIV3Schema` (types, formats, enums, CEL rules), each
-//! error naming its field path, as the apiextensions-apiserver does.
+//! and merged with the stored object and before anything is stored: the
+//! object's shape (a JSON object with `apiVersion`, `kind` and `metadata`),
+//! then, with the version's compiled `openAPIV3Schema`
+//! ([`bosun::crd_schema`]), pruning of unknown fields, defaulting, and
+//! validation (types, formats, enums, CEL rules, ratcheting unchanged
+//! values on update), each error naming its field path, as the
+//! apiextensions-apiserver does.
 
 use bosun::validation::FieldError;
 use serde_json::Value;
@@ -18,7 +19,6 @@ use super::CustomVersion;
 /// resource (`old`: the stored object on update). Errors make the write a
 /// 422 naming each field; nothing is stored.
 pub fn admit(crd_version: &CustomVersion, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
-    let _ = (&crd_version.schema, old);
     let mut errs = Vec::new();
     let Some(map) = obj.as_object() else {
         errs.push(FieldError::invalid(
@@ -39,6 +39,14 @@ pub fn admit(crd_version: &CustomVersion, obj: &mut Value, old: Option<&Value>) 
     }
     if !map.get("metadata").is_some_and(Value::is_object) {
         errs.push(FieldError::required("metadata", ""));
+    }
+    if !errs.is_empty() {
+        return errs;
+    }
+    if let Some(schema) = &crd_version.structural.0 {
+        schema.prune(obj);
+        schema.apply_defaults(obj);
+        errs.extend(schema.validate(obj, old));
     }
     errs
 }

@@ -152,6 +152,17 @@ pub fn schemas(group: &str, version: &str, kinds: &[&ResourceInfo]) -> Map<Strin
             mark_top_level(schema, r);
         }
     }
+    // A CRD schema's `default`, `enum` and `example` hold any JSON value:
+    // upstream's definition has no type (k8s-openapi's says object, and
+    // kubectl's client-side validation would refuse `default: 10`).
+    if let Some(json) = defs
+        .get_mut("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON")
+        .and_then(Value::as_object_mut)
+    {
+        json.remove("type");
+        json.remove("properties");
+        json.remove("additionalProperties");
+    }
     defs
 }
 

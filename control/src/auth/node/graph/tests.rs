@@ -398,7 +398,10 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
         snapshots: None,
         rbac: crate::auth::rbac::Rbac::new(store.clone()).await.unwrap(),
         node_graph,
-        aggregator: Arc::new(crate::api::aggregator::Aggregator::empty(store.clone(), None)),
+        aggregator: Arc::new(crate::api::aggregator::Aggregator::empty(
+            store.clone(),
+            None,
+        )),
         custom: crate::api::custom::CustomResources::new(store.clone()),
         webhooks: crate::api::admission::webhook::Webhooks::new(store)
             .await
