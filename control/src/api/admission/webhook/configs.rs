@@ -48,7 +48,9 @@ pub struct Hook {
     pub timeout: Duration,
     /// `reinvocationPolicy: IfNeeded` (mutating only).
     pub reinvoke: bool,
-    pub match_conditions: Vec<ar::MatchCondition>,
+    /// `matchConditions`, each compiled once: its name and CEL program
+    /// (or why it did not compile, reported on each matching request).
+    pub match_conditions: Vec<(String, Result<bosun::crd_schema::cel::Program, String>)>,
     pub endpoint: Endpoint,
     /// TLS trusting `caBundle` (or the system's roots when none is given);
     /// `Err` keeps why it could not be built, reported on each call.
@@ -207,7 +209,18 @@ fn hook(c: Common<'_>) -> Arc<Hook> {
         dry_run_safe: matches!(c.side_effects, "None" | "NoneOnDryRun"),
         timeout: Duration::from_secs(c.timeout_seconds.unwrap_or(10).clamp(1, 30) as u64),
         reinvoke: c.reinvoke,
-        match_conditions: c.match_conditions.cloned().unwrap_or_default(),
+        match_conditions: c
+            .match_conditions
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let program = bosun::crd_schema::cel::compile_with(
+                    &m.expression,
+                    &["object", "oldObject", "request"],
+                );
+                (m.name.clone(), program)
+            })
+            .collect(),
         endpoint,
         tls: tls_config(c.client.ca_bundle.as_ref().map(|b| b.0.as_slice())).map(Arc::new),
     })

@@ -113,14 +113,42 @@ pub fn namespace_selected(hook: &Hook, labels: &BTreeMap<String, String>) -> boo
     hook.namespace_selector.matches(labels)
 }
 
-/// Where CEL `matchConditions` are evaluated. bosun has no CEL evaluator
-/// for admission yet, so a webhook with conditions is treated as matching
-/// (it is called, and may refuse what its conditions would have skipped).
-///
-/// TODO(issue 26, CEL): evaluate each condition with the CEL module
-/// (`request`, `object`, `oldObject`, `authorizer` variables): all true
-/// → call; any false → skip; an evaluation error → the failure policy.
-pub fn match_conditions_allow(hook: &Hook, _attrs: &Attributes<'_>) -> bool {
-    let _ = &hook.match_conditions;
-    true
+/// Whether a webhook's CEL `matchConditions` all hold for the request, as
+/// upstream's matchconditions matcher: any false skips the webhook; all
+/// true (or none) calls it; an error (a condition that does not compile or
+/// fails to evaluate) is the webhook's failure, left to its failure policy.
+/// The variables are `object`, `oldObject` (null when absent) and
+/// `request` (operation, namespace, name, resource, subResource).
+/// `authorizer` is not offered: a condition naming it does not compile.
+pub fn match_conditions_allow(hook: &Hook, attrs: &Attributes<'_>) -> Result<bool, String> {
+    if hook.match_conditions.is_empty() {
+        return Ok(true);
+    }
+    let request = serde_json::json!({
+        "operation": attrs.operation,
+        "namespace": attrs.namespace,
+        "name": attrs.object.or(attrs.old_object)
+            .and_then(|o| o["metadata"]["name"].as_str())
+            .unwrap_or_default(),
+        "resource": {"group": attrs.res.group, "version": attrs.res.version,
+                     "resource": attrs.res.plural},
+        "subResource": attrs.subresource,
+    });
+    let null = Value::Null;
+    let vars = [
+        ("object", attrs.object.unwrap_or(&null)),
+        ("oldObject", attrs.old_object.unwrap_or(&null)),
+        ("request", &request),
+    ];
+    for (name, program) in &hook.match_conditions {
+        let program = program
+            .as_ref()
+            .map_err(|e| format!("compiling match condition {name:?}: {e}"))?;
+        match program.eval_bool(&vars) {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => return Err(format!("evaluating match condition {name:?}: {e}")),
+        }
+    }
+    Ok(true)
 }

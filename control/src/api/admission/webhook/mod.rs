@@ -156,8 +156,16 @@ impl<'a> Write<'a> {
                 return Ok(None);
             }
         }
-        if !conditions {
-            return Ok(None);
+        match conditions {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(_) if hook.ignore_failures => return Ok(None),
+            Err(why) => {
+                return Err(ApiError::internal(format!(
+                    "failed calling webhook {:?}: {why}",
+                    hook.name
+                )))
+            }
         }
         if dry_run(self.req) && !hook.dry_run_safe {
             return Err(ApiError::bad_request(format!(

@@ -347,3 +347,47 @@ async fn no_configuration_costs_a_lock_read() {
     assert_eq!(called, 0);
     assert!(per_write < Duration::from_micros(5), "{per_write:?}");
 }
+
+#[test]
+fn match_conditions_decide_with_cel_and_errors_are_the_webhooks() {
+    let cm = by_name("configmaps").unwrap();
+    let obj = json!({"metadata": {"name": "a", "labels": {"team": "x"}}, "data": {"k": "v"}});
+    let attrs = Attributes {
+        operation: "CREATE",
+        res: cm,
+        subresource: "",
+        namespace: "ns",
+        object: Some(&obj),
+        old_object: None,
+    };
+    let with = |exprs: &[&str]| {
+        let mut h = hook(Vec::new());
+        h.match_conditions = exprs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let p =
+                    bosun::crd_schema::cel::compile_with(e, &["object", "oldObject", "request"]);
+                (format!("c{i}"), p)
+            })
+            .collect();
+        super::matching::match_conditions_allow(&h, &attrs)
+    };
+    assert_eq!(with(&[]), Ok(true));
+    assert_eq!(
+        with(&[
+            "object.metadata.labels.team == 'x'",
+            "request.operation == 'CREATE' && oldObject == null",
+            "request.resource.resource == 'configmaps' && request.namespace == 'ns'",
+        ]),
+        Ok(true)
+    );
+    // Any false skips the webhook.
+    assert_eq!(with(&["true", "has(object.data.missing)"]), Ok(false));
+    // An error (no such key; a condition that does not compile) is left to
+    // the failure policy.
+    let err = with(&["object.spec.replicas > 1"]).unwrap_err();
+    assert!(err.contains("evaluating match condition \"c0\""), "{err}");
+    let err = with(&["authorizer.requestResource.check('get').allowed()"]).unwrap_err();
+    assert!(err.contains("compiling match condition \"c0\""), "{err}");
+}
