@@ -629,9 +629,6 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("apiregistration.k8s.io", "APIService") => {
             apiregistration::validate_api_service(obj, &mut errs)
         }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            errs.extend(crate::crd_schema::validate_crd(obj, old))
-        }
         (
             "admissionregistration.k8s.io",
             kind @ ("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"),

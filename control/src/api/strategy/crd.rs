@@ -8,6 +8,7 @@
 //! finalizer, which the finalizing controller removes once every instance
 //! is gone.
 
+use bosun::validation::FieldError;
 use serde_json::{json, Value};
 
 use super::Strategy;
@@ -71,6 +72,12 @@ impl Strategy for CustomResourceDefinitionStrategy {
 
     fn prepare_for_create(&self, _options: &ApiOptions, obj: &mut Value) {
         set_defaults(obj);
+    }
+
+    /// Upstream's `ValidateCustomResourceDefinition` (and its update
+    /// rules): names, versions, each version's schema compiled.
+    fn validate(&self, _options: &ApiOptions, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        bosun::crd_schema::validate_crd(obj, old)
     }
 
     fn prepare_for_update(&self, _current: &Value, next: &mut Value) {
