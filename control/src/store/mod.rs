@@ -8,10 +8,12 @@
 //! still inside a bounded history.
 
 mod embedded;
+mod follow;
 #[cfg(test)]
 mod power_loss_tests;
 
 pub use embedded::{EmbeddedStore, StoreOptions};
+pub use follow::{reading, reload_on_change};
 
 use std::any::Any;
 use std::fmt;

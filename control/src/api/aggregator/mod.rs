@@ -20,9 +20,7 @@ pub mod proxy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::Value;
 
 use crate::store::{Store, StoreError};
@@ -173,30 +171,10 @@ impl Aggregator {
     /// Follows the store's APIServices until it closes: each change
     /// reloads them all.
     pub async fn follow(self: Arc<Self>) {
-        loop {
-            let rev = match self.reload().await {
-                Ok(rev) => rev,
-                Err(StoreError::Closed) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "aggregator: reading APIServices");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            let mut events = match self.store.watch(PREFIX, rev).await {
-                Ok(s) => s,
-                Err(StoreError::Closed) => return,
-                Err(e) => {
-                    tracing::warn!(error = %e, "aggregator: watching APIServices");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            match events.next().await {
-                Some(Err(StoreError::Closed)) => return,
-                Some(_) => {}
-                None => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        let prefixes = [PREFIX.to_string()];
+        crate::store::reload_on_change(self.store.as_ref(), &prefixes, "aggregator", || {
+            self.reload()
+        })
+        .await
     }
 }

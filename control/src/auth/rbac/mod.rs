@@ -18,15 +18,13 @@ pub mod rule;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 
 use super::user::UserInfo;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 pub const GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -54,14 +52,14 @@ const PLURALS: [&str; 4] = [
 
 impl Index {
     /// Everything stored now, and the revision it was read at.
-    pub async fn load(store: &dyn Store) -> Result<(Index, u64), String> {
+    pub async fn load(store: &dyn Store) -> Result<(Index, u64), StoreError> {
         let mut index = Index::default();
         let mut at = 0;
         for plural in PLURALS {
             let (kvs, rev) = store
                 .list(&prefix(plural))
                 .await
-                .map_err(|e| format!("reading {plural}: {e}"))?;
+                .map_err(|e| crate::store::reading(plural, e))?;
             at = at.max(rev);
             for kv in kvs {
                 index.add(plural, &kv.value);
@@ -185,7 +183,9 @@ impl Rbac {
     /// An index of what the store holds now; [`Rbac::follow`] keeps it
     /// current.
     pub async fn new(store: Arc<dyn Store>) -> Result<Arc<Rbac>, String> {
-        let (index, _) = Index::load(store.as_ref()).await?;
+        let (index, _) = Index::load(store.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Arc::new(Rbac {
             store,
             index: RwLock::new(Arc::new(index)),
@@ -196,7 +196,7 @@ impl Rbac {
         self.index.read().expect("rbac index lock").clone()
     }
 
-    async fn reload(&self) -> Result<u64, String> {
+    async fn reload(&self) -> Result<u64, StoreError> {
         let (index, rev) = Index::load(self.store.as_ref()).await?;
         *self.index.write().expect("rbac index lock") = Arc::new(index);
         Ok(rev)
@@ -226,35 +226,9 @@ impl Rbac {
     /// Follows the store's changes to the four kinds until the store
     /// closes: every change reloads the index (RBAC changes are rare).
     pub async fn follow(self: Arc<Self>) {
-        loop {
-            let rev = match self.reload().await {
-                Ok(rev) => rev,
-                Err(e) => {
-                    tracing::warn!(error = %e, "rbac: reading roles and bindings");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            let mut streams = Vec::new();
-            for plural in PLURALS {
-                match self.store.watch(&prefix(plural), rev).await {
-                    Ok(s) => streams.push(s),
-                    Err(crate::store::StoreError::Closed) => return,
-                    Err(e) => tracing::warn!(error = %e, "rbac: watching {plural}"),
-                }
-            }
-            if streams.len() < PLURALS.len() {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            let mut events = futures::stream::select_all(streams);
-            // Any change (or the end of a watch) reloads.
-            match events.next().await {
-                Some(Err(crate::store::StoreError::Closed)) => return,
-                Some(_) => {}
-                None => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        let prefixes: Vec<String> = PLURALS.iter().map(|p| prefix(p)).collect();
+        crate::store::reload_on_change(self.store.as_ref(), &prefixes, "rbac", || self.reload())
+            .await
     }
 }
 

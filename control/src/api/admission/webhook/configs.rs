@@ -8,7 +8,6 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bosun::selector::LabelSelector;
-use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1 as ar;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -89,7 +88,7 @@ impl Webhooks {
             store,
             snapshot: RwLock::new(Arc::default()),
         });
-        w.reload().await?;
+        w.reload().await.map_err(|e| e.to_string())?;
         Ok(w)
     }
 
@@ -97,7 +96,7 @@ impl Webhooks {
         self.snapshot.read().expect("webhooks lock").clone()
     }
 
-    async fn reload(&self) -> Result<u64, String> {
+    async fn reload(&self) -> Result<u64, crate::store::StoreError> {
         let mut snap = Snapshot::default();
         let mut at = 0;
         for plural in PLURALS {
@@ -105,7 +104,7 @@ impl Webhooks {
                 .store
                 .list(&prefix(plural))
                 .await
-                .map_err(|e| format!("reading {plural}: {e}"))?;
+                .map_err(|e| crate::store::reading(plural, e))?;
             at = at.max(rev);
             // Keys end in the name: the listing is in name order, the
             // order upstream calls configurations in.
@@ -131,34 +130,9 @@ impl Webhooks {
     /// Follows the store's changes to both kinds until the store closes:
     /// any change reloads them all (configurations change rarely).
     pub async fn follow(self: Arc<Self>) {
-        loop {
-            let rev = match self.reload().await {
-                Ok(rev) => rev,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhooks: reading configurations");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            let mut streams = Vec::new();
-            for plural in PLURALS {
-                match self.store.watch(&prefix(plural), rev).await {
-                    Ok(s) => streams.push(s),
-                    Err(crate::store::StoreError::Closed) => return,
-                    Err(e) => tracing::warn!(error = %e, "webhooks: watching {plural}"),
-                }
-            }
-            if streams.len() < PLURALS.len() {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            let mut events = futures::stream::select_all(streams);
-            match events.next().await {
-                Some(Err(crate::store::StoreError::Closed)) => return,
-                Some(_) => {}
-                None => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        let prefixes: Vec<String> = PLURALS.iter().map(|p| prefix(p)).collect();
+        crate::store::reload_on_change(self.store.as_ref(), &prefixes, "webhooks", || self.reload())
+            .await
     }
 }
 
