@@ -1,9 +1,12 @@
 //! `bosun describe`: kubectl's layouts for pods, deployments, replica sets, services,
-//! persistent volumes and claims, priority classes, a generic `key: value` layout for
+//! persistent volumes and claims, priority classes, namespaces with their quotas and
+//! limit ranges, ingresses, network policies, a generic `key: value` layout for
 //! other kinds, and the object's events.
 
 mod apps;
 mod generic;
+mod namespace;
+mod networking;
 mod pod;
 mod policy;
 mod scheduling;
@@ -148,6 +151,38 @@ async fn service_slices(ctx: &Ctx, svc: &Value) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The objects of `plural` in the namespace `ns` names.
+async fn in_namespace(ctx: &Ctx, plural: &str, ns: &Value) -> Vec<Value> {
+    let Some(info) = by_name(plural) else {
+        return Vec::new();
+    };
+    let path = info.collection_path(ns["metadata"]["name"].as_str());
+    let list = ctx.get_json(&path).await.unwrap_or(Value::Null);
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Each service an ingress's backends name, with its EndpointSlices, or
+/// the error reading it (kubectl shows `svc:80 (<error: …>)`).
+async fn ingress_backends(ctx: &Ctx, ing: &Value) -> networking::Backends {
+    let mut found = networking::Backends::new();
+    let Some(services) = by_name("services") else {
+        return found;
+    };
+    let ns = ing["metadata"]["namespace"].as_str();
+    for name in networking::backend_services(ing) {
+        let got = match ctx.get_json(&Ctx::object_path(services, ns, &name)).await {
+            Ok(svc) => {
+                let slices = service_slices(ctx, &svc).await;
+                Ok((svc, slices))
+            }
+            Err(kube::Error::Api(e)) => Err(e.message),
+            Err(e) => Err(e.to_string()),
+        };
+        found.insert(name, got);
+    }
+    found
+}
+
 /// The pods of the object's namespace.
 async fn namespace_pods(ctx: &Ctx, obj: &Value) -> Vec<Value> {
     let Some(info) = by_name("pods") else {
@@ -174,10 +209,29 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
             describe_persistent_volume_claim(&obj, &namespace_pods(ctx, &obj).await)
         }
         "PriorityClass" => scheduling::describe_priority_class(&obj),
+        "Namespace" if info.group.is_empty() => namespace::describe_namespace(
+            &obj,
+            &in_namespace(ctx, "resourcequotas", &obj).await,
+            &in_namespace(ctx, "limitranges", &obj).await,
+        ),
+        "ResourceQuota" if info.group.is_empty() => namespace::describe_resource_quota(&obj),
+        "LimitRange" if info.group.is_empty() => namespace::describe_limit_range(&obj),
+        "Ingress" if info.group == "networking.k8s.io" => {
+            networking::describe_ingress(&obj, &ingress_backends(ctx, &obj).await)
+        }
+        "NetworkPolicy" if info.group == "networking.k8s.io" => {
+            networking::describe_network_policy(&obj)
+        }
         "PodDisruptionBudget" if info.group == "policy" => describe_pod_disruption_budget(&obj),
         _ => describe_generic(&obj, info),
     };
-    events(ctx, info, &obj, &mut out).await;
+    // kubectl shows no events for these kinds.
+    if !matches!(
+        info.kind,
+        "Namespace" | "ResourceQuota" | "LimitRange" | "NetworkPolicy"
+    ) {
+        events(ctx, info, &obj, &mut out).await;
+    }
     Ok(out.finish())
 }
 
