@@ -507,3 +507,48 @@ fn a_crd_schema_prunes_defaults_and_validates_writes() {
         "{err}"
     );
 }
+
+/// The bosun CLI finds custom resources in the server's discovery, as
+/// kubectl does: apply (the CRD and then its objects in one run), get
+/// with the CRD's columns and short name, `get all`, label, scale,
+/// describe and delete.
+#[test]
+fn the_bosun_cli_works_on_custom_resources() {
+    let c = Cluster::start();
+    let crd = c.write("crd.yaml", CRD);
+    c.bosun(&["apply", "-f", &crd]).ok();
+    established(&c);
+    let one = c.write("one.yaml", &widget("one", 2));
+    assert_eq!(
+        c.bosun(&["apply", "-f", &one]).ok().trim(),
+        "widget.example.com/one created"
+    );
+
+    let (ours, our_rows) = parse_table(c.bosun(&["get", "wd"]).ok());
+    let (theirs, their_rows) = parse_table(c.kubectl(&["get", "wd"]).ok());
+    assert_eq!(ours, theirs);
+    assert_eq!(ours, ["NAME", "REPLICAS"]);
+    assert_eq!(our_rows[0][..2], their_rows[0][..2]);
+    let all = c.bosun(&["get", "all"]).ok().to_string();
+    assert!(all.contains("widget.example.com/one"), "{all}");
+
+    c.bosun(&["label", "widgets.example.com", "one", "tier=gold"])
+        .ok();
+    c.bosun(&["scale", "wd/one", "--replicas=5"]).ok();
+    let obj = get_json(&c, &["wd", "one"]);
+    assert_eq!(obj["metadata"]["labels"]["tier"], "gold");
+    assert_eq!(obj["spec"]["replicas"], 5);
+    let described = c.bosun(&["describe", "widget", "one"]).ok().to_string();
+    assert!(described.contains("Replicas:  5"), "{described}");
+
+    c.bosun(&["delete", "widget.v1.example.com", "one"]).ok();
+    c.kubectl(&["get", "wd", "one"]).fails();
+    let unknown = c.bosun(&["get", "sprockets"]);
+    assert!(
+        unknown
+            .fails()
+            .contains("the server doesn't have a resource type \"sprockets\""),
+        "{}",
+        unknown.stderr
+    );
+}

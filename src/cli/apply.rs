@@ -6,11 +6,12 @@ use clap::Args;
 use serde_json::{Map, Value};
 
 use bosun::patch::three_way_strategic_patch;
-use bosun::resources::{by_kind, ResourceInfo};
+use bosun::resources::ResourceInfo;
 
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 
 use super::client::Ctx;
+use super::discovered;
 use super::errors;
 use super::manifest::{load, Manifest};
 use super::output::sort_keys;
@@ -32,8 +33,15 @@ pub struct ApplyArgs {
 }
 
 /// The resource a manifest is of, or kubectl's error for an unknown kind.
-pub fn resource_of(m: &Manifest) -> Result<&'static ResourceInfo> {
-    by_kind(m.api_version(), m.kind()).ok_or_else(|| {
+/// Kinds not in bosun's table (custom resources) are looked up in the
+/// server's discovery.
+pub async fn resource_of(ctx: &Ctx, m: &Manifest) -> Result<&'static ResourceInfo> {
+    if let Some(info) = discovered::by_kind(m.api_version(), m.kind()) {
+        return Ok(info);
+    }
+    // A miss reads discovery again (a CRD applied a moment ago).
+    let _ = discovered::refresh(ctx).await;
+    discovered::by_kind(m.api_version(), m.kind()).ok_or_else(|| {
         anyhow!(
             "resource mapping not found for name: \"{}\" namespace: \"{}\" from \"{}\": no matches for kind \"{}\" in version \"{}\"",
             m.name(),
@@ -137,7 +145,7 @@ impl ApplyResult {
 }
 
 async fn apply_one(ctx: &Ctx, m: &Manifest, explicit_ns: bool) -> Result<(String, ApplyResult)> {
-    let info = resource_of(m)?;
+    let info = resource_of(ctx, m).await?;
     let ns = namespace_of(ctx, info, m, explicit_ns)?;
     let name = m.name();
     if name.is_empty() {
@@ -184,7 +192,7 @@ pub async fn apply(ctx: &Ctx, args: &ApplyArgs, explicit_ns: bool) -> Result<boo
             let (name, result) = apply_one(ctx, m, explicit_ns).await?;
             if args.record {
                 // Not part of the applied configuration: a separate write, as kubectl's.
-                let info = resource_of(m)?;
+                let info = resource_of(ctx, m).await?;
                 let ns = namespace_of(ctx, info, m, explicit_ns)?;
                 let path = Ctx::object_path(info, ns.as_deref(), m.name());
                 super::scale::annotate_change_cause(ctx, &path).await?;
@@ -211,7 +219,7 @@ pub async fn create_files(
     let mut ok = true;
     for m in &manifests {
         let result = async {
-            let info = resource_of(m)?;
+            let info = resource_of(ctx, m).await?;
             let ns = namespace_of(ctx, info, m, explicit_ns)?;
             let mut obj = m.object.clone();
             if let Some(ns) = &ns {

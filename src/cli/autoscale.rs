@@ -2,12 +2,12 @@
 //! replica set or stateful set, as `kubectl autoscale` does (named after
 //! the target; `--cpu-percent` becomes a CPU utilization metric).
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::json;
 
 use super::client::Ctx;
-use super::targets::parse_targets;
+use super::targets::targets;
 
 #[derive(Debug, Args)]
 pub struct AutoscaleArgs {
@@ -43,7 +43,7 @@ pub async fn autoscale(ctx: &Ctx, args: &AutoscaleArgs) -> Result<bool> {
             args.min
         );
     }
-    let targets = parse_targets(&args.resource).map_err(|e| anyhow!(e))?;
+    let targets = targets(ctx, &args.resource).await?;
     let (info, name) = match targets.as_slice() {
         [t] if t.names.len() == 1 => (t.info, t.names[0].clone()),
         _ => bail!("exactly one TYPE NAME (or TYPE/NAME) is autoscaled at a time"),

@@ -15,7 +15,7 @@ use super::client::{with_query, Ctx};
 use super::errors;
 use super::manifest::load;
 use super::table::no_resources_message;
-use super::targets::parse_targets;
+use super::targets::targets;
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
@@ -121,7 +121,7 @@ async fn collect(ctx: &Ctx, args: &DeleteArgs) -> Result<Vec<Victim>> {
             bail!("there is no need to specify a resource type as a separate argument when passing arguments in resource/name form or with -f");
         }
         for m in load(&args.files, args.recursive)? {
-            let info = resource_of(&m)?;
+            let info = resource_of(ctx, &m).await?;
             let namespace = namespace_of(ctx, info, &m, false)?;
             out.push(Victim {
                 info,
@@ -134,7 +134,7 @@ async fn collect(ctx: &Ctx, args: &DeleteArgs) -> Result<Vec<Victim>> {
     if args.resources.is_empty() {
         bail!("You must provide one or more resources by argument or filename.");
     }
-    let targets = parse_targets(&args.resources).map_err(|e| anyhow!(e))?;
+    let targets = targets(ctx, &args.resources).await?;
     for t in targets {
         let ns = ctx.ns_for(t.info, None).map(str::to_string);
         if !t.names.is_empty() {

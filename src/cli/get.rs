@@ -1,7 +1,7 @@
 //! `bosun get`: tables from the server's Table rendering, or the objects
 //! themselves as YAML, JSON or names; `-w` follows with watch events.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use futures::StreamExt;
 use serde_json::Value;
@@ -10,7 +10,7 @@ use super::client::{with_query, Ctx};
 use super::errors;
 use super::output::{list_of, name_of, to_json, to_yaml, with_type};
 use super::table::{no_resources_message, Aligner, PrintOptions, Table, TABLE_ACCEPT};
-use super::targets::{parse_targets, Target};
+use super::targets::{targets, Target};
 
 #[derive(Debug, Args)]
 pub struct GetArgs {
@@ -79,7 +79,7 @@ fn pairs<'a>(q: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
 
 pub async fn get(ctx: &Ctx, args: &GetArgs) -> Result<bool> {
     let format = parse_format(args.output.as_deref())?;
-    let targets = parse_targets(&args.resources).map_err(|e| anyhow!(e))?;
+    let targets = targets(ctx, &args.resources).await?;
     if args.watch && targets.len() > 1 {
         bail!("you may only specify a single resource type");
     }

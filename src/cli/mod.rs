@@ -9,6 +9,7 @@ mod create;
 mod create_data;
 mod delete;
 mod describe;
+mod discovered;
 mod drain;
 mod errors;
 mod get;

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::client::Ctx;
 use super::errors;
-use super::targets::parse_targets;
+use super::targets::targets;
 
 #[derive(Debug, Args)]
 pub struct LabelArgs {
@@ -131,8 +131,8 @@ struct NamedObject {
 }
 
 /// The objects `resources` names (TYPE NAME... or TYPE/NAME...); at least one.
-fn named_objects(ctx: &Ctx, resources: &[String]) -> Result<Vec<NamedObject>> {
-    let targets = parse_targets(resources).map_err(|e| anyhow!(e))?;
+async fn named_objects(ctx: &Ctx, resources: &[String]) -> Result<Vec<NamedObject>> {
+    let targets = targets(ctx, resources).await?;
     let objects: Vec<NamedObject> = targets
         .iter()
         .flat_map(|t| {
@@ -150,7 +150,7 @@ fn named_objects(ctx: &Ctx, resources: &[String]) -> Result<Vec<NamedObject>> {
 
 pub async fn label(ctx: &Ctx, args: &LabelArgs, field: Field) -> Result<bool> {
     let (resources, changes) = split_changes(&args.args)?;
-    let objects = named_objects(ctx, &resources)?;
+    let objects = named_objects(ctx, &resources).await?;
     let mut ok = true;
     for NamedObject { path, shown } in objects {
         let result = async {
@@ -191,7 +191,7 @@ pub async fn patch(ctx: &Ctx, args: &PatchArgs) -> Result<bool> {
     let body: Value = serde_yaml::from_str::<serde_yaml::Value>(&args.patch)
         .map_err(|e| anyhow!("unable to parse \"{}\": {e}", args.patch))
         .and_then(|y| Ok(serde_json::to_value(y)?))?;
-    let objects = named_objects(ctx, &args.resources)?;
+    let objects = named_objects(ctx, &args.resources).await?;
     let mut ok = true;
     for NamedObject { path, shown } in objects {
         let result = async {

@@ -1,13 +1,13 @@
 //! `bosun scale`: sets `spec.replicas` through the `scale` subresource.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::{ArgAction, Args};
 use serde_json::json;
 
 use super::client::Ctx;
 use super::errors;
 use super::record;
-use super::targets::parse_targets;
+use super::targets::targets;
 
 #[derive(Debug, Args)]
 pub struct ScaleArgs {
@@ -38,7 +38,7 @@ pub async fn scale(ctx: &Ctx, args: &ScaleArgs) -> Result<bool> {
         Some(r) if r >= 0 => r,
         _ => bail!("--replicas=COUNT is required, and COUNT must be greater than or equal to 0"),
     };
-    let targets = parse_targets(&args.resources).map_err(|e| anyhow!(e))?;
+    let targets = targets(ctx, &args.resources).await?;
     let mut objects = Vec::new();
     for t in &targets {
         if !t.info.has_subresource("scale") {

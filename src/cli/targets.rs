@@ -1,6 +1,11 @@
 //! Resolving `TYPE[,TYPE] [NAME...]` and `TYPE/NAME ...` arguments.
 
-use bosun::resources::{by_name, ResourceInfo, RESOURCES};
+use anyhow::{anyhow, Result};
+
+use bosun::resources::{ResourceInfo, RESOURCES};
+
+use super::client::Ctx;
+use super::discovered;
 
 /// One resource type and the names asked for (empty: all of them).
 #[derive(Debug, Clone, PartialEq)]
@@ -14,11 +19,31 @@ pub fn resolve_type(name: &str) -> Result<Vec<&'static ResourceInfo>, String> {
         return Ok(RESOURCES
             .iter()
             .filter(|r| r.categories.contains(&"all") && r.is_storage_version())
+            .chain(discovered::in_category("all"))
             .collect());
     }
-    by_name(name)
+    discovered::by_name(name)
         .map(|r| vec![r])
         .ok_or_else(|| format!("the server doesn't have a resource type \"{name}\""))
+}
+
+/// [`parse_targets`], reading the server's discovery first when a type is
+/// not bosun's own (a custom resource) or is `all` (whose category
+/// custom resources may join).
+pub async fn targets(ctx: &Ctx, args: &[String]) -> Result<Vec<Target>> {
+    let wants_all = args
+        .first()
+        .is_some_and(|a| a.split(',').any(|t| t.split('/').next() == Some("all")));
+    match parse_targets(args) {
+        Ok(t) if !wants_all => Ok(t),
+        first => {
+            if discovered::refresh(ctx).await.is_err() {
+                // Unreachable discovery: the first answer stands.
+                return first.map_err(|e| anyhow!(e));
+            }
+            parse_targets(args).map_err(|e| anyhow!(e))
+        }
+    }
 }
 
 /// kubectl's argument forms: `pods`, `pods a b`, `deploy,svc`, `pod/a svc/b`.

@@ -26,7 +26,7 @@ use bosun::resources::{by_name, ResourceInfo};
 use super::client::{with_query, Ctx};
 use super::errors;
 use super::replica_sets::controlled_by;
-use super::targets::parse_targets;
+use super::targets::targets;
 use apps::{describe_deployment, describe_replicaset};
 use generic::describe_generic;
 use pod::describe_pod;
@@ -236,7 +236,7 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
 }
 
 pub async fn describe(ctx: &Ctx, args: &DescribeArgs) -> Result<bool> {
-    let targets = parse_targets(&args.resources).map_err(|e| anyhow!(e))?;
+    let targets = targets(ctx, &args.resources).await?;
     let mut ok = true;
     let mut first = true;
     for t in &targets {
