@@ -130,6 +130,13 @@ spec:
       - {path: /api, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
 ---
 apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: special, labels: {a: b}}
+spec:
+  controller: example.com/ingress
+  parameters: {apiGroup: example.com, kind: Params, name: p, scope: Namespace, namespace: team}
+---
+apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: db, namespace: team}
 spec:

@@ -1,6 +1,6 @@
 //! `bosun describe`: kubectl's layouts for pods, deployments, replica sets, services,
 //! persistent volumes and claims, priority classes, namespaces with their quotas and
-//! limit ranges, ingresses, network policies, a generic `key: value` layout for
+//! limit ranges, ingresses and their classes, network policies, a generic `key: value` layout for
 //! other kinds, and the object's events.
 
 mod apps;
@@ -218,6 +218,9 @@ async fn describe_one(ctx: &Ctx, info: &'static ResourceInfo, obj: Value) -> Res
         "LimitRange" if info.group.is_empty() => namespace::describe_limit_range(&obj),
         "Ingress" if info.group == "networking.k8s.io" => {
             networking::describe_ingress(&obj, &ingress_backends(ctx, &obj).await)
+        }
+        "IngressClass" if info.group == "networking.k8s.io" => {
+            networking::describe_ingress_class(&obj)
         }
         "NetworkPolicy" if info.group == "networking.k8s.io" => {
             networking::describe_network_policy(&obj)

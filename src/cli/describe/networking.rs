@@ -305,3 +305,22 @@ pub(super) fn describe_network_policy(np: &Value) -> Out {
     out.line(2, &format!("Policy Types: {}", types.join(", ")));
     out
 }
+
+pub(super) fn describe_ingress_class(class: &Value) -> Out {
+    let mut out = Out::default();
+    let meta = &class["metadata"];
+    out.kv(0, "Name", str_of(&meta["name"]));
+    labels_and_annotations(&mut out, meta);
+    let spec = &class["spec"];
+    out.kv(0, "Controller", str_of(&spec["controller"]));
+    let params = &spec["parameters"];
+    if !params.is_null() {
+        out.line(0, "Parameters:");
+        if let Some(group) = params["apiGroup"].as_str() {
+            out.kv(2, "APIGroup", group);
+        }
+        out.kv(2, "Kind", str_of(&params["kind"]));
+        out.kv(2, "Name", str_of(&params["name"]));
+    }
+    out
+}

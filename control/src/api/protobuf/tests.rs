@@ -372,3 +372,59 @@ fn webhook_configurations_round_trip() {
                 "resources": ["*/*"]}]}]
     }));
 }
+
+/// The policy kinds, as kubectl sends and reads them in protobuf.
+#[test]
+fn policy_kinds_round_trip() {
+    let t = "2026-01-02T03:04:05Z";
+    round_trip(
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": meta("pdb"),
+        "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow"},
+        "status": {"currentHealthy": 3, "desiredHealthy": 2, "disruptionsAllowed": 1,
+            "expectedPods": 3, "observedGeneration": 1,
+            "disruptedPods": {"web-1": t},
+            "conditions": [{"type": "DisruptionAllowed", "status": "True",
+                "reason": "SufficientPods", "message": "ok", "lastTransitionTime": t}]}}),
+    );
+    round_trip(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": meta("ing"),
+        "spec": {"ingressClassName": "bosun",
+            "defaultBackend": {"service": {"name": "web", "port": {"name": "http"}}},
+            "tls": [{"hosts": ["a.example"], "secretName": "tls"}],
+            "rules": [{"host": "a.example", "http": {"paths": [
+                {"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "web", "port": {"number": 80}}}},
+                {"path": "/r", "pathType": "Exact", "backend": {"resource":
+                    {"apiGroup": "example.com", "kind": "Bucket", "name": "b"}}}]}}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1",
+            "ports": [{"port": 443, "protocol": "TCP"}]}]}}}),
+    );
+    round_trip(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": meta("bosun"),
+        "spec": {"controller": "bosun.dev/ingress", "parameters":
+            {"apiGroup": "example.com", "kind": "Params", "name": "p", "scope": "Cluster"}}}),
+    );
+    round_trip(
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("q"),
+        "spec": {"hard": {"pods": "10", "requests.memory": "1Gi", "count/deployments.apps": "2"},
+            "scopes": ["NotTerminating"],
+            "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass",
+                "operator": "In", "values": ["high"]}]}},
+        "status": {"hard": {"pods": "10"}, "used": {"pods": "2"}}}),
+    );
+    round_trip(
+        json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": meta("lr"),
+        "spec": {"limits": [{"type": "Container", "default": {"cpu": "500m"},
+            "defaultRequest": {"cpu": "100m"}, "max": {"memory": "1Gi"},
+            "min": {"memory": "4Mi"}, "maxLimitRequestRatio": {"cpu": "10"}}]}}),
+    );
+    round_trip(
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": meta("high"), "value": 1000, "globalDefault": true,
+        "description": "important", "preemptionPolicy": "Never"}),
+    );
+}
