@@ -161,7 +161,7 @@ pub fn kind_schema(v: &CustomVersion) -> Value {
             }
             _ => Map::new(),
         },
-        _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
+        _ => Map::from_iter([("type".to_string(), json!("object"))]),
     };
     schema.insert(
         "x-kubernetes-group-version-kind".into(),

@@ -253,3 +253,27 @@ async fn the_index_follows_crds_established_changed_and_deleted() {
     custom.caught_up().await;
     assert_eq!(index_url(&custom), None);
 }
+
+/// What building the documents costs with 50 CRDs (run with --ignored
+/// --nocapture; debug build).
+#[test]
+#[ignore]
+fn cost_of_fifty_crds() {
+    let versions: Vec<Arc<CustomVersion>> = (0..50)
+        .map(|i| {
+            let mut crd = widget_crd(spec());
+            crd["spec"]["group"] = json!(format!("g{i}.example.com"));
+            Arc::new(version(&crd))
+        })
+        .collect();
+    // The built-in parts are built once per process, not per change.
+    let _ = published::empty().v2_protobuf();
+    let started = std::time::Instant::now();
+    let p = published::Published::build(1, versions);
+    let v3 = started.elapsed();
+    let _ = p.v2_json();
+    let v2 = started.elapsed() - v3;
+    let _ = p.v2_protobuf();
+    let pb = started.elapsed() - v3 - v2;
+    println!("50 CRDs: v3 {v3:?}, v2 JSON {v2:?}, v2 protobuf {pb:?}");
+}
