@@ -73,10 +73,17 @@ fn kubectl_explains_and_validates_a_crd_from_its_schema() {
     assert!(out.contains("GROUP:      example.com"), "{out}");
     assert!(out.contains("KIND:       Widget"), "{out}");
     assert!(out.contains("A Widget is a thing of some size."), "{out}");
-    for field in ["apiVersion\t<string>", "metadata\t<ObjectMeta>", "spec\t<Object>"] {
+    for field in [
+        "apiVersion\t<string>",
+        "metadata\t<ObjectMeta>",
+        "spec\t<Object>",
+    ] {
         assert!(out.contains(field), "{field} not in:\n{out}");
     }
-    let out = c.kubectl(&["explain", "widgets.spec.size"]).ok().to_string();
+    let out = c
+        .kubectl(&["explain", "widgets.spec.size"])
+        .ok()
+        .to_string();
     assert!(out.contains("FIELD: size <integer>"), "{out}");
     assert!(out.contains("How many parts the widget has."), "{out}");
     let out = c.kubectl(&["explain", "widgets.spec"]).ok().to_string();

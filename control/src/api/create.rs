@@ -126,7 +126,12 @@ pub(super) async fn create_object(
     let mut errors = validation::validate(sres, &obj, None);
     if let Some(v) = &req.target.custom {
         let mut unknown = Vec::new();
-        errors.extend(super::custom::schema::admit(v, &mut obj, None, &mut unknown));
+        errors.extend(super::custom::schema::admit(
+            v,
+            &mut obj,
+            None,
+            &mut unknown,
+        ));
         warnings.extend(super::decode::unknown_fields(req, &unknown)?);
     }
     errors.extend(strategy.validate(&state.options, &obj, None));

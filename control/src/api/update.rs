@@ -166,7 +166,12 @@ pub(super) async fn commit_write(
     let mut errors = validation::validate(sres, &next, Some(current));
     if let Some(v) = &req.target.custom {
         let mut unknown = Vec::new();
-        errors.extend(super::custom::schema::admit(v, &mut next, Some(current), &mut unknown));
+        errors.extend(super::custom::schema::admit(
+            v,
+            &mut next,
+            Some(current),
+            &mut unknown,
+        ));
         warnings.extend(super::decode::unknown_fields(req, &unknown)?);
     }
     errors.extend(super::strategy::for_res(res).validate(&state.options, &next, Some(current)));

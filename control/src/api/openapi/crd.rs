@@ -99,9 +99,14 @@ fn publish(v: &Value) -> Value {
                     .collect(),
             ),
             "items" | "additionalProperties" | "not" if child.is_object() => publish(child),
-            "allOf" | "oneOf" | "anyOf" => {
-                Value::Array(child.as_array().into_iter().flatten().map(publish).collect())
-            }
+            "allOf" | "oneOf" | "anyOf" => Value::Array(
+                child
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(publish)
+                    .collect(),
+            ),
             _ => child.clone(),
         };
         out.insert(k.clone(), child);
@@ -199,10 +204,7 @@ pub fn list_schema(v: &CustomVersion) -> Value {
 pub fn definitions(v: &CustomVersion) -> Map<String, Value> {
     let r = v.res;
     let mut out = Map::new();
-    out.insert(
-        definition_name(r.group, r.version, r.kind),
-        kind_schema(v),
-    );
+    out.insert(definition_name(r.group, r.version, r.kind), kind_schema(v));
     out.insert(
         definition_name(r.group, r.version, &v.list_kind),
         list_schema(v),

@@ -56,7 +56,10 @@ fn version(crd: &Value) -> CustomVersion {
 fn definitions_are_named_by_reversed_group_and_marked_with_their_gvk() {
     let defs = definitions(&version(&widget_crd(spec())));
     let names: Vec<&String> = defs.keys().collect();
-    assert_eq!(names, ["com.example.v1.Widget", "com.example.v1.WidgetList"]);
+    assert_eq!(
+        names,
+        ["com.example.v1.Widget", "com.example.v1.WidgetList"]
+    );
     let kind = &defs["com.example.v1.Widget"];
     assert_eq!(
         kind["x-kubernetes-group-version-kind"],
@@ -70,13 +73,19 @@ fn definitions_are_named_by_reversed_group_and_marked_with_their_gvk() {
         "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
     );
     let list = &defs["com.example.v1.WidgetList"];
-    assert_eq!(list["x-kubernetes-group-version-kind"][0]["kind"], "WidgetList");
+    assert_eq!(
+        list["x-kubernetes-group-version-kind"][0]["kind"],
+        "WidgetList"
+    );
     assert_eq!(
         list["properties"]["items"]["items"]["$ref"],
         "#/components/schemas/com.example.v1.Widget"
     );
     assert_eq!(list["required"], json!(["items"]));
-    assert_eq!(definition_name("a.b.example.io", "v2", "K"), "io.example.b.a.v2.K");
+    assert_eq!(
+        definition_name("a.b.example.io", "v2", "K"),
+        "io.example.b.a.v2.K"
+    );
 }
 
 #[test]
@@ -106,7 +115,10 @@ fn v2_drops_what_swagger_2_cannot_say() {
     assert_eq!(s["properties"]["port"]["x-kubernetes-int-or-string"], true);
     assert!(s["properties"]["shape"].get("oneOf").is_none());
     assert!(s["properties"]["shape"].get("not").is_none());
-    assert_eq!(s["properties"]["shape"]["properties"]["a"]["type"], "string");
+    assert_eq!(
+        s["properties"]["shape"]["properties"]["a"]["type"],
+        "string"
+    );
     // A nullable field is untyped and no longer required.
     assert_eq!(s["properties"]["note"], json!({}));
     assert_eq!(s["required"], json!(["size"]));
@@ -120,8 +132,10 @@ fn v2_drops_what_swagger_2_cannot_say() {
     assert_eq!(v2["x-kubernetes-group-version-kind"][0]["kind"], "Widget");
 
     // An array whose items are dropped is left untyped.
-    let arr = to_v2(&json!({"type": "object", "properties": {"a": {"type": "array",
-        "items": {"type": "string"}, "x-kubernetes-preserve-unknown-fields": true}}}));
+    let arr = to_v2(
+        &json!({"type": "object", "properties": {"a": {"type": "array",
+        "items": {"type": "string"}, "x-kubernetes-preserve-unknown-fields": true}}}),
+    );
     assert!(arr["properties"]["a"].get("type").is_none(), "{arr}");
 
     // A root preserving unknown fields is an object of anything.
@@ -206,9 +220,14 @@ fn published_documents_carry_the_crd_in_v3_and_v2() {
     let v2: Value = serde_json::from_slice(&p.v2_json().body).unwrap();
     all_refs_resolve(&v2, "#/definitions/", "/definitions");
     let widget = &v2["definitions"]["com.example.v1.Widget"];
-    assert_eq!(widget["properties"]["spec"]["properties"]["note"], json!({}));
+    assert_eq!(
+        widget["properties"]["spec"]["properties"]["note"],
+        json!({})
+    );
     assert!(v2["paths"].get(item).is_some());
-    assert!(v2["definitions"].get("io.k8s.api.apps.v1.Deployment").is_some());
+    assert!(v2["definitions"]
+        .get("io.k8s.api.apps.v1.Deployment")
+        .is_some());
     let pb = &p.v2_protobuf().body;
     let has = |needle: &[u8]| pb.windows(needle.len()).any(|w| w == needle);
     assert!(has(b"com.example.v1.WidgetList"));
@@ -239,7 +258,11 @@ async fn the_index_follows_crds_established_changed_and_deleted() {
         .unwrap();
     custom.caught_up().await;
     let first = index_url(&custom).expect("the CRD's group version is published");
-    assert_eq!(index_url(&custom).as_ref(), Some(&first), "same until a change");
+    assert_eq!(
+        index_url(&custom).as_ref(),
+        Some(&first),
+        "same until a change"
+    );
     let mut changed = spec();
     changed["properties"]["size"]["description"] = json!("How big, now.");
     let rev = store

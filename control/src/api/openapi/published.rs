@@ -85,7 +85,10 @@ fn scale_schemas() -> &'static Map<String, Value> {
 }
 
 /// The definitions (v3 `$ref`s) and paths of some custom versions.
-fn custom_parts(dialect: Dialect, versions: &[&CustomVersion]) -> (Map<String, Value>, Map<String, Value>) {
+fn custom_parts(
+    dialect: Dialect,
+    versions: &[&CustomVersion],
+) -> (Map<String, Value>, Map<String, Value>) {
     let prefix = match dialect {
         Dialect::V2 => V2_REF_PREFIX,
         Dialect::V3 => V3_REF_PREFIX,
@@ -121,8 +124,10 @@ fn custom_parts(dialect: Dialect, versions: &[&CustomVersion]) -> (Map<String, V
 /// Rewrites v3 `$ref`s to v2's.
 fn v2_refs(defs: &Map<String, Value>) -> Map<String, Value> {
     let text = serde_json::to_string(defs).expect("schemas serialize");
-    serde_json::from_str(&text.replace(&format!("\"{V3_REF_PREFIX}"), &format!("\"{V2_REF_PREFIX}")))
-        .expect("schemas parse")
+    serde_json::from_str(
+        &text.replace(&format!("\"{V3_REF_PREFIX}"), &format!("\"{V2_REF_PREFIX}")),
+    )
+    .expect("schemas parse")
 }
 
 /// What a server without custom resources publishes.
