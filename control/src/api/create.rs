@@ -125,7 +125,14 @@ pub(super) async fn create_object(
     warnings.extend(admission::mutate(state, req, &mut obj, None).await?);
     let mut errors = validation::validate(sres, &obj, None);
     if let Some(v) = &req.target.custom {
-        errors.extend(super::custom::schema::admit(v, &mut obj, None));
+        let mut unknown = Vec::new();
+        errors.extend(super::custom::schema::admit(
+            v,
+            &mut obj,
+            None,
+            &mut unknown,
+        ));
+        warnings.extend(super::decode::unknown_fields(req, &unknown)?);
     }
     errors.extend(strategy.validate(&state.options, &obj, None));
     if errors.is_empty() {

@@ -92,22 +92,27 @@ pub(super) fn prepare_input(req: &ApiRequest, mut input: Value) -> ApiResult<(Va
         bosun::quantity::canonicalize_quantities(&mut normalized);
     }
     strategy::for_res(res).normalize(&input, &mut normalized);
-    let unknown: Vec<String> = object::unknown_fields(&input, &normalized)
-        .into_iter()
+    let warnings = unknown_fields(req, &object::unknown_fields(&input, &normalized))?;
+    Ok((to_storage_version(res, normalized), warnings))
+}
+
+/// Fields the write named that its kind does not have (`spec.foo`), per
+/// the request's `fieldValidation`: refused with Strict, nothing with
+/// Ignore, else warnings (returned) as upstream's default Warn.
+pub(super) fn unknown_fields(req: &ApiRequest, fields: &[String]) -> ApiResult<Vec<String>> {
+    let unknown: Vec<String> = fields
+        .iter()
         .map(|f| format!("unknown field \"{f}\""))
         .collect();
-    let mut warnings = Vec::new();
-    if !unknown.is_empty() {
-        match req.param("fieldValidation") {
-            Some("Strict") => {
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    unknown.join(", ")
-                )))
-            }
-            Some("Ignore") => {}
-            _ => warnings = unknown,
-        }
+    if unknown.is_empty() {
+        return Ok(unknown);
     }
-    Ok((to_storage_version(res, normalized), warnings))
+    match req.param("fieldValidation") {
+        Some("Strict") => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            unknown.join(", ")
+        ))),
+        Some("Ignore") => Ok(Vec::new()),
+        _ => Ok(unknown),
+    }
 }

@@ -379,7 +379,9 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
         ["openapi", rest @ ..] => {
-            return openapi::serve(rest, &headers, uri.query())
+            // A CRD established a moment ago is in the documents.
+            state.custom.caught_up().await;
+            return openapi::serve(&state.custom, rest, &headers, uri.query())
                 .ok_or_else(|| ApiError::not_found_path(path));
         }
         ["api", version, rest @ ..] => ("", *version, rest),

@@ -165,7 +165,14 @@ pub(super) async fn commit_write(
     }
     let mut errors = validation::validate(sres, &next, Some(current));
     if let Some(v) = &req.target.custom {
-        errors.extend(super::custom::schema::admit(v, &mut next, Some(current)));
+        let mut unknown = Vec::new();
+        errors.extend(super::custom::schema::admit(
+            v,
+            &mut next,
+            Some(current),
+            &mut unknown,
+        ));
+        warnings.extend(super::decode::unknown_fields(req, &unknown)?);
     }
     errors.extend(super::strategy::for_res(res).validate(&state.options, &next, Some(current)));
     if !errors.is_empty() {

@@ -25,6 +25,7 @@ pub mod table;
 mod tests;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -263,6 +264,17 @@ pub struct CustomResources {
     served: RwLock<BTreeMap<String, Vec<Arc<CustomVersion>>>>,
     /// The store revision the registry reflects (0 while relisting).
     applied: tokio::sync::watch::Sender<Revision>,
+    /// Changes whenever what is served changes (a CRD established,
+    /// changed or gone), unique in the process: what the OpenAPI
+    /// documents are rebuilt on.
+    generation: AtomicU64,
+}
+
+/// The source of [`CustomResources::snapshot`]'s generations.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Ordering::Relaxed)
 }
 
 impl CustomResources {
@@ -271,7 +283,17 @@ impl CustomResources {
             store,
             served: RwLock::new(BTreeMap::new()),
             applied: tokio::sync::watch::Sender::new(0),
+            generation: AtomicU64::new(next_generation()),
         })
+    }
+
+    /// Every served version (as [`CustomResources::all`]) with the
+    /// generation they are at: the same generation, in any registry of
+    /// the process, means the same versions.
+    pub fn snapshot(&self) -> (u64, Vec<Arc<CustomVersion>>) {
+        let served = self.served.read().expect("custom resources lock");
+        let generation = self.generation.load(Ordering::Relaxed);
+        (generation, served.values().flatten().cloned().collect())
     }
 
     /// Every served version, CRDs by name, versions by priority.
@@ -325,10 +347,13 @@ impl CustomResources {
         let mut sorted = versions;
         sorted.sort_by(|a, b| version_priority(a.res.version, b.res.version));
         let mut served = self.served.write().expect("custom resources lock");
-        if sorted.is_empty() {
-            served.remove(name);
+        let before = if sorted.is_empty() {
+            served.remove(name)
         } else {
-            served.insert(name.to_string(), sorted);
+            served.insert(name.to_string(), sorted.clone())
+        };
+        if before.unwrap_or_default() != sorted {
+            self.generation.store(next_generation(), Ordering::Relaxed);
         }
     }
 
@@ -348,6 +373,7 @@ impl CustomResources {
                 }
             };
             self.served.write().expect("custom resources lock").clear();
+            self.generation.store(next_generation(), Ordering::Relaxed);
             for kv in &items {
                 if let Ok(crd) = serde_json::from_slice::<Value>(&kv.value[..]) {
                     self.set(&kv.key[CRD_PREFIX.len()..], Some(&crd));

@@ -17,8 +17,14 @@ use super::CustomVersion;
 
 /// Prunes, defaults and validates `obj`, a write of `crd_version`'s
 /// resource (`old`: the stored object on update). Errors make the write a
-/// 422 naming each field; nothing is stored.
-pub fn admit(crd_version: &CustomVersion, obj: &mut Value, old: Option<&Value>) -> Vec<FieldError> {
+/// 422 naming each field; nothing is stored. The paths pruned go to
+/// `unknown`, for the request's `fieldValidation`.
+pub fn admit(
+    crd_version: &CustomVersion,
+    obj: &mut Value,
+    old: Option<&Value>,
+    unknown: &mut Vec<String>,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(map) = obj.as_object() else {
         errs.push(FieldError::invalid(
@@ -44,7 +50,7 @@ pub fn admit(crd_version: &CustomVersion, obj: &mut Value, old: Option<&Value>) 
         return errs;
     }
     if let Some(schema) = &crd_version.structural.0 {
-        schema.prune(obj);
+        unknown.extend(schema.prune_reporting(obj));
         schema.apply_defaults(obj);
         errs.extend(schema.validate(obj, old));
     }

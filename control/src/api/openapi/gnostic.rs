@@ -143,8 +143,20 @@ pub fn encode_schema(schema: &Value) -> Vec<u8> {
     out
 }
 
-/// `Document`: swagger, info and the definitions.
-pub fn encode_document(info: &Value, definitions: &Map<String, Value>) -> Vec<u8> {
+/// The entries of `Definitions` (repeated `NamedSchema`): entries of
+/// several calls concatenated are the definitions of them all, so the
+/// built-in kinds' are encoded once and custom kinds' added to them.
+pub fn encode_definitions(definitions: &Map<String, Value>) -> Vec<u8> {
+    let mut defs = Vec::new();
+    for (name, schema) in definitions {
+        put_len(&mut defs, 1, &named_schema(name, schema));
+    }
+    defs
+}
+
+/// `Document`: swagger, info and the definitions (entries from
+/// [`encode_definitions`]).
+pub fn encode_document(info: &Value, definitions: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     put_len(&mut out, 1, b"2.0");
     let mut info_msg = Vec::new();
@@ -155,11 +167,7 @@ pub fn encode_document(info: &Value, definitions: &Map<String, Value>) -> Vec<u8
     }
     put_len(&mut out, 2, &info_msg);
     put_len(&mut out, 8, &[]);
-    let mut defs = Vec::new();
-    for (name, schema) in definitions {
-        put_len(&mut defs, 1, &named_schema(name, schema));
-    }
-    put_len(&mut out, 9, &defs);
+    put_len(&mut out, 9, definitions);
     out
 }
 

@@ -5,15 +5,19 @@
 //! checks the `fieldValidation` parameter before it leaves validation to
 //! the server.
 //!
-//! The documents are built on the first request for them, once per
-//! process, and kept only as serialized bytes with the hash of their
-//! content: clients cache v3 documents by the `hash` in the index's URLs
-//! and revalidate with the ETag. `/openapi/v2` is JSON or, for kubectl,
-//! gnostic's protobuf.
+//! The built-in documents are built on the first request for them, once
+//! per process; each established CustomResourceDefinition's served
+//! versions are added to them ([`crd`], [`published`]) when its server's
+//! custom resources change. Documents are kept as serialized bytes with
+//! the hash of their content: clients cache v3 documents by the `hash` in
+//! the index's URLs and revalidate with the ETag. `/openapi/v2` is JSON
+//! or, for kubectl, gnostic's protobuf.
 
+mod crd;
 mod gnostic;
 mod metrics;
 mod paths;
+mod published;
 mod schemas;
 
 use std::collections::hash_map::DefaultHasher;
@@ -27,7 +31,9 @@ use bosun::resources::{served, ResourceInfo};
 use http::{header, HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
+use crate::api::custom::CustomResources;
 use paths::Dialect;
+use published::Published;
 use schemas::{V2_REF_PREFIX, V3_REF_PREFIX};
 
 /// One generated document: its JSON and the hash of that JSON.
@@ -110,35 +116,41 @@ fn v3_document(group: &str, version: &str, kinds: &[&ResourceInfo]) -> Value {
     doc
 }
 
-fn v2_document() -> Value {
-    let mut definitions = Map::new();
-    let mut all_paths = Map::new();
-    for ((group, version), kinds) in group_versions() {
-        let schemas = kind_schemas(group, version, &kinds);
-        all_paths.extend(paths::paths(Dialect::V2, &kinds, |r| {
-            schema_name_of(&schemas, r).map(|n| format!("{V2_REF_PREFIX}{n}"))
-        }));
-        // A kind's schema also comes with the group versions that refer
-        // to it (a StatefulSet's PersistentVolumeClaim), without the GVK
-        // mark only its own group version adds: the marked one is kept.
-        for (name, schema) in schemas {
-            let marked = schema.get("x-kubernetes-group-version-kind").is_some();
-            if marked || !definitions.contains_key(&name) {
-                definitions.insert(name, schema);
+/// The built-in kinds' v2 definitions and paths, built on first use.
+fn v2_builtin() -> &'static (Map<String, Value>, Map<String, Value>) {
+    static PARTS: OnceLock<(Map<String, Value>, Map<String, Value>)> = OnceLock::new();
+    PARTS.get_or_init(|| {
+        let mut definitions = Map::new();
+        let mut all_paths = Map::new();
+        for ((group, version), kinds) in group_versions() {
+            let schemas = kind_schemas(group, version, &kinds);
+            all_paths.extend(paths::paths(Dialect::V2, &kinds, |r| {
+                schema_name_of(&schemas, r).map(|n| format!("{V2_REF_PREFIX}{n}"))
+            }));
+            // A kind's schema also comes with the group versions that refer
+            // to it (a StatefulSet's PersistentVolumeClaim), without the GVK
+            // mark only its own group version adds: the marked one is kept.
+            for (name, schema) in schemas {
+                let marked = schema.get("x-kubernetes-group-version-kind").is_some();
+                if marked || !definitions.contains_key(&name) {
+                    definitions.insert(name, schema);
+                }
             }
         }
-    }
-    let text = serde_json::to_string(&definitions).expect("schemas serialize");
-    let definitions: Value = serde_json::from_str(
-        &text.replace(&format!("\"{V3_REF_PREFIX}"), &format!("\"{V2_REF_PREFIX}")),
-    )
-    .expect("schemas parse");
-    json!({
-        "swagger": "2.0",
-        "info": info(),
-        "paths": all_paths,
-        "definitions": definitions,
+        let text = serde_json::to_string(&definitions).expect("schemas serialize");
+        let definitions: Map<String, Value> = serde_json::from_str(
+            &text.replace(&format!("\"{V3_REF_PREFIX}"), &format!("\"{V2_REF_PREFIX}")),
+        )
+        .expect("schemas parse");
+        (definitions, all_paths)
     })
+}
+
+/// The built-in kinds' v2 definitions in gnostic's protobuf (the entries
+/// of its `Definitions`), encoded on first use.
+fn v2_builtin_protobuf() -> &'static Vec<u8> {
+    static ENTRIES: OnceLock<Vec<u8>> = OnceLock::new();
+    ENTRIES.get_or_init(|| gnostic::encode_definitions(&v2_builtin().0))
 }
 
 /// The v3 documents by group-version key, built on first use.
@@ -160,42 +172,11 @@ fn v3_documents() -> &'static BTreeMap<String, Document> {
     })
 }
 
-fn v2_document_cached() -> &'static Document {
-    static DOC: OnceLock<Document> = OnceLock::new();
-    DOC.get_or_init(|| {
-        let started = Instant::now();
-        let doc = Document::new(&v2_document());
-        tracing::info!(
-            bytes = doc.body.len(),
-            millis = started.elapsed().as_millis() as u64,
-            "generated the OpenAPI v2 document"
-        );
-        doc
-    })
-}
-
-/// The v2 document in gnostic's protobuf, built on first use.
-fn v2_protobuf_cached() -> &'static Document {
-    static DOC: OnceLock<Document> = OnceLock::new();
-    DOC.get_or_init(|| {
-        let started = Instant::now();
-        let doc = v2_document();
-        let empty = Map::new();
-        let definitions = doc["definitions"].as_object().unwrap_or(&empty);
-        let doc = Document::from_bytes(gnostic::encode_document(&doc["info"], definitions));
-        tracing::info!(
-            bytes = doc.body.len(),
-            millis = started.elapsed().as_millis() as u64,
-            "generated the OpenAPI v2 protobuf document"
-        );
-        doc
-    })
-}
-
 /// `/openapi/v3`: each group version's document URL, with its hash.
-fn v3_index() -> Value {
+fn v3_index(published: &Published) -> Value {
     let paths: Map<String, Value> = v3_documents()
         .iter()
+        .chain(published.v3_documents())
         .map(|(key, doc)| {
             let url = format!("/openapi/v3/{key}?hash={}", doc.hash);
             (key.clone(), json!({"serverRelativeURL": url}))
@@ -272,23 +253,31 @@ fn not_acceptable() -> Response {
     super::json_response(StatusCode::NOT_ACCEPTABLE, &status)
 }
 
-/// Serves `/openapi/...` (`segments` without the leading `openapi`), or
-/// None for a path that is not a document.
-pub fn serve(segments: &[&str], headers: &HeaderMap, query: Option<&str>) -> Option<Response> {
+/// Serves `/openapi/...` (`segments` without the leading `openapi`) with
+/// `custom`'s resources, or None for a path that is not a document.
+pub fn serve(
+    custom: &CustomResources,
+    segments: &[&str],
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Response> {
     let hash = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("hash=")));
+    let published = published::current(custom);
+    let v3 = |key: String| {
+        v3_documents()
+            .get(&key)
+            .or_else(|| published.v3_document(&key))
+            .map(|d| serve_document(d, JSON, headers, hash))
+    };
     match segments {
         ["v2"] => Some(match v2_encoding(headers) {
-            Some(JSON) => serve_document(v2_document_cached(), JSON, headers, hash),
-            Some(pb) => serve_document(v2_protobuf_cached(), pb, headers, hash),
+            Some(JSON) => serve_document(published.v2_json(), JSON, headers, hash),
+            Some(pb) => serve_document(published.v2_protobuf(), pb, headers, hash),
             None => not_acceptable(),
         }),
-        ["v3"] => Some(super::json_response(StatusCode::OK, &v3_index())),
-        ["v3", "api", version] | ["v3", "apis", "", version] => v3_documents()
-            .get(&gv_key("", version))
-            .map(|d| serve_document(d, JSON, headers, hash)),
-        ["v3", "apis", group, version] => v3_documents()
-            .get(&gv_key(group, version))
-            .map(|d| serve_document(d, JSON, headers, hash)),
+        ["v3"] => Some(super::json_response(StatusCode::OK, &v3_index(&published))),
+        ["v3", "api", version] | ["v3", "apis", "", version] => v3(gv_key("", version)),
+        ["v3", "apis", group, version] => v3(gv_key(group, version)),
         _ => None,
     }
 }

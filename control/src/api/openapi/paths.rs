@@ -92,3 +92,57 @@ pub fn paths(
     }
     paths
 }
+
+/// A custom resource's `status` and `scale` subresources, as the
+/// apiextensions-apiserver serves them: read, replace and patch, with
+/// the kind's schema for status and autoscaling/v1's Scale for scale.
+pub fn subresource_paths(
+    dialect: Dialect,
+    r: &ResourceInfo,
+    kind_ref: Option<&str>,
+    scale_ref: Option<&str>,
+) -> Map<String, Value> {
+    let q = |name: &str| query(dialect, name);
+    let write_params = json!([q("dryRun"), q("fieldManager"), q("fieldValidation")]);
+    let mut patch_params = write_params.clone();
+    patch_params.as_array_mut().expect("array").push(q("force"));
+    let item = format!(
+        "{}/{{name}}",
+        r.collection_path(r.namespaced.then_some("{namespace}"))
+    );
+    let mut paths = Map::new();
+    for (sub, suffix, reference, gvk) in [
+        (
+            "status",
+            "Status",
+            kind_ref,
+            json!({"group": r.group, "version": r.version, "kind": r.kind}),
+        ),
+        (
+            "scale",
+            "Scale",
+            scale_ref,
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+        ),
+    ] {
+        if !r.has_subresource(sub) {
+            continue;
+        }
+        let op = |action: &str, verb: &str, params: &Value| {
+            json!({
+                "operationId": format!("{verb}{}{suffix}", r.kind),
+                "parameters": params,
+                "responses": response(dialect, reference),
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+            })
+        };
+        paths.insert(
+            format!("{item}/{sub}"),
+            json!({"get": op("get", "read", &json!([])),
+                   "put": op("put", "replace", &write_params),
+                   "patch": op("patch", "patch", &patch_params)}),
+        );
+    }
+    paths
+}
