@@ -39,7 +39,7 @@ fn csr_yaml(name: &str, request: &str, usages: &str) -> String {
     format!(
         "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\n\
          spec:\n  request: {b64}\n  signerName: kubernetes.io/kube-apiserver-client\n  \
-         expirationSeconds: 86400\n  usages: [{usages}]\n  username: mallory\n  groups: [system:masters]\n"
+         expirationSeconds: 86400\n  usages: [{usages}]\n  username: mallory\n  groups: [impostors]\n"
     )
 }
 
@@ -76,7 +76,11 @@ fn a_user_certificate_is_requested_approved_issued_and_authenticates() {
         "the server's requester, not the client's"
     );
     assert_eq!(r["REQUESTEDDURATION"], "24h");
-    assert!(!jsonpath(&c, "jane", "{.spec.groups}").contains("system:masters"));
+    let groups = jsonpath(&c, "jane", "{.spec.groups}");
+    assert!(
+        groups.contains("system:authenticated") && !groups.contains("impostors"),
+        "{groups}"
+    );
 
     // bob may update approvals, but not approve for the signer.
     let rbac = c.write(
