@@ -199,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
         },
         // Filled in from the PKI when the server starts.
         root_ca: String::new(),
+        cluster_signing_dir: None,
     };
     if let Err(e) = controllers.validate() {
         eprintln!("error: {e}");

@@ -12,10 +12,10 @@ use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::controllers::{
-    clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoints, endpointslice,
-    eventttl, garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc,
-    replicaset, resourcequota, rootcacertpublisher, serviceaccount, statefulset, tainteviction,
-    volumebinding,
+    certificates, clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoints,
+    endpointslice, eventttl, garbagecollector, job, namespace, nodeipam, nodelifecycle,
+    podautoscaler, podgc, replicaset, resourcequota, rootcacertpublisher, serviceaccount,
+    statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -75,6 +75,12 @@ pub const CONTROLLERS: &[ControllerDescriptor] = &[
     }),
     ControllerDescriptor::new("resourcequota", |shared, _| resourcequota::start(shared)),
     ControllerDescriptor::new("disruption", |shared, _| disruption::start(shared)),
+    ControllerDescriptor::new("csrsigning", |shared, o| {
+        certificates::signer::start(shared, o.cluster_signing_dir.clone())
+    }),
+    ControllerDescriptor::new("csrcleaner", |shared, _| {
+        certificates::cleaner::start(shared)
+    }),
 ];
 
 /// Tunables of the controllers.
@@ -91,6 +97,10 @@ pub struct ControllerOptions {
     /// The CA certificate (PEM) the root CA publisher puts in every
     /// namespace; set by the server from its PKI.
     pub root_ca: String,
+    /// Where the CA csrsigning issues from is (`ca.crt`, `ca.key`), as
+    /// `--cluster-signing-cert-file`/`--cluster-signing-key-file`; set by
+    /// the server to its PKI's directory. None: nothing is signed.
+    pub cluster_signing_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ControllerOptions {
@@ -103,6 +113,7 @@ impl Default for ControllerOptions {
             pod_gc: Default::default(),
             pod_autoscaler: Default::default(),
             root_ca: String::new(),
+            cluster_signing_dir: None,
         }
     }
 }

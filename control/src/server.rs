@@ -261,6 +261,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let shared = manager::shared_in_process(router.clone(), Arc::new(SystemClock));
     let controllers = ControllerOptions {
         root_ca: pki.ca_pem.clone(),
+        cluster_signing_dir: Some(config.data_dir.clone()),
         ..config.controllers.clone()
     };
     // Every task that talks to the API in process, so that shutdown can

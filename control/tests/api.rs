@@ -5,6 +5,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use base64::Engine;
 use common::{dynamic_api, raw, ControlPlane};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
@@ -106,6 +107,18 @@ fn sample(kind: &str, name: &str) -> Value {
             json!({"minAvailable": 1, "selector": selector}),
         ),
         "PriorityClass" => ("scheduling.k8s.io/v1", Value::Null),
+        "CertificateSigningRequest" => {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+            let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+            let request = base64::engine::general_purpose::STANDARD.encode(pem);
+            // A signer bosun does not issue for: nothing writes its status.
+            (
+                "certificates.k8s.io/v1",
+                json!({"request": request, "signerName": "example.com/widgets",
+                       "usages": ["client auth"]}),
+            )
+        }
         "NetworkPolicy" => (
             "networking.k8s.io/v1",
             json!({"podSelector": selector, "policyTypes": ["Ingress"]}),

@@ -20,6 +20,7 @@ mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
+mod certificates;
 mod column;
 mod coordination;
 mod core_group;
@@ -86,6 +87,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &apiextensions::CUSTOM_RESOURCE_DEFINITION,
     &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
+    &certificates::CERTIFICATE_SIGNING_REQUEST,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -13,6 +13,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 pub mod bytes;
+pub mod certificates;
 mod config;
 mod container;
 mod coordination;
@@ -555,6 +556,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => roundtrip::<
             k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
         >(v),
+        ("certificates.k8s.io", "v1", "CertificateSigningRequest") => roundtrip::<
+            k8s_openapi::api::certificates::v1::CertificateSigningRequest,
+        >(v),
         _ => return Ok(None),
     };
     let mut out = out.map_err(cannot)?;
@@ -635,6 +639,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ) => {
             let mutating = kind == "MutatingWebhookConfiguration";
             admissionregistration::validate_webhook_configuration(obj, old, mutating, &mut errs)
+        }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            certificates::validate_csr(obj, old, &mut errs)
         }
         _ => {}
     }

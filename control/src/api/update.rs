@@ -30,12 +30,15 @@ pub(super) enum Part {
     Status,
     /// Only `spec.finalizers` (a namespace's `finalize` subresource).
     Finalize,
+    /// Only `status.conditions` (a CertificateSigningRequest's `approval`).
+    Approval,
 }
 
 pub(super) fn part_of(req: &ApiRequest) -> Part {
     match req.target.subresource.as_deref() {
         Some("status") => Part::Status,
         Some("finalize") => Part::Finalize,
+        Some("approval") => Part::Approval,
         _ => Part::Main,
     }
 }
@@ -57,6 +60,16 @@ pub(super) fn merge_write(
                 out.as_object_mut().expect("object").remove("status");
             }
         }
+        strategy::for_res(res).prepare_for_subresource_update("status", current, &mut out);
+        return out;
+    }
+    if part == Part::Approval {
+        let mut out = current.clone();
+        out["status"]["conditions"] = new
+            .pointer("/status/conditions")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        strategy::for_res(res).prepare_for_subresource_update("approval", current, &mut out);
         return out;
     }
     if part == Part::Finalize {

@@ -14,6 +14,7 @@
 //! because it is written like the others: a loop that reconciles API
 //! objects through the API.
 
+pub mod certificates;
 pub mod clusterroleaggregation;
 pub mod cronjob;
 pub mod customresourcedefinition;

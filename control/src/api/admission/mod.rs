@@ -15,9 +15,12 @@
 //! - [`webhook`]. MutatingAdmissionWebhook (last of the mutating steps)
 //!   and ValidatingAdmissionWebhook (before ResourceQuota), calling the
 //!   webhooks of the webhook configurations.
+//! - [`certificates`]: the CSR requester's identity on create,
+//!   CertificateSubjectRestriction, CertificateApproval, CertificateSigning.
 //! - [`resource_quota`]: ResourceQuota, last: charges a create to the
 //!   namespace's quotas or refuses it.
 
+pub mod certificates;
 pub mod limit_ranger;
 pub mod node_restriction;
 pub mod pod_security;
@@ -44,6 +47,7 @@ pub(super) async fn mutate(
         limit_ranger::admit(state, req, obj).await?;
     }
     priority::admit(state, req, obj, old).await?;
+    certificates::admit(req, obj, old);
     webhook::mutate(state, req, obj, old).await
 }
 
@@ -56,6 +60,7 @@ pub(super) async fn validate(
     old: Option<&Value>,
 ) -> ApiResult<Vec<String>> {
     priority::validate(state, req, obj, old).await?;
+    certificates::validate(state, req, obj, old).await?;
     let mut warnings = pod_security::admit(state, req, obj, old).await?;
     warnings.extend(webhook::validate(state, req, Some(obj), old).await?);
     resource_quota::admit(state, req, obj, old).await?;

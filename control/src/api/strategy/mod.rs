@@ -21,9 +21,12 @@
 //! - [`priority_class`]: the system PriorityClasses cannot be deleted;
 //! - [`crd`]: a CustomResourceDefinition is defaulted, starts with its
 //!   storage version stored, and is deleted only once its instances are
-//!   gone (custom resources themselves have nothing special here).
+//!   gone (custom resources themselves have nothing special here);
+//! - [`csr`]: a CertificateSigningRequest's spec never changes after
+//!   create; its conditions get their timestamps.
 
 pub mod crd;
+mod csr;
 mod daemonset;
 pub mod ingress;
 mod job;
@@ -83,6 +86,10 @@ pub trait Strategy: Send + Sync {
 
     /// Carries over from `current` what an update may leave out.
     fn prepare_for_update(&self, _current: &Value, _next: &mut Value) {}
+
+    /// Fix-ups of a write through the subresource `sub` (`status`,
+    /// `approval`) after what it may change was taken from the client.
+    fn prepare_for_subresource_update(&self, _sub: &str, _current: &Value, _next: &mut Value) {}
 
     /// How long a deleted object is kept for its owner to stop it.
     fn deletion_grace(&self, _obj: &Value, _requested: Option<i64>) -> i64 {
@@ -183,6 +190,7 @@ fn for_kind(kind: &str) -> &'static dyn Strategy {
         "Ingress" => &ingress::IngressStrategy,
         "PriorityClass" => &priority_class::PriorityClassStrategy,
         "CustomResourceDefinition" => &crd::CustomResourceDefinitionStrategy,
+        "CertificateSigningRequest" => &csr::CertificateSigningRequestStrategy,
         _ => &Default,
     }
 }

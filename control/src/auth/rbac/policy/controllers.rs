@@ -10,7 +10,7 @@ use crate::auth::rbac::GROUP as RBAC;
 /// Each controller bosun runs (its `--controllers` name), the service
 /// account it acts as, and that account's rules.
 pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
-    vec![
+    let mut all = vec![
         (
             "replicaset",
             "replicaset-controller",
@@ -334,7 +334,17 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
                 &["events"],
             )],
         ),
-    ]
+    ];
+    // Upstream's csrsigning and csrcleaner both run as
+    // certificate-controller.
+    for name in ["csrsigning", "csrcleaner"] {
+        all.push((
+            name,
+            "certificate-controller",
+            super::certificates::certificate_controller_rules(),
+        ));
+    }
+    all
 }
 
 fn node_controller_rules() -> Vec<PolicyRule> {

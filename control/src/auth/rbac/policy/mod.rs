@@ -14,6 +14,7 @@ use super::GROUP as RBAC;
 use crate::auth::user;
 
 mod build;
+mod certificates;
 mod controllers;
 
 pub use build::rule;
@@ -414,6 +415,9 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
         role(user::KUBE_CONTROLLER_MANAGER, controller_manager_rules()),
         role(INGRESS_CONTROLLER, ingress_controller_rules()),
     ];
+    for (name, rules) in certificates::roles() {
+        out.push(role(name, rules));
+    }
     let mut seen = std::collections::HashSet::new();
     for (controller, sa, mut rules) in controllers() {
         rules.extend(extras(controller));
