@@ -368,7 +368,7 @@ mod tests {
         let mut bad = serde_json::json!({"spec": {"caBundle": "YQ= ="}});
         assert_eq!(
             canonicalize(apiservices, &mut bad),
-            Err("spec.caBundle: illegal base64 data at input byte 3".to_string())
+            Err("spec.caBundle: illegal base64 data at input byte 2".to_string())
         );
     }
 
