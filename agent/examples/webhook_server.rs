@@ -82,7 +82,10 @@ fn convert_widget(mut obj: Value, desired: &str) -> Result<Value, String> {
                 out.insert("replicas".into(), json!(n));
             }
             ("replicas", false) => {
-                out.insert("size".into(), json!(v.as_i64().unwrap_or_default().to_string()));
+                out.insert(
+                    "size".into(),
+                    json!(v.as_i64().unwrap_or_default().to_string()),
+                );
             }
             _ => {
                 out.insert(k, v);
@@ -137,7 +140,9 @@ async fn handle(
         eprintln!(
             "/convert {} object(s) to {} -> {}",
             review["request"]["objects"].as_array().map_or(0, Vec::len),
-            review["request"]["desiredAPIVersion"].as_str().unwrap_or_default(),
+            review["request"]["desiredAPIVersion"]
+                .as_str()
+                .unwrap_or_default(),
             out["response"]["result"]["status"]
         );
         return Ok(respond(200, serde_json::to_vec(&out).expect("json")));

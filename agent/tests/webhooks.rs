@@ -402,7 +402,8 @@ async fn a_conversion_webhook_serves_every_version_of_a_custom_resource() {
     );
 
     // Created in v2 (converted to v1 to be stored), read in v1.
-    let big = "apiVersion: example.com/v2\nkind: Widget\nmetadata:\n  name: big\nspec:\n  replicas: 5\n";
+    let big =
+        "apiVersion: example.com/v2\nkind: Widget\nmetadata:\n  name: big\nspec:\n  replicas: 5\n";
     let (created, _, err) = apply(&c, "big.yaml", big);
     assert!(created, "{err}");
     let (read, out, err) = widget(&c, "v1", "big", "{.apiVersion} {.spec.size}");
@@ -410,7 +411,12 @@ async fn a_conversion_webhook_serves_every_version_of_a_custom_resource() {
     // A list in v2 is converted in one review; a watch's events too.
     let (_, out, err) = kubectl(
         &c,
-        &["get", "widgets.v2.example.com", "-o", "jsonpath={.items[*].spec.replicas}"],
+        &[
+            "get",
+            "widgets.v2.example.com",
+            "-o",
+            "jsonpath={.items[*].spec.replicas}",
+        ],
     );
     assert_eq!(out, "5 3", "{err}");
     let (_, events, err) = kubectl(

@@ -362,7 +362,9 @@ mod tests {
         let mut svc = serde_json::json!({"spec": {"caBundle": text}});
         assert_eq!(canonicalize(apiservices, &mut svc), Ok(true));
         assert_eq!(
-            engine.decode(svc["spec"]["caBundle"].as_str().unwrap()).unwrap(),
+            engine
+                .decode(svc["spec"]["caBundle"].as_str().unwrap())
+                .unwrap(),
             bytes
         );
         let mut bad = serde_json::json!({"spec": {"caBundle": "YQ= ="}});

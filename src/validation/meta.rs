@@ -130,11 +130,7 @@ pub fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec<FieldE
 }
 
 /// Annotation keys are qualified names (any case); their total size is capped.
-pub fn validate_annotations(
-    annotations: Option<&Value>,
-    path: &str,
-    errs: &mut Vec<FieldError>,
-) {
+pub fn validate_annotations(annotations: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     let Some(map) = annotations.and_then(Value::as_object) else {
         return;
     };

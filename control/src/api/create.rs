@@ -9,8 +9,8 @@ use bosun::{defaults, validation};
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::decode::{decode_body, prepare_input};
 use super::custom::conversion;
+use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::managed;
 use super::object::{self, meta_str, metadata_mut};

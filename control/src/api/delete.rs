@@ -242,12 +242,11 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
             Err(e) => return Err(ApiError::from_store(e, res, &name)),
         }
     }
-    let deleted: Vec<Value> =
-        conversion::to_served(state, req.target.custom.as_ref(), deleted)
-            .await?
-            .into_iter()
-            .map(|obj| from_storage_version(res, obj))
-            .collect();
+    let deleted: Vec<Value> = conversion::to_served(state, req.target.custom.as_ref(), deleted)
+        .await?
+        .into_iter()
+        .map(|obj| from_storage_version(res, obj))
+        .collect();
     Ok(json_response(
         StatusCode::OK,
         &json!({

@@ -27,9 +27,9 @@ use serde_json::{json, Value};
 
 use super::custom::conversion;
 use super::error::{ApiError, ApiResult};
-use super::object;
 use super::filter::Filter;
 use super::items;
+use super::object;
 use super::request::namespace_of;
 use super::table::{self, IncludeObject};
 use super::{object_response, prefers_protobuf, ApiRequest, ApiState};

@@ -248,8 +248,10 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     tokio::spawn(async move {
         if let Some(via) = &converter {
             let kinds = vec!["ADDED"; initial.len()];
-            let values: Vec<(&Stored, u64)> =
-                initial.iter().map(|kv| (&*kv.value, kv.mod_revision)).collect();
+            let values: Vec<(&Stored, u64)> = initial
+                .iter()
+                .map(|kv| (&*kv.value, kv.mod_revision))
+                .collect();
             let lines = match render.converted(via, &kinds, &values).await {
                 Ok(lines) => lines,
                 Err(error) => {
@@ -263,7 +265,11 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
                 }
             }
         }
-        let initial = if converter.is_some() { Vec::new() } else { initial };
+        let initial = if converter.is_some() {
+            Vec::new()
+        } else {
+            initial
+        };
         for kv in initial {
             if tx
                 .send(render.event("ADDED", &kv.value, kv.mod_revision))

@@ -254,11 +254,9 @@ pub async fn to_stored(
     obj: &Value,
 ) -> Result<Option<Value>, ApiError> {
     match needed(custom) {
-        Some((v, hook)) => {
-            convert_one(state, hook, obj.clone(), &storage_api_version(v))
-                .await
-                .map(Some)
-        }
+        Some((v, hook)) => convert_one(state, hook, obj.clone(), &storage_api_version(v))
+            .await
+            .map(Some),
         None => Ok(None),
     }
 }
@@ -416,7 +414,10 @@ mod tests {
         let ok = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "response": {"uid": "u", "result": {"status": "Success"},
                 "convertedObjects": [{"a": 1}]}});
-        assert_eq!(converted_objects("v1", "u", ok.clone()).unwrap(), vec![json!({"a": 1})]);
+        assert_eq!(
+            converted_objects("v1", "u", ok.clone()).unwrap(),
+            vec![json!({"a": 1})]
+        );
         assert_eq!(
             converted_objects("v1", "other", ok.clone()).unwrap_err(),
             "expected response.uid=\"other\", got \"u\""
@@ -428,7 +429,8 @@ mod tests {
             "expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got apiextensions.k8s.io/v1, Kind=AdmissionReview"
         );
         let mut refused = ok.clone();
-        refused["response"]["result"] = json!({"status": "Failure", "message": "size is not a number"});
+        refused["response"]["result"] =
+            json!({"status": "Failure", "message": "size is not a number"});
         assert_eq!(
             converted_objects("v1", "u", refused).unwrap_err(),
             "size is not a number"
@@ -460,14 +462,18 @@ mod tests {
             json!({"name": "w", "namespace": "d", "uid": "1", "resourceVersion": "7",
                 "annotations": {"converted": "yes"}})
         );
-        let renamed = json!({"kind": "Widget", "metadata": {"name": "x", "namespace": "d", "uid": "1"}});
+        let renamed =
+            json!({"kind": "Widget", "metadata": {"name": "x", "namespace": "d", "uid": "1"}});
         assert_eq!(
             same_identity(&original, &renamed).unwrap_err(),
             "must have the same name: w != x"
         );
         let mut bad_label = json!({"metadata": {"labels": {"a": "not ok!"}}});
         let err = restore_metadata(&original, &mut bad_label).unwrap_err();
-        assert!(err.starts_with("metadata.labels: Invalid value: \"not ok!\""), "{err}");
+        assert!(
+            err.starts_with("metadata.labels: Invalid value: \"not ok!\""),
+            "{err}"
+        );
         let mut number = json!({"metadata": {"labels": {"a": 1}}});
         assert_eq!(
             restore_metadata(&original, &mut number).unwrap_err(),
