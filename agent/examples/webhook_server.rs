@@ -7,6 +7,10 @@
 //!   `objects labelled deny=true are refused by webhook-server`); allows
 //!   anything else with the warning `webhook-server saw NAME`.
 //! - `POST /mutate`: a JSONPatch adding the label `mutated: "true"`.
+//! - `POST /convert`: an `apiextensions.k8s.io/v1` ConversionReview for
+//!   a Widget between `v1` (`spec.size: "3"`, a string) and `v2`
+//!   (`spec.replicas: 3`, a number), any group; a size that is not a
+//!   number fails the review (`spec.size "x" is not a number`).
 //! - `GET /healthz`: `ok`, for a readiness probe.
 //!
 //! `scripts/build-images.sh --webhook-server` puts it into the image
@@ -60,6 +64,57 @@ fn answer(review: &Value, mutate: bool) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 }
 
+/// One object in `desired` (`GROUP/v1` or `GROUP/v2`).
+fn convert_widget(mut obj: Value, desired: &str) -> Result<Value, String> {
+    let spec = obj
+        .get_mut("spec")
+        .and_then(Value::as_object_mut)
+        .map(std::mem::take)
+        .unwrap_or_default();
+    let mut out = serde_json::Map::new();
+    for (k, v) in spec {
+        match (k.as_str(), desired.ends_with("/v2")) {
+            ("size", true) => {
+                let text = v.as_str().unwrap_or_default();
+                let n: i64 = text
+                    .parse()
+                    .map_err(|_| format!("spec.size {text:?} is not a number"))?;
+                out.insert("replicas".into(), json!(n));
+            }
+            ("replicas", false) => {
+                out.insert(
+                    "size".into(),
+                    json!(v.as_i64().unwrap_or_default().to_string()),
+                );
+            }
+            _ => {
+                out.insert(k, v);
+            }
+        }
+    }
+    obj["spec"] = Value::Object(out);
+    obj["apiVersion"] = json!(desired);
+    Ok(obj)
+}
+
+/// The answer to a ConversionReview.
+fn conversion(review: &Value) -> Value {
+    let request = &review["request"];
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let objects = request["objects"].as_array().cloned().unwrap_or_default();
+    let converted: Result<Vec<Value>, String> = objects
+        .into_iter()
+        .map(|o| convert_widget(o, desired))
+        .collect();
+    let response = match converted {
+        Ok(objects) => json!({"uid": request["uid"], "result": {"status": "Success"},
+            "convertedObjects": objects}),
+        Err(why) => json!({"uid": request["uid"],
+            "result": {"status": "Failure", "message": why}}),
+    };
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
+}
+
 async fn handle(
     req: http::Request<Incoming>,
 ) -> Result<http::Response<Body>, std::convert::Infallible> {
@@ -69,7 +124,7 @@ async fn handle(
     }
     let mutate = match path.as_str() {
         "/mutate" => true,
-        "/validate" => false,
+        "/validate" | "/convert" => false,
         _ => return Ok(respond(404, b"{}".to_vec())),
     };
     let bytes = match axum::body::to_bytes(Body::new(req.into_body()), 8 << 20).await {
@@ -80,6 +135,18 @@ async fn handle(
         Ok(v) => v,
         Err(e) => return Ok(respond(400, e.to_string().into_bytes())),
     };
+    if path == "/convert" {
+        let out = conversion(&review);
+        eprintln!(
+            "/convert {} object(s) to {} -> {}",
+            review["request"]["objects"].as_array().map_or(0, Vec::len),
+            review["request"]["desiredAPIVersion"]
+                .as_str()
+                .unwrap_or_default(),
+            out["response"]["result"]["status"]
+        );
+        return Ok(respond(200, serde_json::to_vec(&out).expect("json")));
+    }
     let out = answer(&review, mutate);
     eprintln!(
         "{path} {} {} -> allowed={}",

@@ -7,7 +7,9 @@
 //! refused with the webhook's message, another gets the label
 //! `mutated: "true"` and the webhook's warning; with the webhook's pod
 //! gone, `failurePolicy: Fail` refuses writes in upstream's words and
-//! `Ignore` lets them through.
+//! `Ignore` lets them through. A CRD's conversion webhook (the same
+//! server's `/convert`) serves a Widget in v1 and v2 alike, until its pod
+//! is gone.
 
 mod cluster;
 
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use cluster::{ok, run, Cluster};
+use serde_json::{json, Value};
 
 const UP: Duration = Duration::from_secs(120);
 /// The namespace whose ConfigMaps the webhooks see.
@@ -296,4 +299,155 @@ async fn webhooks_refuse_mutate_warn_and_follow_their_failure_policy() {
         ],
     );
     assert!(!labels.contains("mutated"), "{labels}");
+}
+
+/// A Widget CRD serving v1 (stored; `spec.size`, a string) and v2
+/// (`spec.replicas`, a number), converted by the webhook server's
+/// `/convert`; `ca_bundle` as the manifest gives it.
+fn widget_crd(ca_bundle: &str) -> String {
+    let version = |name: &str, storage: bool, field: &str, type_: &str| {
+        format!(
+            r#"  - name: {name}
+    served: true
+    storage: {storage}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              {field}: {{type: {type_}}}
+"#
+        )
+    };
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {{plural: widgets, singular: widget, kind: Widget}}
+  versions:
+{}{}  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig:
+        service: {{namespace: default, name: webhook, path: /convert}}
+        caBundle: |
+{ca_bundle}
+"#,
+        version("v1", true, "size", "string"),
+        version("v2", false, "replicas", "integer"),
+    )
+}
+
+/// `kubectl get` of a Widget in `version`, printing `jsonpath`.
+fn widget(c: &Cluster, version: &str, name: &str, jsonpath: &str) -> (bool, String, String) {
+    let resource = format!("widgets.{version}.example.com");
+    let jsonpath = format!("jsonpath={jsonpath}");
+    kubectl(c, &["get", &resource, name, "-o", &jsonpath])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversion_webhook_serves_every_version_of_a_custom_resource() {
+    let image = webhook_server_image();
+    let c = Cluster::start();
+    let (ca, cert, key) = certificates();
+    let cert_path = c.dir.path().join("tls.crt");
+    let key_path = c.dir.path().join("tls.key");
+    std::fs::write(&cert_path, &cert).unwrap();
+    std::fs::write(&key_path, &key).unwrap();
+    ok(c.kubectl()
+        .args(["create", "secret", "tls", "webhook-tls", "--cert"])
+        .arg(&cert_path)
+        .arg("--key")
+        .arg(&key_path));
+    let (applied, _, err) = apply(&c, "server.yaml", &server_manifest(image));
+    assert!(applied, "{err}");
+    c.poll("the webhook server's endpoint", UP, || async {
+        (!endpoint_ips(&c).is_empty()).then_some(())
+    })
+    .await;
+
+    // The caBundle wrapped over lines, as `base64` prints it: Go's
+    // decoder skips the line breaks, so does bosun's.
+    let flat = base64::engine::general_purpose::STANDARD.encode(&ca);
+    let wrapped: Vec<String> = flat
+        .as_bytes()
+        .chunks(76)
+        .map(|l| format!("          {}", std::str::from_utf8(l).unwrap()))
+        .collect();
+    let (applied, _, err) = apply(&c, "crd.yaml", &widget_crd(&wrapped.join("\n")));
+    assert!(applied, "{err}");
+    ok(c.kubectl().args([
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/widgets.example.com",
+    ]));
+
+    // Created in v1 (stored as it is), read in v2 through the webhook.
+    let small = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: small\nspec:\n  size: \"3\"\n";
+    let (created, _, err) = apply(&c, "small.yaml", small);
+    assert!(created, "{err}");
+    let (read, out, err) = widget(&c, "v2", "small", "{.apiVersion} {.spec.replicas}");
+    assert!(
+        read && out == "example.com/v2 3",
+        "{out}\n{err}\ncontrol log:\n{}",
+        cluster::tail(&c.control_log(), 30)
+    );
+
+    // Created in v2 (converted to v1 to be stored), read in v1.
+    let big =
+        "apiVersion: example.com/v2\nkind: Widget\nmetadata:\n  name: big\nspec:\n  replicas: 5\n";
+    let (created, _, err) = apply(&c, "big.yaml", big);
+    assert!(created, "{err}");
+    let (read, out, err) = widget(&c, "v1", "big", "{.apiVersion} {.spec.size}");
+    assert!(read && out == "example.com/v1 5", "{out}\n{err}");
+    // A list in v2 is converted in one review; a watch's events too.
+    let (_, out, err) = kubectl(
+        &c,
+        &[
+            "get",
+            "widgets.v2.example.com",
+            "-o",
+            "jsonpath={.items[*].spec.replicas}",
+        ],
+    );
+    assert_eq!(out, "5 3", "{err}");
+    let (_, events, err) = kubectl(
+        &c,
+        &[
+            "get",
+            "--raw",
+            "/apis/example.com/v2/namespaces/default/widgets?watch=true&timeoutSeconds=2",
+        ],
+    );
+    let replicas: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|e| e["object"]["spec"]["replicas"].clone())
+        .collect();
+    assert_eq!(replicas, vec![json!(5), json!(3)], "{events}\n{err}");
+
+    // The webhook's pod gone: a read in v2 fails in upstream's words,
+    // the stored version still reads.
+    ok(c.kubectl()
+        .args(["scale", "deployment", "webhook", "--replicas=0"]));
+    c.poll("the webhook's endpoints to empty", UP, || async {
+        endpoint_ips(&c).is_empty().then_some(())
+    })
+    .await;
+    let (read, _, err) = widget(&c, "v2", "small", "{.spec.replicas}");
+    assert!(!read, "a v2 read with no conversion webhook");
+    assert!(
+        err.contains("Error from server: conversion webhook for example.com/v1, Kind=Widget failed: Post \"https://webhook.default.svc:443/convert?timeout=30s\": no endpoints available for service \"webhook\""),
+        "{err}"
+    );
+    let (read, out, err) = widget(&c, "v1", "small", "{.spec.size}");
+    assert!(read && out == "3", "{out}\n{err}");
 }

@@ -48,6 +48,27 @@ pub const BYTE_FIELDS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Single `[]byte` fields of the served kinds: (group, kind, field path);
+/// held to the schemas by the same test as [`BYTE_MAPS`] (as `KIND PATH`).
+pub const BYTE_VALUES: &[(&str, &str, &str)] = &[
+    ("apiregistration.k8s.io", "APIService", "spec.caBundle"),
+    (
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "spec.conversion.webhook.clientConfig.caBundle",
+    ),
+    (
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        "spec.request",
+    ),
+    (
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        "status.certificate",
+    ),
+];
+
 fn sextet(c: u8) -> Option<u8> {
     match c {
         b'A'..=b'Z' => Some(c - b'A'),
@@ -173,6 +194,23 @@ pub fn canonical(res: &ResourceInfo, obj: &Value) -> Result<Option<Value>, Strin
             if let Some(slot) = copy[*list][i].pointer_mut(&pointer) {
                 *slot = Value::String(engine.encode(bytes));
             }
+        }
+    }
+    for (group, kind, path) in BYTE_VALUES {
+        if res.group != *group || res.kind != *kind {
+            continue;
+        }
+        let pointer = format!("/{}", path.replace('.', "/"));
+        let Some(Value::String(text)) = obj.pointer(&pointer) else {
+            continue;
+        };
+        if engine.decode(text.as_bytes()).is_ok() {
+            continue;
+        }
+        let bytes = decode_std(text).map_err(|e| format!("{path}: {e}"))?;
+        let copy = out.get_or_insert_with(|| obj.clone());
+        if let Some(slot) = copy.pointer_mut(&pointer) {
+            *slot = Value::String(engine.encode(bytes));
         }
     }
     Ok(out)
@@ -314,6 +352,35 @@ mod tests {
         assert!(
             err.starts_with("webhooks[0].clientConfig.caBundle: "),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn wrapped_single_ca_bundles_become_canonical() {
+        let (bytes, text) = wrapped();
+        let engine = &base64::engine::general_purpose::STANDARD;
+        let crds = crate::resources::by_name("customresourcedefinitions").unwrap();
+        let mut crd = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook",
+            "webhook": {"clientConfig": {"caBundle": text.replace('\n', "\r\n")}}}}});
+        assert_eq!(canonicalize(crds, &mut crd), Ok(true));
+        let stored = crd
+            .pointer("/spec/conversion/webhook/clientConfig/caBundle")
+            .and_then(Value::as_str)
+            .unwrap();
+        assert_eq!(engine.decode(stored).unwrap(), bytes);
+        let apiservices = crate::resources::by_name("apiservices").unwrap();
+        let mut svc = serde_json::json!({"spec": {"caBundle": text}});
+        assert_eq!(canonicalize(apiservices, &mut svc), Ok(true));
+        assert_eq!(
+            engine
+                .decode(svc["spec"]["caBundle"].as_str().unwrap())
+                .unwrap(),
+            bytes
+        );
+        let mut bad = serde_json::json!({"spec": {"caBundle": "YQ= ="}});
+        assert_eq!(
+            canonicalize(apiservices, &mut bad),
+            Err("spec.caBundle: illegal base64 data at input byte 2".to_string())
         );
     }
 

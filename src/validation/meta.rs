@@ -114,7 +114,7 @@ pub(crate) fn validate_object_meta_update(meta: &Value, old: &Value, errs: &mut 
 }
 
 /// Label keys are qualified names, values are label values; errors name the whole map's path.
-pub(crate) fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+pub fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     let Some(map) = labels.and_then(Value::as_object) else {
         return;
     };
@@ -130,11 +130,7 @@ pub(crate) fn validate_labels(labels: Option<&Value>, path: &str, errs: &mut Vec
 }
 
 /// Annotation keys are qualified names (any case); their total size is capped.
-pub(crate) fn validate_annotations(
-    annotations: Option<&Value>,
-    path: &str,
-    errs: &mut Vec<FieldError>,
-) {
+pub fn validate_annotations(annotations: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
     let Some(map) = annotations.and_then(Value::as_object) else {
         return;
     };

@@ -21,6 +21,8 @@ mod core;
 mod discovery;
 mod ingress;
 mod meta;
+// Labels and annotations a CRD conversion webhook hands back are checked as written ones.
+pub use meta::{validate_annotations, validate_labels};
 mod networkpolicy;
 mod pod;
 pub mod policy;

@@ -9,6 +9,7 @@ use bosun::{defaults, validation};
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::custom::conversion;
 use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::managed;
@@ -60,6 +61,7 @@ pub(super) async fn create_object(
     let res = req.target.res;
     let sres = storage_resource(res);
     let ns = namespace_of(req).map(str::to_string);
+    conversion::keep_request_version(req.target.custom.as_ref(), &mut obj);
     {
         let md = metadata_mut(&mut obj);
         if res.namespaced {
@@ -152,9 +154,10 @@ pub(super) async fn create_object(
         return Ok(respond(req, StatusCode::CREATED, obj, &warnings));
     }
     let key = res.storage_key(ns.as_deref(), &name);
+    let stored = conversion::to_stored(state, req.target.custom.as_ref(), &obj).await?;
     let rev = state
         .store
-        .create(&key, object::to_store(&obj))
+        .create(&key, object::to_store(stored.as_ref().unwrap_or(&obj)))
         .await
         .map_err(|e| ApiError::from_store(e, res, &name))?;
     object::set_resource_version(&mut obj, rev);

@@ -8,6 +8,7 @@ use bosun::resources::ResourceInfo;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
+use super::custom::conversion;
 use super::decode::content_type;
 use super::error::{ApiError, ApiResult};
 use super::list::list_matching;
@@ -90,6 +91,7 @@ pub(super) async fn delete(state: &ApiState, req: &ApiRequest) -> ApiResult<Resp
     }
     let opts = delete_options(req)?;
     let (obj, warnings) = delete_with(state, req, &opts).await?;
+    let obj = conversion::one_to_served(state, req.target.custom.as_ref(), obj).await?;
     Ok(respond(req, StatusCode::OK, obj, &warnings))
 }
 
@@ -235,11 +237,16 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
         // no room for their warnings.
         super::admission::webhook::on_delete(state, &item_req, &current).await?;
         match delete_once(state, &item_req, &kv, current, &opts).await? {
-            Ok(obj) => deleted.push(from_storage_version(res, obj)),
+            Ok(obj) => deleted.push(obj),
             Err(StoreError::NotFound(_) | StoreError::Conflict { .. }) => {}
             Err(e) => return Err(ApiError::from_store(e, res, &name)),
         }
     }
+    let deleted: Vec<Value> = conversion::to_served(state, req.target.custom.as_ref(), deleted)
+        .await?
+        .into_iter()
+        .map(|obj| from_storage_version(res, obj))
+        .collect();
     Ok(json_response(
         StatusCode::OK,
         &json!({

@@ -25,9 +25,11 @@ use futures::stream;
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::custom::conversion;
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
 use super::items;
+use super::object;
 use super::request::namespace_of;
 use super::table::{self, IncludeObject};
 use super::{object_response, prefers_protobuf, ApiRequest, ApiState};
@@ -183,6 +185,9 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
     let res = req.target.res;
     let page = select(state, req).await?;
     let meta = list_metadata(&page);
+    if conversion::for_reads(req.target.custom.as_ref()).is_some() {
+        return converted(state, req, page, meta).await;
+    }
     if table::wants_table(&req.headers) {
         let include = IncludeObject::parse(req.param("includeObject"));
         let custom = req.target.custom.clone();
@@ -222,6 +227,44 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
     Ok(streamed(head, "items", res, page.items, |out, res, kv| {
         items::write_object(out, res, &kv.value, kv.mod_revision)
     }))
+}
+
+/// A page of a custom resource whose CRD converts by webhook: its objects
+/// converted in one ConversionReview, answered whole (as a List or a
+/// Table).
+async fn converted(
+    state: &ApiState,
+    req: &ApiRequest,
+    page: Page,
+    meta: Value,
+) -> ApiResult<Response> {
+    let res = req.target.res;
+    let custom = req.target.custom.as_ref();
+    let stored = page
+        .items
+        .iter()
+        .map(object::from_store)
+        .collect::<ApiResult<Vec<_>>>()?;
+    let items: Vec<Value> = conversion::to_served(state, custom, stored)
+        .await?
+        .into_iter()
+        .map(|obj| object::from_storage_version(res, obj))
+        .collect();
+    let body = if table::wants_table(&req.headers) {
+        let include = IncludeObject::parse(req.param("includeObject"));
+        let rv = page.revision.to_string();
+        let mut t = table::table(res, custom.map(|v| v.as_ref()), &items, &rv, include);
+        t["metadata"] = meta;
+        t
+    } else {
+        json!({
+            "kind": custom.map_or_else(|| format!("{}List", res.kind), |v| v.list_kind.clone()),
+            "apiVersion": res.api_version(),
+            "metadata": meta,
+            "items": items,
+        })
+    };
+    Ok(object_response(&req.headers, StatusCode::OK, &body))
 }
 
 /// A JSON response streamed in chunks: `head` with its (empty) array

@@ -34,6 +34,7 @@ mod table;
 mod token;
 mod update;
 mod watch;
+pub mod webhook_client;
 
 use std::collections::HashMap;
 use std::sync::Arc;

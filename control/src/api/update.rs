@@ -10,6 +10,7 @@ use bosun::{defaults, validation};
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use super::custom::conversion;
 use super::decode::{decode_body, prepare_input};
 use super::error::{ApiError, ApiResult};
 use super::managed;
@@ -217,7 +218,14 @@ pub(super) async fn commit_write(
     if deleting && finalizers(&next).is_empty() && !held {
         return Ok(store_delete(state, kv, next).await.map(Written::Deleted));
     }
-    Ok(store_update(state, kv, next).await.map(Written::Stored))
+    match conversion::to_stored(state, req.target.custom.as_ref(), &next).await? {
+        None => Ok(store_update(state, kv, next).await.map(Written::Stored)),
+        Some(stored) => Ok(store_update(state, kv, stored).await.map(|stored| {
+            let rev = meta_str(&stored, "resourceVersion").and_then(|r| r.parse().ok());
+            object::set_resource_version(&mut next, rev.unwrap_or_default());
+            Written::Stored(next)
+        })),
+    }
 }
 
 pub(super) fn written_response(
@@ -248,7 +256,11 @@ where
     let name = name_of(req);
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
-        let (next, precondition, mut warnings) = make(&current)?;
+        // With a conversion webhook the write is admitted in its own
+        // version and converted when stored (commit_write).
+        let current = conversion::one_to_served(state, req.target.custom.as_ref(), current).await?;
+        let (mut next, precondition, mut warnings) = make(&current)?;
+        conversion::keep_request_version(req.target.custom.as_ref(), &mut next);
         if let Some(rv) = precondition {
             if rv != kv.mod_revision {
                 return Err(ApiError::modified(res, name));

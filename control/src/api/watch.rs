@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::custom::conversion;
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
 use super::items;
@@ -38,6 +39,10 @@ struct Render {
     /// A custom resource's CRD version (its Table columns).
     custom: Option<std::sync::Arc<super::custom::CustomVersion>>,
 }
+
+/// What converts a watch's objects: the server and the CRD version whose
+/// conversion webhook is called.
+type Converter = (Arc<ApiState>, Arc<super::custom::CustomVersion>);
 
 /// One event as the stream encodes it: a JSON line, or a protobuf frame
 /// (an object without a protobuf form becomes an ERROR event).
@@ -75,6 +80,39 @@ impl Render {
         match items::decode(self.res, value, rev) {
             Ok(obj) => self.line(kind, obj),
             Err(e) => self.error(&e),
+        }
+    }
+
+    /// The events for `values` (the objects stored at their revisions) of
+    /// a custom resource whose CRD converts by webhook: converted in one
+    /// ConversionReview; an ERROR event when that fails.
+    async fn converted(
+        &self,
+        via: &Converter,
+        kinds: &[&str],
+        values: &[(&Stored, u64)],
+    ) -> Result<Vec<Bytes>, Bytes> {
+        let mut stored = Vec::with_capacity(values.len());
+        for (value, rev) in values {
+            match serde_json::from_slice::<Value>(value) {
+                Ok(mut obj) => {
+                    object::set_resource_version(&mut obj, *rev);
+                    stored.push(obj);
+                }
+                Err(e) => {
+                    let err = ApiError::internal(format!("corrupt stored object: {e}"));
+                    return Err(self.error(&err));
+                }
+            }
+        }
+        let custom = Some(&via.1);
+        match conversion::to_served(&via.0, custom, stored).await {
+            Ok(objs) => Ok(kinds
+                .iter()
+                .zip(objs)
+                .map(|(kind, obj)| self.line(kind, object::from_storage_version(self.res, obj)))
+                .collect()),
+            Err(e) => Err(self.error(&e)),
         }
     }
 
@@ -164,6 +202,9 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
         custom: req.target.custom.clone(),
     };
     let protobuf = render.protobuf;
+    let converter: Option<Converter> = conversion::for_reads(req.target.custom.as_ref())
+        .and(req.target.custom.clone())
+        .map(|v| (Arc::clone(state), v));
     let bookmarks = req.flag("allowWatchBookmarks");
     let send_initial = req.flag("sendInitialEvents");
     let timeout = timeout(
@@ -205,6 +246,30 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     let shutdown = state.shutdown.clone();
     let interval = state.options.bookmark_interval;
     tokio::spawn(async move {
+        if let Some(via) = &converter {
+            let kinds = vec!["ADDED"; initial.len()];
+            let values: Vec<(&Stored, u64)> = initial
+                .iter()
+                .map(|kv| (&*kv.value, kv.mod_revision))
+                .collect();
+            let lines = match render.converted(via, &kinds, &values).await {
+                Ok(lines) => lines,
+                Err(error) => {
+                    let _ = tx.send(error).await;
+                    return;
+                }
+            };
+            for line in lines {
+                if tx.send(line).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let initial = if converter.is_some() {
+            Vec::new()
+        } else {
+            initial
+        };
         for kv in initial {
             if tx
                 .send(render.event("ADDED", &kv.value, kv.mod_revision))
@@ -228,6 +293,7 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
                 interval,
                 timeout,
                 shutdown,
+                converter,
             },
         )
         .await;
@@ -260,6 +326,7 @@ struct FollowState {
     interval: Duration,
     timeout: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    converter: Option<Converter>,
 }
 
 async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: FollowState) {
@@ -273,7 +340,19 @@ async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: Follow
                 Some(Ok(event)) => {
                     st.last = event.revision;
                     if let Some(kind) = classify(st.render.res, &st.filter, &event) {
-                        let line = st.render.event(kind, &event.value, event.revision);
+                        let line = match &st.converter {
+                            None => st.render.event(kind, &event.value, event.revision),
+                            Some(via) => {
+                                let one = [(&*event.value, event.revision)];
+                                match st.render.converted(via, &[kind], &one).await {
+                                    Ok(mut lines) => lines.pop().unwrap_or_default(),
+                                    Err(error) => {
+                                        let _ = tx.send(error).await;
+                                        return;
+                                    }
+                                }
+                            }
+                        };
                         if tx.send(line).await.is_err() {
                             return;
                         }

@@ -16,6 +16,7 @@
 //! scale paths, the schema for [`schema::admit`]). A request's target
 //! carries it.
 
+pub mod conversion;
 pub mod intern;
 pub mod schema;
 pub mod serve;
@@ -73,6 +74,9 @@ pub struct CustomVersion {
     pub structural: Compiled,
     /// The CRD is being deleted: no new objects.
     pub terminating: bool,
+    /// The CRD's conversion webhook (`strategy: Webhook`), shared by its
+    /// versions.
+    pub conversion: Option<Arc<conversion::Webhook>>,
 }
 
 /// A version's compiled schema; None when it has none (or, which
@@ -150,6 +154,7 @@ pub fn served_versions(crd: &Value) -> Vec<CustomVersion> {
         .map(|v| text(v, "/name"))
         .unwrap_or_default();
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
+    let conversion = conversion::Webhook::of(crd);
     let mut out = Vec::new();
     for v in versions.iter().filter(|v| v["served"] == true) {
         let mut subresources = Vec::new();
@@ -223,6 +228,7 @@ pub fn served_versions(crd: &Value) -> Vec<CustomVersion> {
                 &text(crd, "/metadata/name"),
             ),
             terminating,
+            conversion: conversion.clone(),
         });
     }
     out

@@ -9,25 +9,10 @@ use std::time::Duration;
 
 use bosun::selector::LabelSelector;
 use k8s_openapi::api::admissionregistration::v1 as ar;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 
 use crate::store::Store;
 
-/// Where a webhook is reached.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Endpoint {
-    /// `clientConfig.url`.
-    Url(url::Url),
-    /// `clientConfig.service`: dialed at one ready endpoint of the
-    /// Service, its certificate checked for `NAME.NAMESPACE.svc`.
-    Service {
-        namespace: String,
-        name: String,
-        port: u16,
-        path: String,
-    },
-}
+pub use crate::api::webhook_client::Endpoint;
 
 /// One webhook of one configuration, as the dispatcher uses it.
 #[derive(Clone)]
@@ -196,7 +181,10 @@ fn hook(c: Common<'_>) -> Arc<Hook> {
             })
             .collect(),
         endpoint,
-        tls: tls_config(c.client.ca_bundle.as_ref().map(|b| b.0.as_slice())).map(Arc::new),
+        tls: crate::api::webhook_client::tls_config(
+            c.client.ca_bundle.as_ref().map(|b| b.0.as_slice()),
+        )
+        .map(Arc::new),
     })
 }
 
@@ -246,34 +234,4 @@ fn validating_hooks(c: &ar::ValidatingWebhookConfiguration) -> Vec<Arc<Hook>> {
             })
         })
         .collect()
-}
-
-/// A TLS client trusting the PEM `ca_bundle`, or the system's roots.
-fn tls_config(ca_bundle: Option<&[u8]>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_bundle.filter(|b| !b.is_empty()) {
-        Some(pem) => {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| format!("caBundle: {e}"))?;
-                roots.add(cert).map_err(|e| format!("caBundle: {e}"))?;
-            }
-            if roots.is_empty() {
-                return Err("caBundle: no certificate found".into());
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            for cert in found.certs {
-                let _ = roots.add(cert);
-            }
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
 }
