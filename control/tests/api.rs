@@ -64,6 +64,11 @@ fn sample(kind: &str, name: &str) -> Value {
             json!({"selector": selector, "template": template}),
         ),
         "ControllerRevision" => ("apps/v1", Value::Null),
+        "PodTemplate" => ("v1", Value::Null),
+        "ReplicationController" => (
+            "v1",
+            json!({"replicas": 2, "selector": {"app": name}, "template": template}),
+        ),
         "StorageClass" => ("storage.k8s.io/v1", Value::Null),
         "EndpointSlice" => ("discovery.k8s.io/v1", Value::Null),
         "Job" => {
@@ -159,6 +164,7 @@ fn sample(kind: &str, name: &str) -> Value {
             obj["subsets"] =
                 json!([{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}]);
         }
+        "PodTemplate" => obj["template"] = template.clone(),
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
         "PriorityClass" => obj["value"] = json!(1000),
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {

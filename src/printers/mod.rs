@@ -31,6 +31,7 @@ mod pod;
 mod policy;
 mod quota;
 mod rbac;
+mod replication;
 mod scheduling;
 mod storage;
 
@@ -62,6 +63,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::SERVICE_ACCOUNT,
     &quota::RESOURCE_QUOTA,
     &quota::LIMIT_RANGE,
+    &replication::POD_TEMPLATE,
+    &replication::REPLICATION_CONTROLLER,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &networkpolicy::NETWORK_POLICY,

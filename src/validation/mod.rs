@@ -11,6 +11,7 @@ mod admissionregistration;
 pub mod apiregistration;
 mod apps;
 mod autoscaling;
+mod replication;
 mod batch;
 pub mod bytes;
 mod config;
@@ -491,6 +492,8 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("", "v1", "ServiceAccount") => roundtrip::<corev1::ServiceAccount>(v),
         ("", "v1", "ResourceQuota") => roundtrip::<corev1::ResourceQuota>(v),
         ("", "v1", "LimitRange") => roundtrip::<corev1::LimitRange>(v),
+        ("", "v1", "PodTemplate") => roundtrip::<corev1::PodTemplate>(v),
+        ("", "v1", "ReplicationController") => roundtrip::<corev1::ReplicationController>(v),
         ("apps", "v1", "Deployment") => roundtrip::<apps::Deployment>(v),
         ("apps", "v1", "ReplicaSet") => roundtrip::<apps::ReplicaSet>(v),
         ("apps", "v1", "StatefulSet") => roundtrip::<apps::StatefulSet>(v),
@@ -592,6 +595,10 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("", "PersistentVolumeClaim") => core::validate_pvc(spec, old_spec, &mut errs),
         ("", "ResourceQuota") => quota::validate_resource_quota(obj, &mut errs),
         ("", "LimitRange") => quota::validate_limit_range(spec, &mut errs),
+        ("", "PodTemplate") => replication::validate_pod_template_object(obj, &mut errs),
+        ("", "ReplicationController") => {
+            replication::validate_replication_controller(spec, &mut errs)
+        }
         ("apps", "Deployment") => apps::validate_deployment(spec, old_spec, &mut errs),
         ("apps", "ReplicaSet") => apps::validate_replicaset(spec, old_spec, &mut errs),
         ("apps", "StatefulSet") => apps::validate_statefulset(spec, old_spec, &mut errs),

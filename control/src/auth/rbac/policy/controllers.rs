@@ -34,6 +34,28 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
             ],
         ),
         (
+            "replicationcontroller",
+            "replication-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[""],
+                    &["replicationcontrollers"],
+                ),
+                rule(
+                    &["update"],
+                    &[""],
+                    &["replicationcontrollers/status", "replicationcontrollers/finalizers"],
+                ),
+                rule(
+                    &["list", "watch", "patch", "create", "delete"],
+                    &[""],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
             "deployment",
             "deployment-controller",
             vec![
