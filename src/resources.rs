@@ -104,12 +104,27 @@ impl ResourceInfo {
 
     /// Whether this entry is the version objects are stored in.
     pub fn is_storage_version(&self) -> bool {
-        self.version == self.storage_version
+        self.version == self.storage_version && self.shares_storage_of().is_none()
+    }
+
+    /// The resource of another group whose objects this one serves in its
+    /// own shape: events.k8s.io/v1 Events are core v1 Events, as upstream
+    /// stores them (one object, read and written through either API).
+    pub fn shares_storage_of(&self) -> Option<&'static ResourceInfo> {
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            return RESOURCES
+                .iter()
+                .find(|r| r.group.is_empty() && r.plural == "events");
+        }
+        None
     }
 
     /// The key prefix of every object of this resource in the store:
     /// `/registry/<plural>/` (every version of a resource shares it).
     pub fn storage_prefix(&self) -> String {
+        if let Some(shared) = self.shares_storage_of() {
+            return shared.storage_prefix();
+        }
         format!("/registry/{}/", self.plural_group())
     }
 
@@ -186,6 +201,10 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Endpoints", "endpoints", "endpoints", true,
          short: ["ep"], cat: [], sub: []),
     res!("", "v1", "Event", "events", "event", true,
+         short: ["ev"], cat: [], sub: []),
+    // The same objects as core v1 Events, in another shape (see
+    // `shares_storage_of`).
+    res!("events.k8s.io", "v1", "Event", "events", "event", true,
          short: ["ev"], cat: [], sub: []),
     res!("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false,
          short: ["pv"], cat: [], sub: ["status"]),
@@ -429,5 +448,18 @@ mod tests {
         assert_eq!(by_name("pods").unwrap().kind, "Pod");
         assert_eq!(by_name("nodes").unwrap().kind, "Node");
         assert!(!by_name("po").unwrap().is_read_only());
+    }
+
+    #[test]
+    fn events_k8s_io_events_are_stored_as_core_events() {
+        let v1 = by_path("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(
+            v1.storage_key(Some("default"), "e1"),
+            "/registry/events/default/e1"
+        );
+        assert!(!v1.is_storage_version());
+        assert_eq!(by_name("ev").unwrap().group, "");
+        assert_eq!(by_name("events.events.k8s.io").unwrap().group, "events.k8s.io");
+        assert_eq!(by_name("rc").unwrap().kind, "ReplicationController");
     }
 }

@@ -22,6 +22,8 @@ fn sample_name(res: &bosun::resources::ResourceInfo, prefix: &str) -> String {
         "CustomResourceDefinition" => format!("{prefix}things.crud.example.com"),
         // VERSION.GROUP.
         "APIService" => format!("v1.{prefix}-{}-{}.test", res.version, res.singular),
+        // One storage with core Events: a name of its own.
+        "Event" if res.group == "events.k8s.io" => format!("{prefix}-events-{}", res.singular),
         _ => format!("{prefix}-{}-{}", res.version, res.singular),
     }
 }
@@ -200,6 +202,16 @@ fn sample(kind: &str, name: &str) -> Value {
     obj
 }
 
+/// An events.k8s.io/v1 Event as a controller reports one.
+fn events_v1_sample(name: &str) -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": name, "labels": {"suite": "crud"}},
+        "regarding": {"kind": "Pod", "name": "web", "namespace": "default"},
+        "reason": "Started", "note": "Started container app", "type": "Normal",
+        "action": "Start", "eventTime": "2026-01-02T03:04:05.123456Z",
+        "reportingController": "example.com/suite", "reportingInstance": "suite-1"})
+}
+
 /// The name a sample of `kind` gets from the suite's `name`: an APIService
 /// must be named `VERSION.GROUP`.
 fn dynamic(v: Value) -> DynamicObject {
@@ -243,7 +255,10 @@ async fn crud_for_every_resource() {
             Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
             None => kube::Api::all_with(client.clone(), &ar),
         };
-        let mut obj = sample(res.kind, &name);
+        let mut obj = match res.group {
+            "events.k8s.io" => events_v1_sample(&name),
+            _ => sample(res.kind, &name),
+        };
         obj["apiVersion"] = json!(res.api_version());
         if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
             obj["spec"] = json!({"minReplicas": 1, "maxReplicas": 5,

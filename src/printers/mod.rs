@@ -24,6 +24,7 @@ mod column;
 mod coordination;
 mod core_group;
 mod discovery;
+mod events;
 mod fields;
 mod ingress;
 mod networkpolicy;
@@ -56,6 +57,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::NODE,
     &core_group::NAMESPACE,
     &core_group::EVENT,
+    &events::EVENTS_V1_EVENT,
     &core_group::PERSISTENT_VOLUME,
     &core_group::PERSISTENT_VOLUME_CLAIM,
     &core_group::CONFIG_MAP,

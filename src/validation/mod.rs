@@ -19,6 +19,7 @@ mod container;
 mod coordination;
 mod core;
 mod discovery;
+mod events;
 mod ingress;
 mod meta;
 mod networkpolicy;
@@ -485,6 +486,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("", "v1", "Node") => roundtrip::<corev1::Node>(v),
         ("", "v1", "Namespace") => roundtrip::<corev1::Namespace>(v),
         ("", "v1", "Event") => roundtrip::<corev1::Event>(v),
+        ("events.k8s.io", "v1", "Event") => {
+            roundtrip::<k8s_openapi::api::events::v1::Event>(v)
+        }
         ("", "v1", "PersistentVolume") => roundtrip::<corev1::PersistentVolume>(v),
         ("", "v1", "PersistentVolumeClaim") => roundtrip::<corev1::PersistentVolumeClaim>(v),
         ("", "v1", "ConfigMap") => roundtrip::<corev1::ConfigMap>(v),
@@ -588,7 +592,10 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("", "Endpoints") => core::validate_endpoints(obj, &mut errs),
         ("", "Node") => core::validate_node(obj, &mut errs),
         // ValidateServiceAccount checks only the metadata.
-        ("", "Namespace") | ("", "Event") | ("", "ServiceAccount") => {}
+        ("", "Namespace") | ("", "ServiceAccount") => {}
+        (group @ ("" | "events.k8s.io"), "Event") => {
+            events::validate_event(obj, old, group == "events.k8s.io", &mut errs)
+        }
         ("", "ConfigMap") => config::validate_config_map(obj, old, &mut errs),
         ("", "Secret") => config::validate_secret(obj, old, &mut errs),
         ("", "PersistentVolume") => core::validate_pv(spec, &mut errs),

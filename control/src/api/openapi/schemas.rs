@@ -49,6 +49,7 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("", "v1", "Service") => add::<core::v1::Service>(gen),
         ("", "v1", "Endpoints") => add::<core::v1::Endpoints>(gen),
         ("", "v1", "Event") => add::<core::v1::Event>(gen),
+        ("events.k8s.io", "v1", "Event") => add::<k8s_openapi::api::events::v1::Event>(gen),
         ("", "v1", "PersistentVolume") => add::<core::v1::PersistentVolume>(gen),
         ("", "v1", "PersistentVolumeClaim") => add::<core::v1::PersistentVolumeClaim>(gen),
         ("", "v1", "ConfigMap") => add::<core::v1::ConfigMap>(gen),
