@@ -295,12 +295,19 @@ pub static READ_ONLY_RESOURCES: &[ResourceInfo] = &[
          short: [], cat: [], sub: []),
     res!("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", "", true,
          short: [], cat: [], sub: []),
+    // The deprecated health of the control plane's parts, answered from
+    // its own state.
+    res!("", "v1", "ComponentStatus", "componentstatuses", "componentstatus", false,
+         short: ["cs"], cat: [], sub: []),
 ];
 
 /// Resources that are only created, answered and never stored: the
 /// authentication and authorization reviews (`kubectl auth can-i`,
 /// `kubectl auth whoami`, webhook token and access checks).
 pub static CREATE_ONLY_RESOURCES: &[ResourceInfo] = &[
+    // A pod's binding to a node, as `pods/binding` (the Binding names the pod).
+    res!("", "v1", "Binding", "bindings", "", true,
+         short: [], cat: [], sub: []),
     res!("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", "", false,
          short: [], cat: [], sub: []),
     res!("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", "", false,

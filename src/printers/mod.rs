@@ -21,6 +21,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod column;
+mod component_status;
 mod coordination;
 mod core_group;
 mod discovery;
@@ -67,6 +68,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &quota::LIMIT_RANGE,
     &replication::POD_TEMPLATE,
     &replication::REPLICATION_CONTROLLER,
+    &component_status::COMPONENT_STATUS,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &networkpolicy::NETWORK_POLICY,

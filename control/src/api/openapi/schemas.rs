@@ -59,6 +59,8 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("", "v1", "LimitRange") => add::<core::v1::LimitRange>(gen),
         ("", "v1", "PodTemplate") => add::<core::v1::PodTemplate>(gen),
         ("", "v1", "ReplicationController") => add::<core::v1::ReplicationController>(gen),
+        ("", "v1", "ComponentStatus") => add::<core::v1::ComponentStatus>(gen),
+        ("", "v1", "Binding") => add::<core::v1::Binding>(gen),
         ("apps", "v1", "Deployment") => add::<apps::v1::Deployment>(gen),
         ("apps", "v1", "ReplicaSet") => add::<apps::v1::ReplicaSet>(gen),
         ("apps", "v1", "StatefulSet") => add::<apps::v1::StatefulSet>(gen),
