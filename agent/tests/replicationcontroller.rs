@@ -70,11 +70,15 @@ fn containers_of(c: &Cluster, pod: &str) -> Vec<String> {
 
 /// `kubectl get rc web`'s row, once its READY column reads `ready`.
 async fn rc_row(c: &Cluster, ready: usize) -> Vec<String> {
-    c.poll(&format!("kubectl get rc shows {ready} ready"), UP, || async {
-        let out = ok(c.kubectl().args(["get", "rc", "web", "--no-headers"]));
-        let row: Vec<String> = out.split_whitespace().map(str::to_string).collect();
-        (row.get(3) == Some(&ready.to_string())).then_some(row)
-    })
+    c.poll(
+        &format!("kubectl get rc shows {ready} ready"),
+        UP,
+        || async {
+            let out = ok(c.kubectl().args(["get", "rc", "web", "--no-headers"]));
+            let row: Vec<String> = out.split_whitespace().map(str::to_string).collect();
+            (row.get(3) == Some(&ready.to_string())).then_some(row)
+        },
+    )
     .await
 }
 
@@ -131,9 +135,12 @@ spec:
     }
     let header = ok(c.kubectl().args(["get", "rc", "web"]));
     assert!(
-        header.lines().next().unwrap_or("").split_whitespace().eq([
-            "NAME", "DESIRED", "CURRENT", "READY", "AGE"
-        ]),
+        header
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .eq(["NAME", "DESIRED", "CURRENT", "READY", "AGE"]),
         "{header}"
     );
     assert_eq!(rc_row(&c, 2).await[..4], ["web", "2", "2", "2"]);
@@ -150,8 +157,7 @@ spec:
     // containers.
     ok(c.kubectl().args(["delete", "rc", "web"]));
     c.poll("the RC's pods and containers gone", UP, || async {
-        (pods(&client).await.is_empty() && containers_of(&c, &one[0]).is_empty())
-            .then_some(())
+        (pods(&client).await.is_empty() && containers_of(&c, &one[0]).is_empty()).then_some(())
     })
     .await;
     c.poll("no containers left on the node", UP, || async {

@@ -1452,7 +1452,10 @@ async fn kube_runtime_watcher_lists_and_watches_every_resource() {
         };
         let what = format!("{}/{}", res.api_version(), res.plural);
         let sample_for = |name: &str| {
-            let mut obj = sample(res.kind, name);
+            let mut obj = match res.group {
+                "events.k8s.io" => events_v1_sample(name),
+                _ => sample(res.kind, name),
+            };
             obj["apiVersion"] = json!(res.api_version());
             if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
                 obj["spec"] = json!({"maxReplicas": 5, "targetCPUUtilizationPercentage": 50,

@@ -90,14 +90,16 @@ async fn a_recorders_events_read_as_core_and_events_k8s_io() {
     assert_eq!(core.message.as_deref(), Some("widgets are in sync"));
     assert_eq!(core.reporting_component.as_deref(), Some(CONTROLLER));
     assert_eq!(core.reason.as_deref(), Some("Reconciled"));
-    assert_eq!(core.series.as_ref().map(|s| s.count), Some(2));
+    assert_eq!(core.series.as_ref().and_then(|s| s.count), Some(2));
     assert_eq!(core.metadata.uid, ev.metadata.uid);
 
     // kubectl shows it through either API.
     let listed = kubectl(&cp, &["get", "events.events.k8s.io"]);
     let header = listed.lines().next().unwrap_or("");
     assert!(
-        header.split_whitespace().eq(["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]),
+        header
+            .split_whitespace()
+            .eq(["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]),
         "{listed}"
     );
     assert!(
@@ -144,7 +146,13 @@ async fn a_recorders_events_read_as_core_and_events_k8s_io() {
     .await;
     assert_eq!(code, 422, "{body}");
     let message = body["message"].as_str().unwrap_or("");
-    assert!(message.contains("reportingController: Required value"), "{message}");
+    assert!(
+        message.contains("reportingController: Required value"),
+        "{message}"
+    );
     assert!(message.contains("action: Required value"), "{message}");
-    assert!(message.contains("deprecatedCount: Invalid value"), "{message}");
+    assert!(
+        message.contains("deprecatedCount: Invalid value"),
+        "{message}"
+    );
 }
