@@ -14,8 +14,8 @@ use kube::Client;
 use crate::controllers::{
     clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoints, endpointslice,
     eventttl, garbagecollector, job, namespace, nodeipam, nodelifecycle, podautoscaler, podgc,
-    replicaset, replicationcontroller, resourcequota, rootcacertpublisher, serviceaccount, statefulset, tainteviction,
-    volumebinding,
+    replicaset, replicationcontroller, resourcequota, rootcacertpublisher, serviceaccount,
+    statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 

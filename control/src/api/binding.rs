@@ -124,7 +124,10 @@ pub async fn create_binding(state: &ApiState, req: &ApiRequest) -> ApiResult<Res
     let binding = decode_body(req)?;
     let name = meta_str(&binding, "name").unwrap_or("").to_string();
     if name.is_empty() {
-        return Err(invalid_binding("", "metadata.name: Required value: name or generateName is required".into()));
+        return Err(invalid_binding(
+            "",
+            "metadata.name: Required value: name or generateName is required".into(),
+        ));
     }
     bind_pod(state, req, &name, binding).await
 }

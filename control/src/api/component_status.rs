@@ -29,7 +29,11 @@ fn component(name: &str, healthy: Result<(), String>) -> Value {
 
 async fn components(state: &ApiState) -> Vec<Value> {
     let namespaces = bosun::resources::by_name("namespaces").expect("namespaces are served");
-    let store = match state.store.get(&namespaces.storage_key(None, "default")).await {
+    let store = match state
+        .store
+        .get(&namespaces.storage_key(None, "default"))
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) => Err(e.to_string()),
     };

@@ -75,7 +75,9 @@ fn scale_of(obj: &Value, paths: &Paths) -> Value {
         Some(p) if paths.custom => obj.pointer(p).cloned().unwrap_or(json!("")),
         Some(p) if paths.equality_selector => {
             let labels = obj.pointer(p).cloned().unwrap_or(json!({}));
-            json!(label_selector_string_json(Some(&json!({"matchLabels": labels}))))
+            json!(label_selector_string_json(Some(
+                &json!({"matchLabels": labels})
+            )))
         }
         // The converted selector, as kubectl prints it (`app=nginx,tier in (fe)`).
         Some(p) => json!(label_selector_string_json(obj.pointer(p))),

@@ -42,7 +42,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
-use bosun::events::{reference_to, EventRecorder};
 use crate::toolkit::api_errors::message_of;
 use crate::toolkit::claim::ClaimError;
 use crate::toolkit::pods::{is_active, PodControl};
@@ -50,6 +49,7 @@ use crate::toolkit::{
     controller_of, expectations_key, pod_from_template, run_controller, ClaimManager, Clock,
     Expectations, Shared,
 };
+use bosun::events::{reference_to, EventRecorder};
 use victims::pods_to_delete;
 
 /// The most pods one sync creates or deletes (Kubernetes' burstReplicas).

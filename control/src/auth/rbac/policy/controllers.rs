@@ -45,7 +45,10 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
                 rule(
                     &["update"],
                     &[""],
-                    &["replicationcontrollers/status", "replicationcontrollers/finalizers"],
+                    &[
+                        "replicationcontrollers/status",
+                        "replicationcontrollers/finalizers",
+                    ],
                 ),
                 rule(
                     &["list", "watch", "patch", "create", "delete"],
@@ -386,6 +389,7 @@ pub(super) fn extras(controller: &str) -> Vec<PolicyRule> {
             rule(&["delete"], &["batch"], &["jobs"]),
         ],
         "replicaset" => patch("apps", &["replicasets/status"]),
+        "replicationcontroller" => patch("", &["replicationcontrollers/status"]),
         "deployment" => patch("apps", &["deployments", "deployments/status"]),
         "statefulset" => patch("apps", &["statefulsets/status"]),
         "daemonset" => patch("apps", &["daemonsets/status"]),
