@@ -466,7 +466,10 @@ mod tests {
         );
         assert!(!v1.is_storage_version());
         assert_eq!(by_name("ev").unwrap().group, "");
-        assert_eq!(by_name("events.events.k8s.io").unwrap().group, "events.k8s.io");
+        assert_eq!(
+            by_name("events.events.k8s.io").unwrap().group,
+            "events.k8s.io"
+        );
         assert_eq!(by_name("rc").unwrap().kind, "ReplicationController");
     }
 }

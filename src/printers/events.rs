@@ -32,7 +32,10 @@ mod tests {
             "regarding": {"kind": "Pod", "name": "p"}, "note": "all good",
             "reportingController": "example.com/ctl", "eventTime": now.to_rfc3339()});
         let cells = events_v1_cells(&ev, now);
-        assert_eq!(cells[1..5], [json!("Normal"), json!("Done"), json!("pod/p"), json!("")]);
+        assert_eq!(
+            cells[1..5],
+            [json!("Normal"), json!("Done"), json!("pod/p"), json!("")]
+        );
         assert_eq!(cells[5], json!("example.com/ctl"));
         assert_eq!(cells[6], json!("all good"));
     }

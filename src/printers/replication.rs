@@ -14,7 +14,10 @@ pub(super) const POD_TEMPLATE: KindPrinter = KindPrinter {
     columns: &[
         NAME,
         Column::text("Containers", "Names of each container in the template."),
-        Column::text("Images", "Images referenced by each container in the template."),
+        Column::text(
+            "Images",
+            "Images referenced by each container in the template.",
+        ),
         Column::text("Pod Labels", "The labels for the pod template."),
     ],
     cells: pod_template_cells,

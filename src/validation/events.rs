@@ -52,11 +52,19 @@ pub(crate) fn validate_event(
                 }
             }
             if int_of(obj, "count").unwrap_or(0) != 0 {
-                errs.push(FieldError::invalid("deprecatedCount", "", "needs to be unset"));
+                errs.push(FieldError::invalid(
+                    "deprecatedCount",
+                    "",
+                    "needs to be unset",
+                ));
             }
             let source = sub(obj, "source");
             if set(source, "component") || set(source, "host") {
-                errs.push(FieldError::invalid("deprecatedSource", "", "needs to be unset"));
+                errs.push(FieldError::invalid(
+                    "deprecatedSource",
+                    "",
+                    "needs to be unset",
+                ));
             }
         }
         Some(old) => {
@@ -99,7 +107,11 @@ fn series(obj: &Value, errs: &mut Vec<FieldError>) {
         return;
     };
     if int_of(series, "count").unwrap_or(0) < 2 {
-        errs.push(FieldError::invalid("series.count", "", "should be at least 2"));
+        errs.push(FieldError::invalid(
+            "series.count",
+            "",
+            "should be at least 2",
+        ));
     }
     if !set(series, "lastObservedTime") {
         errs.push(FieldError::required("series.lastObservedTime", ""));
@@ -142,7 +154,12 @@ fn legacy(obj: &Value, events_v1: bool, errs: &mut Vec<FieldError>) {
             errs.push(FieldError::invalid(controller_field, controller, m));
         }
         let limited = [
-            ("reportingInstance", "reportingInstance", REPORTING_INSTANCE_LIMIT, true),
+            (
+                "reportingInstance",
+                "reportingInstance",
+                REPORTING_INSTANCE_LIMIT,
+                true,
+            ),
             ("action", "action", ACTION_LIMIT, true),
             ("reason", "reason", REASON_LIMIT, true),
             ("message", "message", NOTE_LIMIT, false),
@@ -184,26 +201,60 @@ mod tests {
             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
             "eventTime": "2026-01-01T00:00:00.000000Z", "reportingComponent": "example.com/ctl",
             "reportingInstance": "i", "action": "Reconcile", "reason": "Done", "type": "Normal"});
-        assert!(messages(ok.clone(), true).is_empty(), "{:?}", messages(ok.clone(), true));
+        assert!(
+            messages(ok.clone(), true).is_empty(),
+            "{:?}",
+            messages(ok.clone(), true)
+        );
         let mut bare = ok.clone();
-        for k in ["eventTime", "reportingComponent", "action", "reportingInstance"] {
+        for k in [
+            "eventTime",
+            "reportingComponent",
+            "action",
+            "reportingInstance",
+        ] {
             bare.as_object_mut().unwrap().remove(k);
         }
         let errs = messages(bare, true);
-        assert!(errs.iter().any(|e| e.starts_with("eventTime: Required value")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("eventTime: Required value")),
+            "{errs:?}"
+        );
         let mut no_controller = ok.clone();
-        no_controller.as_object_mut().unwrap().remove("reportingComponent");
+        no_controller
+            .as_object_mut()
+            .unwrap()
+            .remove("reportingComponent");
         let errs = messages(no_controller.clone(), true);
-        assert!(errs.iter().any(|e| e.starts_with("reportingController: Required value")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("reportingController: Required value")),
+            "{errs:?}"
+        );
         let errs = messages(no_controller, false);
-        assert!(errs.iter().any(|e| e.starts_with("reportingComponent: Required value")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("reportingComponent: Required value")),
+            "{errs:?}"
+        );
         let mut deprecated = ok.clone();
         deprecated["count"] = json!(3);
         deprecated["series"] = json!({"count": 1});
         let errs = messages(deprecated, true);
-        assert!(errs.iter().any(|e| e.starts_with("deprecatedCount")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.starts_with("series.count")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.starts_with("series.lastObservedTime")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.starts_with("deprecatedCount")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.starts_with("series.count")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("series.lastObservedTime")),
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -85,13 +85,17 @@ mod tests {
             "template": template(json!({"app": "web", "tier": "x"}))});
         assert!(errors(ok).is_empty());
         let none = json!({"replicas": 1, "template": template(json!({"app": "web"}))});
-        assert!(errors(none).iter().any(|e| e.contains("spec.selector: Required value")));
+        assert!(errors(none)
+            .iter()
+            .any(|e| e.contains("spec.selector: Required value")));
         let other = json!({"selector": {"app": "db"}, "template": template(json!({"app": "web"}))});
         assert!(errors(other)
             .iter()
             .any(|e| e.contains("spec.template.metadata.labels") && e.contains(SELECTOR_MISMATCH)));
         let no_tpl = json!({"selector": {"app": "db"}});
-        assert!(errors(no_tpl).iter().any(|e| e.contains("spec.template: Required value")));
+        assert!(errors(no_tpl)
+            .iter()
+            .any(|e| e.contains("spec.template: Required value")));
         let negative = json!({"replicas": -1, "selector": {"app": "web"},
             "template": template(json!({"app": "web"}))});
         assert!(errors(negative).iter().any(|e| e.contains("spec.replicas")));
