@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::resources::ResourceInfo;
 
 mod pod;
+mod replication;
 mod webhooks;
 
 pub use pod::default_pull_policy;
@@ -54,6 +55,8 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
             set(spec, "progressDeadlineSeconds", json!(600));
             default_template(spec);
         }
+        ("", "ReplicationController") => replication::default_replication_controller(root),
+        ("", "PodTemplate") => replication::default_pod_template(root),
         ("apps", "ReplicaSet") => {
             let spec = object_at(root, "spec");
             set(spec, "replicas", json!(1));

@@ -6,6 +6,7 @@ pub mod crd_schema;
 pub mod cron;
 pub mod defaults;
 pub mod disruption;
+pub mod event_versions;
 pub mod events;
 pub mod fieldmanager;
 pub mod files;

@@ -104,12 +104,27 @@ impl ResourceInfo {
 
     /// Whether this entry is the version objects are stored in.
     pub fn is_storage_version(&self) -> bool {
-        self.version == self.storage_version
+        self.version == self.storage_version && self.shares_storage_of().is_none()
+    }
+
+    /// The resource of another group whose objects this one serves in its
+    /// own shape: events.k8s.io/v1 Events are core v1 Events, as upstream
+    /// stores them (one object, read and written through either API).
+    pub fn shares_storage_of(&self) -> Option<&'static ResourceInfo> {
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            return RESOURCES
+                .iter()
+                .find(|r| r.group.is_empty() && r.plural == "events");
+        }
+        None
     }
 
     /// The key prefix of every object of this resource in the store:
     /// `/registry/<plural>/` (every version of a resource shares it).
     pub fn storage_prefix(&self) -> String {
+        if let Some(shared) = self.shares_storage_of() {
+            return shared.storage_prefix();
+        }
         format!("/registry/{}/", self.plural_group())
     }
 
@@ -187,6 +202,10 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["ep"], cat: [], sub: []),
     res!("", "v1", "Event", "events", "event", true,
          short: ["ev"], cat: [], sub: []),
+    // The same objects as core v1 Events, in another shape (see
+    // `shares_storage_of`).
+    res!("events.k8s.io", "v1", "Event", "events", "event", true,
+         short: ["ev"], cat: [], sub: []),
     res!("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", false,
          short: ["pv"], cat: [], sub: ["status"]),
     res!("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true,
@@ -201,6 +220,10 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: ["quota"], cat: [], sub: ["status"]),
     res!("", "v1", "LimitRange", "limitranges", "limitrange", true,
          short: ["limits"], cat: [], sub: []),
+    res!("", "v1", "PodTemplate", "podtemplates", "podtemplate", true,
+         short: [], cat: [], sub: []),
+    res!("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller",
+         true, short: ["rc"], cat: ["all"], sub: ["status", "scale"]),
     res!("apps", "v1", "Deployment", "deployments", "deployment", true,
          short: ["deploy"], cat: ["all"], sub: ["status", "scale"]),
     res!("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true,
@@ -274,12 +297,19 @@ pub static READ_ONLY_RESOURCES: &[ResourceInfo] = &[
          short: [], cat: [], sub: []),
     res!("metrics.k8s.io", "v1beta1", "PodMetrics", "pods", "", true,
          short: [], cat: [], sub: []),
+    // The deprecated health of the control plane's parts, answered from
+    // its own state.
+    res!("", "v1", "ComponentStatus", "componentstatuses", "componentstatus", false,
+         short: ["cs"], cat: [], sub: []),
 ];
 
 /// Resources that are only created, answered and never stored: the
 /// authentication and authorization reviews (`kubectl auth can-i`,
 /// `kubectl auth whoami`, webhook token and access checks).
 pub static CREATE_ONLY_RESOURCES: &[ResourceInfo] = &[
+    // A pod's binding to a node, as `pods/binding` (the Binding names the pod).
+    res!("", "v1", "Binding", "bindings", "", true,
+         short: [], cat: [], sub: []),
     res!("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", "", false,
          short: [], cat: [], sub: []),
     res!("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", "", false,
@@ -427,5 +457,21 @@ mod tests {
         assert_eq!(by_name("pods").unwrap().kind, "Pod");
         assert_eq!(by_name("nodes").unwrap().kind, "Node");
         assert!(!by_name("po").unwrap().is_read_only());
+    }
+
+    #[test]
+    fn events_k8s_io_events_are_stored_as_core_events() {
+        let v1 = by_path("events.k8s.io", "v1", "events").unwrap();
+        assert_eq!(
+            v1.storage_key(Some("default"), "e1"),
+            "/registry/events/default/e1"
+        );
+        assert!(!v1.is_storage_version());
+        assert_eq!(by_name("ev").unwrap().group, "");
+        assert_eq!(
+            by_name("events.events.k8s.io").unwrap().group,
+            "events.k8s.io"
+        );
+        assert_eq!(by_name("rc").unwrap().kind, "ReplicationController");
     }
 }

@@ -14,8 +14,8 @@ use kube::Client;
 use crate::controllers::{
     certificates, clusterroleaggregation, cronjob, daemonset, deployment, disruption, endpoints,
     endpointslice, eventttl, garbagecollector, job, namespace, nodeipam, nodelifecycle,
-    podautoscaler, podgc, replicaset, resourcequota, rootcacertpublisher, serviceaccount,
-    statefulset, tainteviction, volumebinding,
+    podautoscaler, podgc, replicaset, replicationcontroller, resourcequota, rootcacertpublisher,
+    serviceaccount, statefulset, tainteviction, volumebinding,
 };
 use crate::toolkit::Shared;
 
@@ -42,6 +42,9 @@ impl ControllerDescriptor {
 pub const CONTROLLERS: &[ControllerDescriptor] = &[
     ControllerDescriptor::new("scheduler", |shared, _| crate::scheduler::start(shared)),
     ControllerDescriptor::new("replicaset", |shared, _| replicaset::start(shared)),
+    ControllerDescriptor::new("replicationcontroller", |shared, _| {
+        replicationcontroller::start(shared)
+    }),
     ControllerDescriptor::new("deployment", |shared, _| deployment::start(shared)),
     ControllerDescriptor::new("statefulset", |shared, _| statefulset::start(shared)),
     ControllerDescriptor::new("daemonset", |shared, _| daemonset::start(shared)),

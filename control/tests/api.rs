@@ -23,6 +23,8 @@ fn sample_name(res: &bosun::resources::ResourceInfo, prefix: &str) -> String {
         "CustomResourceDefinition" => format!("{prefix}things.crud.example.com"),
         // VERSION.GROUP.
         "APIService" => format!("v1.{prefix}-{}-{}.test", res.version, res.singular),
+        // One storage with core Events: a name of its own.
+        "Event" if res.group == "events.k8s.io" => format!("{prefix}-events-{}", res.singular),
         _ => format!("{prefix}-{}-{}", res.version, res.singular),
     }
 }
@@ -65,6 +67,11 @@ fn sample(kind: &str, name: &str) -> Value {
             json!({"selector": selector, "template": template}),
         ),
         "ControllerRevision" => ("apps/v1", Value::Null),
+        "PodTemplate" => ("v1", Value::Null),
+        "ReplicationController" => (
+            "v1",
+            json!({"replicas": 2, "selector": {"app": name}, "template": template}),
+        ),
         "StorageClass" => ("storage.k8s.io/v1", Value::Null),
         "EndpointSlice" => ("discovery.k8s.io/v1", Value::Null),
         "Job" => {
@@ -172,6 +179,7 @@ fn sample(kind: &str, name: &str) -> Value {
             obj["subsets"] =
                 json!([{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}]);
         }
+        "PodTemplate" => obj["template"] = template.clone(),
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
         "PriorityClass" => obj["value"] = json!(1000),
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
@@ -205,6 +213,16 @@ fn sample(kind: &str, name: &str) -> Value {
         _ => {}
     }
     obj
+}
+
+/// An events.k8s.io/v1 Event as a controller reports one.
+fn events_v1_sample(name: &str) -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": name, "labels": {"suite": "crud"}},
+        "regarding": {"kind": "Pod", "name": "web", "namespace": "default"},
+        "reason": "Started", "note": "Started container app", "type": "Normal",
+        "action": "Start", "eventTime": "2026-01-02T03:04:05.123456Z",
+        "reportingController": "example.com/suite", "reportingInstance": "suite-1"})
 }
 
 /// The name a sample of `kind` gets from the suite's `name`: an APIService
@@ -250,7 +268,10 @@ async fn crud_for_every_resource() {
             Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
             None => kube::Api::all_with(client.clone(), &ar),
         };
-        let mut obj = sample(res.kind, &name);
+        let mut obj = match res.group {
+            "events.k8s.io" => events_v1_sample(&name),
+            _ => sample(res.kind, &name),
+        };
         obj["apiVersion"] = json!(res.api_version());
         if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
             obj["spec"] = json!({"minReplicas": 1, "maxReplicas": 5,
@@ -1444,7 +1465,10 @@ async fn kube_runtime_watcher_lists_and_watches_every_resource() {
         };
         let what = format!("{}/{}", res.api_version(), res.plural);
         let sample_for = |name: &str| {
-            let mut obj = sample(res.kind, name);
+            let mut obj = match res.group {
+                "events.k8s.io" => events_v1_sample(name),
+                _ => sample(res.kind, name),
+            };
             obj["apiVersion"] = json!(res.api_version());
             if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
                 obj["spec"] = json!({"maxReplicas": 5, "targetCPUUtilizationPercentage": 50,

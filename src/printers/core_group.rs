@@ -285,7 +285,7 @@ pub(super) const EVENT: KindPrinter = KindPrinter {
     cells: event_cells,
 };
 
-fn event_cells(ev: &Value, now: DateTime<Utc>) -> Vec<Value> {
+pub(super) fn event_cells(ev: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let first = time_at(ev, "/firstTimestamp").or_else(|| time_at(ev, "/eventTime"));
     let first_seen = time_since(first, now);
     let mut last_seen = match time_at(ev, "/lastTimestamp") {

@@ -22,9 +22,11 @@ mod autoscaling;
 mod batch;
 mod certificates;
 mod column;
+mod component_status;
 mod coordination;
 mod core_group;
 mod discovery;
+mod events;
 mod fields;
 mod ingress;
 mod networkpolicy;
@@ -32,6 +34,7 @@ mod pod;
 mod policy;
 mod quota;
 mod rbac;
+mod replication;
 mod scheduling;
 mod storage;
 
@@ -56,6 +59,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::NODE,
     &core_group::NAMESPACE,
     &core_group::EVENT,
+    &events::EVENTS_V1_EVENT,
     &core_group::PERSISTENT_VOLUME,
     &core_group::PERSISTENT_VOLUME_CLAIM,
     &core_group::CONFIG_MAP,
@@ -63,6 +67,9 @@ const PRINTERS: &[&KindPrinter] = &[
     &core_group::SERVICE_ACCOUNT,
     &quota::RESOURCE_QUOTA,
     &quota::LIMIT_RANGE,
+    &replication::POD_TEMPLATE,
+    &replication::REPLICATION_CONTROLLER,
+    &component_status::COMPONENT_STATUS,
     &discovery::ENDPOINT_SLICE,
     &coordination::LEASE,
     &networkpolicy::NETWORK_POLICY,

@@ -19,6 +19,7 @@ mod container;
 mod coordination;
 mod core;
 mod discovery;
+mod events;
 mod ingress;
 mod meta;
 // Labels and annotations a CRD conversion webhook hands back are checked as written ones.
@@ -28,6 +29,7 @@ mod pod;
 pub mod policy;
 mod quota;
 mod rbac;
+mod replication;
 pub mod scheduling;
 mod storage;
 mod volume_files;
@@ -487,6 +489,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("", "v1", "Node") => roundtrip::<corev1::Node>(v),
         ("", "v1", "Namespace") => roundtrip::<corev1::Namespace>(v),
         ("", "v1", "Event") => roundtrip::<corev1::Event>(v),
+        ("events.k8s.io", "v1", "Event") => {
+            roundtrip::<k8s_openapi::api::events::v1::Event>(v)
+        }
         ("", "v1", "PersistentVolume") => roundtrip::<corev1::PersistentVolume>(v),
         ("", "v1", "PersistentVolumeClaim") => roundtrip::<corev1::PersistentVolumeClaim>(v),
         ("", "v1", "ConfigMap") => roundtrip::<corev1::ConfigMap>(v),
@@ -494,6 +499,8 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("", "v1", "ServiceAccount") => roundtrip::<corev1::ServiceAccount>(v),
         ("", "v1", "ResourceQuota") => roundtrip::<corev1::ResourceQuota>(v),
         ("", "v1", "LimitRange") => roundtrip::<corev1::LimitRange>(v),
+        ("", "v1", "PodTemplate") => roundtrip::<corev1::PodTemplate>(v),
+        ("", "v1", "ReplicationController") => roundtrip::<corev1::ReplicationController>(v),
         ("apps", "v1", "Deployment") => roundtrip::<apps::Deployment>(v),
         ("apps", "v1", "ReplicaSet") => roundtrip::<apps::ReplicaSet>(v),
         ("apps", "v1", "StatefulSet") => roundtrip::<apps::StatefulSet>(v),
@@ -591,13 +598,20 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("", "Endpoints") => core::validate_endpoints(obj, &mut errs),
         ("", "Node") => core::validate_node(obj, &mut errs),
         // ValidateServiceAccount checks only the metadata.
-        ("", "Namespace") | ("", "Event") | ("", "ServiceAccount") => {}
+        ("", "Namespace") | ("", "ServiceAccount") => {}
+        (group @ ("" | "events.k8s.io"), "Event") => {
+            events::validate_event(obj, old, group == "events.k8s.io", &mut errs)
+        }
         ("", "ConfigMap") => config::validate_config_map(obj, old, &mut errs),
         ("", "Secret") => config::validate_secret(obj, old, &mut errs),
         ("", "PersistentVolume") => core::validate_pv(spec, &mut errs),
         ("", "PersistentVolumeClaim") => core::validate_pvc(spec, old_spec, &mut errs),
         ("", "ResourceQuota") => quota::validate_resource_quota(obj, &mut errs),
         ("", "LimitRange") => quota::validate_limit_range(spec, &mut errs),
+        ("", "PodTemplate") => replication::validate_pod_template_object(obj, &mut errs),
+        ("", "ReplicationController") => {
+            replication::validate_replication_controller(spec, &mut errs)
+        }
         ("apps", "Deployment") => apps::validate_deployment(spec, old_spec, &mut errs),
         ("apps", "ReplicaSet") => apps::validate_replicaset(spec, old_spec, &mut errs),
         ("apps", "StatefulSet") => apps::validate_statefulset(spec, old_spec, &mut errs),

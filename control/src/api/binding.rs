@@ -1,4 +1,5 @@
-//! `POST .../pods/{name}/binding`: assigns a pod to a node, as
+//! `POST .../pods/{name}/binding` and `POST .../namespaces/{ns}/bindings`
+//! (the Binding naming its pod): assigns a pod to a node, as
 //! kube-apiserver's `BindingREST` does. The scheduler's only write to a
 //! pod's spec: `spec.nodeName` is set once (a bound pod answers 409), the
 //! binding's annotations are copied onto the pod, and the pod's
@@ -113,9 +114,31 @@ fn bound(mut pod: Value, node: &str, annotations: Option<&Value>) -> Value {
 }
 
 pub async fn bind(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
-    let res = req.target.res;
     let name = req.target.name.as_deref().unwrap_or("");
+    bind_pod(state, req, name, decode_body(req)?).await
+}
+
+/// `POST /api/v1/namespaces/{ns}/bindings`: the core `bindings` resource,
+/// create-only; the Binding's own name is the pod's.
+pub async fn create_binding(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
     let binding = decode_body(req)?;
+    let name = meta_str(&binding, "name").unwrap_or("").to_string();
+    if name.is_empty() {
+        return Err(invalid_binding(
+            "",
+            "metadata.name: Required value: name or generateName is required".into(),
+        ));
+    }
+    bind_pod(state, req, &name, binding).await
+}
+
+async fn bind_pod(
+    state: &ApiState,
+    req: &ApiRequest,
+    name: &str,
+    binding: Value,
+) -> ApiResult<Response> {
+    let res = bosun::resources::by_name("pods").expect("pods are served");
     let node = target_node(&binding, name)?;
     let uid = meta_str(&binding, "uid").filter(|u| !u.is_empty());
     let key = res.storage_key(req.target.namespace.as_deref(), name);

@@ -83,6 +83,7 @@ pub fn selectable_fields(kind: &str) -> &'static [&'static str] {
         "Namespace" => &["status.phase"],
         "Job" => &["status.successful"],
         "ReplicaSet" => &["status.replicas"],
+        "ReplicationController" => &["status.replicas"],
         _ => &[],
     }
 }
@@ -173,7 +174,7 @@ pub fn derived<'a>(res: &ResourceInfo, value: &'a Stored) -> DerivedRef<'a, Deri
 /// Whether objects of `res` are served as they are stored (apart from
 /// their resourceVersion): the version served is the storage version.
 pub fn served_as_stored(res: &ResourceInfo) -> bool {
-    res.version == res.storage_version
+    res.version == res.storage_version && res.shares_storage_of().is_none()
 }
 
 /// Appends the object `value` holds, as served for `res` at revision

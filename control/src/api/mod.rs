@@ -6,6 +6,7 @@ pub mod aggregator;
 pub mod allocate;
 pub mod authn;
 mod binding;
+mod component_status;
 mod create;
 pub mod custom;
 mod decode;
@@ -420,6 +421,9 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     if metrics::is_metrics(&req.target) {
         return metrics::serve(&state, req).await;
     }
+    if component_status::is_component_status(&req.target) {
+        return component_status::serve(&state, req).await;
+    }
     handle(&state, req).await
 }
 
@@ -470,6 +474,14 @@ async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
         }
     }
     if t.res.is_create_only() {
+        if t.res.group.is_empty() && t.res.plural == "bindings" {
+            return match req.method {
+                Method::POST if t.name.is_none() => binding::create_binding(state, &req).await,
+                _ => Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource (bindings)",
+                )),
+            };
+        }
         return reviews::create(state, &req).await;
     }
     if let Some(v) = &t.custom {

@@ -216,6 +216,13 @@ pub fn to_storage_version(res: &ResourceInfo, mut obj: Value) -> Value {
     if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
         obj = hpa_v1_to_v2(obj);
     }
+    if let Some(stored) = res.shares_storage_of() {
+        // events.k8s.io/v1 Events are kept as core v1 Events.
+        obj = bosun::event_versions::events_v1_to_core(obj);
+        obj["apiVersion"] = json!(stored.api_version());
+        obj["kind"] = json!(stored.kind);
+        return obj;
+    }
     obj["apiVersion"] = json!(storage_api_version(res));
     obj["kind"] = json!(res.kind);
     obj
@@ -225,6 +232,9 @@ pub fn to_storage_version(res: &ResourceInfo, mut obj: Value) -> Value {
 pub fn from_storage_version(res: &ResourceInfo, mut obj: Value) -> Value {
     if res.kind == "HorizontalPodAutoscaler" && res.version == "v1" {
         obj = hpa_v2_to_v1(obj);
+    }
+    if res.shares_storage_of().is_some() {
+        obj = bosun::event_versions::core_to_events_v1(obj);
     }
     obj["apiVersion"] = json!(res.api_version());
     obj["kind"] = json!(res.kind);

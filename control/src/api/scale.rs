@@ -24,6 +24,8 @@ struct Paths {
     status_replicas: String,
     selector: Option<String>,
     custom: bool,
+    /// The selector is a map of labels (a ReplicationController's).
+    equality_selector: bool,
 }
 
 fn pointer(json_path: &str) -> String {
@@ -37,12 +39,14 @@ fn paths_of(req: &ApiRequest) -> Paths {
             status_replicas: pointer(&s.status_replicas),
             selector: s.label_selector.as_deref().map(pointer),
             custom: true,
+            equality_selector: false,
         },
         None => Paths {
             spec_replicas: "/spec/replicas".into(),
             status_replicas: "/status/replicas".into(),
             selector: Some("/spec/selector".into()),
             custom: false,
+            equality_selector: req.target.res.kind == "ReplicationController",
         },
     }
 }
@@ -69,6 +73,12 @@ fn scale_of(obj: &Value, paths: &Paths) -> Value {
     let selector = match &paths.selector {
         None => json!(""),
         Some(p) if paths.custom => obj.pointer(p).cloned().unwrap_or(json!("")),
+        Some(p) if paths.equality_selector => {
+            let labels = obj.pointer(p).cloned().unwrap_or(json!({}));
+            json!(label_selector_string_json(Some(
+                &json!({"matchLabels": labels})
+            )))
+        }
         // The converted selector, as kubectl prints it (`app=nginx,tier in (fe)`).
         Some(p) => json!(label_selector_string_json(obj.pointer(p))),
     };

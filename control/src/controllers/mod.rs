@@ -34,6 +34,7 @@ pub mod nodelifecycle;
 pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
+pub mod replicationcontroller;
 pub mod resourcequota;
 pub mod rootcacertpublisher;
 pub mod serviceaccount;

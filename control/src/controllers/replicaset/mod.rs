@@ -18,8 +18,11 @@
 //!    when it changed, and comes back when a ready pod is due to become
 //!    available (`minReadySeconds`).
 
+mod kind;
 mod status;
 pub mod victims;
+
+pub use kind::ReplicatedSet;
 
 #[cfg(test)]
 mod tests;
@@ -33,15 +36,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
-
-use bosun::events::{reference_to, EventRecorder};
-use bosun::selector::LabelSelector;
 
 use crate::toolkit::api_errors::message_of;
 use crate::toolkit::claim::ClaimError;
@@ -50,6 +49,7 @@ use crate::toolkit::{
     controller_of, expectations_key, pod_from_template, run_controller, ClaimManager, Clock,
     Expectations, Shared,
 };
+use bosun::events::{reference_to, EventRecorder};
 use victims::pods_to_delete;
 
 /// The most pods one sync creates or deletes (Kubernetes' burstReplicas).
@@ -59,7 +59,6 @@ pub const BURST_REPLICAS: usize = 500;
 /// missed events, e.g. a pod's controller reference moved elsewhere).
 const RESYNC: Duration = Duration::from_secs(60);
 
-const COMPONENT: &str = "replicaset-controller";
 const REPLICA_FAILURE: &str = "ReplicaFailure";
 
 #[derive(Debug, thiserror::Error)]
@@ -70,96 +69,93 @@ pub enum Error {
     Delete(String),
     #[error(transparent)]
     Claim(#[from] ClaimError),
-    #[error("updating the status of ReplicaSet {set}: {message}")]
-    Status { set: String, message: String },
+    #[error("updating the status of {kind} {set}: {message}")]
+    Status {
+        kind: String,
+        set: String,
+        message: String,
+    },
 }
 
 /// What every sync needs.
-pub struct Context {
+pub struct Context<K: ReplicatedSet> {
     client: Client,
     pods: Store<Pod>,
-    sets: Store<ReplicaSet>,
+    sets: Store<K>,
     clock: Arc<dyn Clock>,
     recorder: EventRecorder,
     expectations: Expectations,
 }
 
-impl Context {
+impl<K: ReplicatedSet> Context<K> {
     /// Takes the caches it reads from `shared` (before the informers start).
-    pub fn new(shared: &Shared) -> Context {
+    pub fn new(shared: &Shared) -> Context<K> {
         Context {
-            client: shared.client_for("replicaset"),
+            client: shared.client_for(K::CONTROLLER),
             pods: shared.informers.store::<Pod>(),
-            sets: shared.informers.store::<ReplicaSet>(),
+            sets: shared.informers.store::<K>(),
             clock: shared.clock.clone(),
-            recorder: shared.recorder(COMPONENT),
+            recorder: shared.recorder(K::COMPONENT),
             expectations: Expectations::default(),
         }
     }
 }
 
-/// Sets up the controller on the shared caches; the returned future runs it.
+/// Sets up the ReplicaSet controller on the shared caches; the returned
+/// future runs it.
 pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
-    let ctx = Arc::new(Context::new(shared));
+    start_for::<k8s_openapi::api::apps::v1::ReplicaSet>(shared)
+}
+
+/// Sets up the controller of the kind `K` (ReplicaSet, or
+/// ReplicationController for the replication controller).
+pub fn start_for<K: ReplicatedSet>(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
+    let ctx = Arc::new(Context::<K>::new(shared));
     // An orphan pod may join a set in its namespace whose selector matches it.
     let controller = pod_owner_controller(
         &shared.informers,
         ctx.sets.clone(),
-        |rs, pod| selector_of(rs).is_some_and(|s| s.matches(pod.labels())),
+        |rs: &K, pod| rs.selector().is_some_and(|s| s.matches(pod.labels())),
         RESYNC,
     );
-    let deleted_sets = shared.informers.deleted::<ReplicaSet>();
+    let deleted_sets = shared.informers.deleted::<K>();
     async move {
         let forget = forget_deleted(deleted_sets, &ctx.expectations);
-        let run = run_controller("replicaset", controller, ctx.clone(), reconcile);
+        let run = run_controller(K::CONTROLLER, controller, ctx.clone(), reconcile);
         futures::future::join(forget, run).await;
     }
     .boxed()
 }
 
-/// The set's selector; None when it is missing, empty or invalid (then it
-/// selects nothing).
-fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
-    let sel = &rs.spec.selector;
-    LabelSelector::from_label_selector(sel)
-        .ok()
-        .filter(|s| !s.is_empty())
-}
-
-fn replicas_of(rs: &ReplicaSet) -> usize {
-    rs.spec.replicas.unwrap_or(1).max(0) as usize
-}
-
-fn min_ready_seconds(rs: &ReplicaSet) -> i64 {
-    rs.spec.min_ready_seconds.unwrap_or(0).max(0) as i64
-}
-
 /// The controller's reconcile: waits for the pod cache's first list (a
 /// sync on an empty cache would create every pod again), then syncs.
-pub async fn reconcile(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile<K: ReplicatedSet>(
+    rs: Arc<K>,
+    ctx: Arc<Context<K>>,
+) -> Result<Action, Error> {
     synced(&ctx.pods).await;
     sync(rs, ctx).await
 }
 
 /// One level-triggered sync of a set (`syncReplicaSet`).
-pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn sync<K: ReplicatedSet>(rs: Arc<K>, ctx: Arc<Context<K>>) -> Result<Action, Error> {
     let ns = rs.namespace().unwrap_or_default();
     let key = expectations_key(rs.as_ref());
     let in_ns = in_namespace(&ctx.pods, &ns);
     let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
 
-    let claimed = claim_pods(&rs, &ctx, &in_ns).await?;
+    let claimed = claim_pods(rs.as_ref(), ctx.as_ref(), &in_ns).await?;
     let owned: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
-    let manage_result = if needs_sync && rs.metadata.deletion_timestamp.is_none() {
-        manage_replicas(&rs, &ctx, &owned, &in_ns).await
+    let manage_result = if needs_sync && rs.meta().deletion_timestamp.is_none() {
+        manage_replicas(rs.as_ref(), ctx.as_ref(), &owned, &in_ns).await
     } else {
         Ok(())
     };
 
     let now = ctx.clock.now();
     let (status, next_available) =
-        status::calculate_status(&rs, &owned, manage_result.as_ref().err(), now);
-    status::update_status(&rs, &ctx, status).await?;
+        status::calculate_status(rs.as_ref(), &owned, manage_result.as_ref().err(), now);
+    status::update_status(rs.as_ref(), ctx.as_ref(), status).await?;
     manage_result?;
     Ok(match next_available {
         Some(wait) => Action::requeue(wait.min(RESYNC)),
@@ -169,12 +165,12 @@ pub async fn sync(rs: Arc<ReplicaSet>, ctx: Arc<Context>) -> Result<Action, Erro
 
 /// The set's active pods, after adopting matching orphans and releasing
 /// owned pods that no longer match (`claimPods`).
-async fn claim_pods(
-    rs: &ReplicaSet,
-    ctx: &Context,
+async fn claim_pods<K: ReplicatedSet>(
+    rs: &K,
+    ctx: &Context<K>,
     in_ns: &[Arc<Pod>],
 ) -> Result<Vec<Arc<Pod>>, Error> {
-    let selector = selector_of(rs);
+    let selector = rs.selector();
     let claims = ClaimManager::new(ctx.client.clone(), rs, selector.as_ref());
     let active: Vec<Arc<Pod>> = in_ns.iter().filter(|p| is_active(p)).cloned().collect();
     Ok(claims.claim(active).await?)
@@ -182,13 +178,13 @@ async fn claim_pods(
 
 /// Creates or deletes pods so `owned` becomes `spec.replicas`
 /// (`manageReplicas`).
-async fn manage_replicas(
-    rs: &ReplicaSet,
-    ctx: &Context,
+async fn manage_replicas<K: ReplicatedSet>(
+    rs: &K,
+    ctx: &Context<K>,
     owned: &[&Pod],
     in_ns: &[Arc<Pod>],
 ) -> Result<(), Error> {
-    let want = replicas_of(rs);
+    let want = rs.replicas();
     let ns = rs.namespace().unwrap_or_default();
     let pods = PodControl {
         api: Api::namespaced(ctx.client.clone(), &ns),
@@ -199,7 +195,7 @@ async fn manage_replicas(
     };
     if owned.len() < want {
         let missing = (want - owned.len()).min(BURST_REPLICAS);
-        let pod = pod_from_template(rs, rs.spec.template.as_ref());
+        let pod = pod_from_template(rs, rs.template());
         return pods.create(vec![pod; missing]).await.map_err(Error::Create);
     }
     if owned.len() > want {
@@ -214,13 +210,13 @@ async fn manage_replicas(
 /// The pods whose placement ranks victims: the set's own, and those of
 /// the other sets under the same controller (a Deployment's old and new
 /// sets), so scale-down also evens out a rollout's spread.
-fn related_pods<'a>(
-    rs: &ReplicaSet,
-    ctx: &Context,
+fn related_pods<'a, K: ReplicatedSet>(
+    rs: &K,
+    ctx: &Context<K>,
     owned: &[&'a Pod],
     in_ns: &'a [Arc<Pod>],
 ) -> Vec<&'a Pod> {
-    let Some(owner) = controller_of(&rs.metadata) else {
+    let Some(owner) = controller_of(rs.meta()) else {
         return owned.to_vec();
     };
     let siblings: HashSet<String> = ctx
@@ -228,7 +224,7 @@ fn related_pods<'a>(
         .state()
         .iter()
         .filter(|s| s.namespace() == rs.namespace())
-        .filter(|s| controller_of(&s.metadata).is_some_and(|r| r.uid == owner.uid))
+        .filter(|s| controller_of(s.meta()).is_some_and(|r| r.uid == owner.uid))
         .filter_map(|s| s.uid())
         .chain(rs.uid())
         .collect();

@@ -4,32 +4,30 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::{message_of, min_ready_seconds, replicas_of, Context, Error, REPLICA_FAILURE};
+use super::{message_of, Context, Error, ReplicatedSet, REPLICA_FAILURE};
 use crate::toolkit::from_chrono;
 use crate::toolkit::pods::{is_ready, ready_since};
 use crate::toolkit::status::patch_status;
 
 /// The status the set should have, and how long until one of its ready
 /// pods becomes available (`calculateStatus`).
-pub(super) fn calculate_status(
-    rs: &ReplicaSet,
+pub(super) fn calculate_status<K: ReplicatedSet>(
+    rs: &K,
     owned: &[&Pod],
     manage_error: Option<&Error>,
     now: DateTime<Utc>,
 ) -> (ReplicaSetStatus, Option<Duration>) {
     let template_labels: BTreeMap<String, String> = rs
-        .spec
-        .template
-        .as_ref()
+        .template()
         .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    let min_ready = chrono::Duration::seconds(min_ready_seconds(rs));
+    let min_ready = chrono::Duration::seconds(rs.min_ready_seconds());
     let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
     let mut next_available: Option<Duration> = None;
     for pod in owned {
@@ -60,14 +58,14 @@ pub(super) fn calculate_status(
         }
     }
 
-    let old = rs.status.clone().unwrap_or_default();
+    let old = rs.current_status();
     let mut conditions = old.conditions.clone().unwrap_or_default();
     let failing = conditions
         .iter()
         .any(|c| c.type_.as_deref() == Some(REPLICA_FAILURE));
     match manage_error {
         Some(e) if !failing => {
-            let want = replicas_of(rs);
+            let want = rs.replicas();
             let reason = if owned.len() < want {
                 "FailedCreate"
             } else {
@@ -89,7 +87,7 @@ pub(super) fn calculate_status(
         fully_labeled_replicas: Some(fully_labeled),
         ready_replicas: Some(ready),
         available_replicas: Some(available),
-        observed_generation: rs.metadata.generation,
+        observed_generation: rs.meta().generation,
         conditions: (!conditions.is_empty()).then_some(conditions),
         ..Default::default()
     };
@@ -98,12 +96,12 @@ pub(super) fn calculate_status(
 
 /// Writes `status` through the status subresource if it differs from the
 /// set's current one.
-pub(super) async fn update_status(
-    rs: &ReplicaSet,
-    ctx: &Context,
+pub(super) async fn update_status<K: ReplicatedSet>(
+    rs: &K,
+    ctx: &Context<K>,
     status: ReplicaSetStatus,
 ) -> Result<(), Error> {
-    let old = rs.status.clone().unwrap_or_default();
+    let old = rs.current_status();
     let count = |v: Option<i32>| v.unwrap_or(0);
     let unchanged = old.replicas == status.replicas
         && count(old.fully_labeled_replicas) == count(status.fully_labeled_replicas)
@@ -127,6 +125,7 @@ pub(super) async fn update_status(
     patch_status(&ctx.client, rs, patch, false)
         .await
         .map_err(|e| Error::Status {
+            kind: K::kind(&()).into_owned(),
             set: rs.name_any(),
             message: message_of(&e),
         })

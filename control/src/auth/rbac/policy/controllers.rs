@@ -34,6 +34,31 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
             ],
         ),
         (
+            "replicationcontroller",
+            "replication-controller",
+            vec![
+                rule(
+                    &["get", "list", "watch", "update"],
+                    &[""],
+                    &["replicationcontrollers"],
+                ),
+                rule(
+                    &["update"],
+                    &[""],
+                    &[
+                        "replicationcontrollers/status",
+                        "replicationcontrollers/finalizers",
+                    ],
+                ),
+                rule(
+                    &["list", "watch", "patch", "create", "delete"],
+                    &[""],
+                    &["pods"],
+                ),
+                events(),
+            ],
+        ),
+        (
             "deployment",
             "deployment-controller",
             vec![
@@ -374,6 +399,7 @@ pub(super) fn extras(controller: &str) -> Vec<PolicyRule> {
             rule(&["delete"], &["batch"], &["jobs"]),
         ],
         "replicaset" => patch("apps", &["replicasets/status"]),
+        "replicationcontroller" => patch("", &["replicationcontrollers/status"]),
         "deployment" => patch("apps", &["deployments", "deployments/status"]),
         "statefulset" => patch("apps", &["statefulsets/status"]),
         "daemonset" => patch("apps", &["daemonsets/status"]),
