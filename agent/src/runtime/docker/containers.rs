@@ -241,6 +241,8 @@ pub(super) fn joined_container_body(
             Some("host".to_string())
         } else if config.share_pid {
             Some(joined)
+        } else if let Some(target) = &config.pid_target {
+            Some(format!("container:{target}"))
         } else {
             None
         },
