@@ -25,9 +25,10 @@ fn kubectl(c: &Cluster, args: &[&str]) -> Output {
 }
 
 fn ready(p: &Value) -> bool {
-    p["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    p["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
 }
 
 fn ephemeral_status<'a>(p: &'a Value, name: &str) -> Option<&'a Value> {
@@ -92,8 +93,14 @@ async fn kubectl_debug_runs_an_ephemeral_container_beside_the_target() {
     let out = kubectl(&c, &["logs", "web", "-c", "dbg"]);
     let log = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(log.contains("httpd -f -p 8080"), "no target process in:\n{log}");
-    assert!(log.contains("hello-from-app"), "no answer from the app in:\n{log}");
+    assert!(
+        log.contains("httpd -f -p 8080"),
+        "no target process in:\n{log}"
+    );
+    assert!(
+        log.contains("hello-from-app"),
+        "no answer from the app in:\n{log}"
+    );
 
     // The pod stays Ready and Running, its app not restarted.
     let p = c.wait_pod(&client, "web", "still Ready", UP, ready).await;

@@ -146,3 +146,7 @@ pub(super) fn validate_update(pod: &Value, old: &Value, errs: &mut Vec<FieldErro
         }
     }
 }
+
+#[cfg(test)]
+#[path = "ephemeral_tests.rs"]
+mod tests;

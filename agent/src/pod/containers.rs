@@ -162,7 +162,12 @@ impl PodWorker {
         );
     }
 
-    pub(super) async fn start(&mut self, role: Role, name: &str, id: &str) -> Result<(), RuntimeError> {
+    pub(super) async fn start(
+        &mut self,
+        role: Role,
+        name: &str,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
         match self.rt.start_container(id).await {
             Ok(()) => {
                 self.timeline.mark("started");

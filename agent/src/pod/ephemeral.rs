@@ -54,15 +54,8 @@ impl PodWorker {
                     }
                 }
             };
-            self.create_and_start(
-                pod,
-                Role::Ephemeral,
-                &c,
-                0,
-                sandbox,
-                pid_target.as_deref(),
-            )
-            .await?;
+            self.create_and_start(pod, Role::Ephemeral, &c, 0, sandbox, pid_target.as_deref())
+                .await?;
         }
         Ok(())
     }
