@@ -241,10 +241,11 @@ pub(super) fn joined_container_body(
             Some("host".to_string())
         } else if config.share_pid {
             Some(joined)
-        } else if let Some(target) = &config.pid_target {
-            Some(format!("container:{target}"))
         } else {
-            None
+            config
+                .pid_target
+                .as_ref()
+                .map(|target| format!("container:{target}"))
         },
         binds: (!config.mounts.is_empty()).then(|| {
             config
