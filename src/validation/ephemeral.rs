@@ -132,8 +132,7 @@ pub(super) fn validate_update(pod: &Value, old: &Value, errs: &mut Vec<FieldErro
                 format!("existing ephemeral containers {name:?} may not be removed\n"),
             )),
             Some(n) if n != o => {
-                let mut changed = Vec::new();
-                super::pod::diff_paths(o, n, "", &mut changed);
+                let changed = changed_fields(o, n);
                 errs.push(FieldError::forbidden(
                     key(path, name),
                     format!(
@@ -145,6 +144,18 @@ pub(super) fn validate_update(pod: &Value, old: &Value, errs: &mut Vec<FieldErro
             Some(_) => {}
         }
     }
+}
+
+/// The top-level fields two containers differ in (a short human diff).
+fn changed_fields(a: &Value, b: &Value) -> Vec<String> {
+    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else {
+        return Vec::new();
+    };
+    let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+    keys.into_iter()
+        .filter(|k| x.get(*k) != y.get(*k))
+        .map(|k| k.to_string())
+        .collect()
 }
 
 #[cfg(test)]

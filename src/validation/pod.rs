@@ -372,7 +372,7 @@ pub(crate) fn validate_pod_update(spec: &Value, old: &Value, errs: &mut Vec<Fiel
 }
 
 /// The paths at which two JSON values differ (a short human diff).
-pub(super) fn diff_paths(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
+fn diff_paths(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
     if out.len() >= 10 {
         return;
     }
