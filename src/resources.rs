@@ -195,7 +195,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("", "v1", "Node", "nodes", "node", false,
          short: ["no"], cat: [], sub: ["status"]),
     res!("", "v1", "Pod", "pods", "pod", true,
-         short: ["po"], cat: ["all"], sub: ["status", "binding", "eviction", "log", "exec", "attach", "portforward"]),
+         short: ["po"], cat: ["all"], sub: ["status", "binding", "eviction", "log", "exec", "attach", "portforward", "ephemeralcontainers"]),
     res!("", "v1", "Service", "services", "service", true,
          short: ["svc"], cat: ["all"], sub: ["status"]),
     res!("", "v1", "Endpoints", "endpoints", "endpoints", true,

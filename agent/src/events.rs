@@ -54,6 +54,7 @@ pub fn field_path(role: Role, name: &str) -> Option<String> {
     match role {
         Role::Init => Some(format!("spec.initContainers{{{name}}}")),
         Role::App => Some(format!("spec.containers{{{name}}}")),
+        Role::Ephemeral => Some(format!("spec.ephemeralContainers{{{name}}}")),
         Role::Sandbox => None,
     }
 }

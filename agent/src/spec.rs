@@ -133,6 +133,25 @@ pub fn sandbox_config(pod: &Pod, cfg: &AgentConfig) -> SandboxConfig {
 }
 
 /// A stable hash of a container's spec: a changed spec means a new container.
+/// The pod's ephemeral containers as containers (their fields are a
+/// container's, `EphemeralContainerCommon`), each with its
+/// `targetContainerName`.
+pub fn ephemeral_containers(pod: &Pod) -> Vec<(Container, Option<String>)> {
+    let list = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.clone())
+        .unwrap_or_default();
+    list.into_iter()
+        .filter_map(|ec| {
+            let target = ec.target_container_name.clone().filter(|t| !t.is_empty());
+            let mut v = serde_json::to_value(ec).ok()?;
+            v.as_object_mut()?.remove("targetContainerName");
+            Some((serde_json::from_value(v).ok()?, target))
+        })
+        .collect()
+}
+
 pub fn spec_hash(c: &Container) -> String {
     let mut h = DefaultHasher::new();
     serde_json::to_string(c).unwrap_or_default().hash(&mut h);
@@ -347,6 +366,7 @@ pub fn container_config(
         cap_drop: caps.drop.unwrap_or_default(),
         share_pid: spec.share_process_namespace.unwrap_or(false),
         host_pid: spec.host_pid.unwrap_or(false),
+        pid_target: None,
         host_network: spec.host_network.unwrap_or(false),
         host_ipc: spec.host_ipc.unwrap_or(false),
         restart_count,

@@ -23,7 +23,8 @@ pub(super) fn default_pod_spec(spec: &mut Map<String, Value>) {
         .get("hostNetwork")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    for list in ["containers", "initContainers"] {
+    // Ephemeral containers as the others (`SetDefaults_EphemeralContainer`).
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         for c in array_at(spec, list) {
             default_container(c, host_network);
         }

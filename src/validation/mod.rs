@@ -19,6 +19,7 @@ mod container;
 mod coordination;
 mod core;
 mod discovery;
+mod ephemeral;
 mod events;
 mod ingress;
 mod meta;
@@ -577,6 +578,19 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
 
 // ---- validate ------------------------------------------------------------------
 
+/// Validates a write to a pod's `ephemeralcontainers` subresource
+/// (`ValidatePodEphemeralContainersUpdate`): the pod as a whole, then that
+/// its existing ephemeral containers are neither removed nor changed.
+pub fn validate_ephemeral_containers_update(pod: &Value, old: &Value) -> Vec<FieldError> {
+    let res = crate::resources::by_name("pods").expect("pods are a resource");
+    let mut errs = Vec::new();
+    meta::validate_object_meta(res, sub(pod, "metadata"), &mut errs);
+    meta::validate_object_meta_update(sub(pod, "metadata"), sub(old, "metadata"), &mut errs);
+    pod::validate_pod_spec(sub(pod, "spec"), "spec", &mut errs);
+    ephemeral::validate_update(pod, old, &mut errs);
+    errs
+}
+
 /// Validates a create (`old` = None) or an update (`old` = the stored object).
 /// Expects a normalized, defaulted object whose name and namespace are filled in.
 pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
@@ -590,8 +604,9 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
     match (res.group, res.kind) {
         ("", "Pod") => {
             pod::validate_pod_spec(spec, "spec", &mut errs);
-            if let Some(old_spec) = old_spec {
-                pod::validate_pod_update(spec, old_spec, &mut errs);
+            match old_spec {
+                Some(old_spec) => pod::validate_pod_update(spec, old_spec, &mut errs),
+                None => ephemeral::forbid_on_create(spec, &mut errs),
             }
         }
         ("", "Service") => core::validate_service(obj, old, &mut errs),

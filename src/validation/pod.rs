@@ -20,6 +20,7 @@ pub(crate) fn validate_pod_template(tpl: &Value, path: &str, errs: &mut Vec<Fiel
     validate_labels(get(meta, "labels"), &child(path, "labels"), errs);
     validate_annotations(get(meta, "annotations"), &child(path, "annotations"), errs);
     validate_pod_spec(sub(tpl, "spec"), &child(path, "spec"), errs);
+    super::ephemeral::forbid_in_template(tpl, path, errs);
 }
 
 /// The template's labels, for selector matching.
@@ -77,6 +78,14 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
             errs,
         );
     }
+    super::ephemeral::validate_ephemeral_containers(
+        spec,
+        path,
+        &volumes,
+        &mut names,
+        host_network,
+        errs,
+    );
 
     let restart = str_of(spec, "restartPolicy");
     if restart.is_empty() {

@@ -102,7 +102,7 @@ impl PodWorker {
                 }
             },
         };
-        self.create_and_start(pod, role, c, restart_count, sandbox)
+        self.create_and_start(pod, role, c, restart_count, sandbox, None)
             .await
     }
 
@@ -147,7 +147,7 @@ impl PodWorker {
 
     /// Records that container `name` could not be made or started: a
     /// `Failed` event and the waiting `reason`.
-    fn container_failed(
+    pub(super) fn container_failed(
         &mut self,
         role: Role,
         name: &str,
@@ -162,7 +162,12 @@ impl PodWorker {
         );
     }
 
-    async fn start(&mut self, role: Role, name: &str, id: &str) -> Result<(), RuntimeError> {
+    pub(super) async fn start(
+        &mut self,
+        role: Role,
+        name: &str,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
         match self.rt.start_container(id).await {
             Ok(()) => {
                 self.timeline.mark("started");
@@ -179,13 +184,17 @@ impl PodWorker {
         Ok(())
     }
 
-    async fn create_and_start(
+    /// Makes and starts container `c`; `pid_target` is the engine id of
+    /// the container whose PID namespace it joins (an ephemeral
+    /// container's target).
+    pub(super) async fn create_and_start(
         &mut self,
         pod: &Pod,
         role: Role,
         c: &Container,
         restart_count: u32,
         sandbox: &Sandbox,
+        pid_target: Option<&str>,
     ) -> Result<(), RuntimeError> {
         if !self.ensure_image(role, c).await? {
             return Ok(());
@@ -207,7 +216,10 @@ impl PodWorker {
             )
             .map_err(|e| e.0)
         }) {
-            Ok(cfg) => cfg,
+            Ok(mut cfg) => {
+                cfg.pid_target = pid_target.map(str::to_string);
+                cfg
+            }
             Err(e) => {
                 self.container_failed(role, &c.name, "CreateContainerConfigError", &e);
                 return Ok(());

@@ -6,9 +6,10 @@
 //! - [`worker_state`]: [`PodWorker`], what one pod's syncs remember;
 //! - [`sync`]: one sync of a pod ([`PodWorker::sync_pod`]), a sequence of
 //!   named steps;
-//! - `sandbox`, `containers`, `images`, `probing`: those steps (the
-//!   sandbox, init and app containers with crash-loop back-off, image
-//!   pulls with pull back-off, probe runners and what they found);
+//! - `sandbox`, `containers`, `ephemeral`, `images`, `probing`: those
+//!   steps (the sandbox, init and app containers with crash-loop back-off,
+//!   ephemeral containers started once, image pulls with pull back-off,
+//!   probe runners and what they found);
 //! - `backoff`: the one crash-loop and image-pull back-off;
 //! - `kill`: [`PodWorker::kill_pod`], stopping and removing a deleted pod;
 //! - [`timeline`]: when each step of a pod's first start happened, logged
@@ -16,6 +17,7 @@
 
 mod backoff;
 mod containers;
+mod ephemeral;
 mod images;
 mod kill;
 pub mod pod_workers;

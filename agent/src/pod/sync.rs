@@ -7,7 +7,9 @@
 //! 2. [`act_on_probe_results`](PodWorker::act_on_probe_results): kill what
 //!    failed its liveness or startup probe or its postStart hook;
 //! 3. [`mount_volumes`](PodWorker::mount_volumes);
-//! 4. [`run_init_containers`](PodWorker::run_init_containers), one at a
+//! 4. [`run_ephemeral_containers`](PodWorker::run_ephemeral_containers)
+//!    not started yet (never restarted), then
+//!    [`run_init_containers`](PodWorker::run_init_containers), one at a
 //!    time, then [`run_app_containers`](PodWorker::run_app_containers);
 //!    exited ones restart per restartPolicy with crash-loop back-off;
 //! 5. [`ensure_runners`](PodWorker::ensure_runners) for the probes of the
@@ -73,6 +75,8 @@ impl PodWorker {
         }
         let mut wake_after = self.cfg.sync_period;
         if self.mount_volumes(pod) {
+            self.run_ephemeral_containers(pod, &containers, &sandbox)
+                .await?;
             if self.run_init_containers(pod, &containers, &sandbox).await? {
                 self.run_app_containers(pod, &containers, &sandbox).await?;
             }
@@ -137,6 +141,9 @@ impl PodWorker {
             .flatten()
             .chain(&spec.containers)
         {
+            self.set_waiting(&c.name, "ContainerCreating", e.clone());
+        }
+        for (c, _) in crate::spec::ephemeral_containers(pod) {
             self.set_waiting(&c.name, "ContainerCreating", e.clone());
         }
         false

@@ -28,7 +28,7 @@ pub mod labels {
     pub const POD_UID: &str = "io.bosun.pod.uid";
     /// The container's name in the pod spec; `POD` for the sandbox.
     pub const CONTAINER: &str = "io.bosun.container";
-    /// `sandbox`, `init` or `app`.
+    /// `sandbox`, `init`, `app` or `ephemeral`.
     pub const ROLE: &str = "io.bosun.role";
     /// How many times this container was restarted before this instance.
     pub const RESTART_COUNT: &str = "io.bosun.restart-count";
@@ -44,6 +44,8 @@ pub enum Role {
     Sandbox,
     Init,
     App,
+    /// An ephemeral (debug) container: started once, never restarted.
+    Ephemeral,
 }
 
 impl Role {
@@ -52,6 +54,7 @@ impl Role {
             Role::Sandbox => "sandbox",
             Role::Init => "init",
             Role::App => "app",
+            Role::Ephemeral => "ephemeral",
         }
     }
 
@@ -60,6 +63,7 @@ impl Role {
             "sandbox" => Some(Role::Sandbox),
             "init" => Some(Role::Init),
             "app" => Some(Role::App),
+            "ephemeral" => Some(Role::Ephemeral),
             _ => None,
         }
     }
@@ -151,6 +155,9 @@ pub struct ContainerConfig {
     pub share_pid: bool,
     /// Use the host's PID namespace (hostPID).
     pub host_pid: bool,
+    /// Join this container's PID namespace instead (an ephemeral
+    /// container's `targetContainerName`, by the engine's id).
+    pub pid_target: Option<String>,
     /// Use the host's network (hostNetwork); otherwise the sandbox's.
     pub host_network: bool,
     /// Use the host's IPC namespace (hostIPC); otherwise the sandbox's.

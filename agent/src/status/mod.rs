@@ -355,6 +355,17 @@ pub fn pod_status(obs: &Observed<'_>) -> PodStatus {
         ),
         condition(&prev_conditions, "PodScheduled", true, None, obs.now),
     ];
+    // Ephemeral containers count for neither phase nor readiness; they
+    // are never ready, and no probe says they started.
+    let ephemeral_statuses: Vec<ContainerStatus> = crate::spec::ephemeral_containers(obs.pod)
+        .iter()
+        .map(|(c, _)| {
+            let (mut s, _) = container_status(c, obs, "ContainerCreating");
+            s.ready = false;
+            s.started = None;
+            s
+        })
+        .collect();
     let start_time = previous.start_time.clone().unwrap_or_else(|| ts(obs.now));
     let (reason, message) = obs.failed.clone().unzip();
     PodStatus {
@@ -367,6 +378,7 @@ pub fn pod_status(obs: &Observed<'_>) -> PodStatus {
         start_time: Some(start_time),
         container_statuses: Some(statuses),
         init_container_statuses: Some(init_statuses).filter(|_| !inits.is_empty()),
+        ephemeral_container_statuses: Some(ephemeral_statuses).filter(|s| !s.is_empty()),
         qos_class: Some(previous.qos_class.unwrap_or_else(|| "BestEffort".into())),
         pod_ip: obs.pod_ip.clone(),
         pod_ips: obs.pod_ip.clone().map(|ip| vec![PodIP { ip }]),

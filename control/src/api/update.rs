@@ -33,6 +33,9 @@ pub(super) enum Part {
     Finalize,
     /// Only `status.conditions` (a CertificateSigningRequest's `approval`).
     Approval,
+    /// Only `spec.ephemeralContainers` (a pod's `ephemeralcontainers`
+    /// subresource, as upstream's `dropNonEphemeralContainerUpdates`).
+    EphemeralContainers,
 }
 
 pub(super) fn part_of(req: &ApiRequest) -> Part {
@@ -40,6 +43,7 @@ pub(super) fn part_of(req: &ApiRequest) -> Part {
         Some("status") => Part::Status,
         Some("finalize") => Part::Finalize,
         Some("approval") => Part::Approval,
+        Some("ephemeralcontainers") => Part::EphemeralContainers,
         _ => Part::Main,
     }
 }
@@ -79,6 +83,19 @@ pub(super) fn merge_write(
             .pointer("/spec/finalizers")
             .cloned()
             .unwrap_or_else(|| json!([]));
+        return out;
+    }
+    if part == Part::EphemeralContainers {
+        let mut out = current.clone();
+        match new.pointer("/spec/ephemeralContainers") {
+            Some(list) if !list.is_null() => out["spec"]["ephemeralContainers"] = list.clone(),
+            _ => {
+                if let Some(spec) = out.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.remove("ephemeralContainers");
+                }
+            }
+        }
+        defaults::apply_defaults(super::storage_resource(res), &mut out);
         return out;
     }
     let mut out = new;
@@ -177,7 +194,11 @@ pub(super) async fn commit_write(
         // name them, not bosun's own mutating steps.
         warnings.extend(admission::webhook::mutate(state, req, &mut next, Some(current)).await?);
     }
-    let mut errors = validation::validate(sres, &next, Some(current));
+    let mut errors = if part == Part::EphemeralContainers {
+        validation::validate_ephemeral_containers_update(&next, current)
+    } else {
+        validation::validate(sres, &next, Some(current))
+    };
     if let Some(v) = &req.target.custom {
         let mut unknown = Vec::new();
         errors.extend(super::custom::schema::admit(

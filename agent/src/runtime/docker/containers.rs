@@ -242,7 +242,10 @@ pub(super) fn joined_container_body(
         } else if config.share_pid {
             Some(joined)
         } else {
-            None
+            config
+                .pid_target
+                .as_ref()
+                .map(|target| format!("container:{target}"))
         },
         binds: (!config.mounts.is_empty()).then(|| {
             config
