@@ -262,6 +262,8 @@ pub static RESOURCES: &[ResourceInfo] = &[
     res!("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
          "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false,
          short: [], cat: ["api-extensions"], sub: []),
+    res!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false,
+         short: [], cat: [], sub: []),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

@@ -141,6 +141,7 @@ fn sample(kind: &str, name: &str) -> Value {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             ("admissionregistration.k8s.io/v1", Value::Null)
         }
+        "RuntimeClass" => ("node.k8s.io/v1", Value::Null),
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
@@ -161,6 +162,11 @@ fn sample(kind: &str, name: &str) -> Value {
         }
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
         "PriorityClass" => obj["value"] = json!(1000),
+        "RuntimeClass" => {
+            obj["handler"] = json!("runc");
+            obj["overhead"] = json!({"podFixed": {"cpu": "250m", "memory": "64Mi"}});
+            obj["scheduling"] = json!({"nodeSelector": {"sandbox": "true"}});
+        }
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             obj["webhooks"] = json!([{"name": "widgets.example.com",
                 "admissionReviewVersions": ["v1"], "sideEffects": "None",

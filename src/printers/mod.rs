@@ -27,6 +27,7 @@ mod discovery;
 mod fields;
 mod ingress;
 mod networkpolicy;
+mod node_api;
 mod pod;
 mod policy;
 mod quota;
@@ -86,6 +87,7 @@ const PRINTERS: &[&KindPrinter] = &[
     &apiextensions::CUSTOM_RESOURCE_DEFINITION,
     &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
+    &node_api::RUNTIME_CLASS,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -349,7 +349,7 @@ fn is_standard_container_resource(name: &str) -> bool {
     matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-")
 }
 
-fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let limits_path = child(path, "limits");
     let requests_path = child(path, "requests");
     let mut limits = BTreeMap::new();

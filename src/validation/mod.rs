@@ -21,6 +21,7 @@ mod discovery;
 mod ingress;
 mod meta;
 mod networkpolicy;
+mod node_api;
 mod pod;
 pub mod policy;
 mod quota;
@@ -540,6 +541,9 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("networking.k8s.io", "v1", "IngressClass") => {
             roundtrip::<k8s_openapi::api::networking::v1::IngressClass>(v)
         }
+        ("node.k8s.io", "v1", "RuntimeClass") => {
+            roundtrip::<k8s_openapi::api::node::v1::RuntimeClass>(v)
+        }
         ("scheduling.k8s.io", "v1", "PriorityClass") => {
             roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
         }
@@ -626,6 +630,7 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class(obj, old, &mut errs)
         }
+        ("node.k8s.io", "RuntimeClass") => node_api::validate_runtime_class(obj, old, &mut errs),
         ("apiregistration.k8s.io", "APIService") => {
             apiregistration::validate_api_service(obj, &mut errs)
         }

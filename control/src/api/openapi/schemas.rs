@@ -121,6 +121,9 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
             add::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(gen)
         }
+        ("node.k8s.io", "v1", "RuntimeClass") => {
+            add::<k8s_openapi::api::node::v1::RuntimeClass>(gen)
+        }
         _ => return None,
     })
 }
