@@ -34,6 +34,7 @@ mod quota;
 mod rbac;
 mod scheduling;
 mod storage;
+mod storage_csi;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -88,6 +89,10 @@ const PRINTERS: &[&KindPrinter] = &[
     &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
     &node_api::RUNTIME_CLASS,
+    &storage_csi::CSI_DRIVER,
+    &storage_csi::CSI_NODE,
+    &storage_csi::CSI_STORAGE_CAPACITY,
+    &storage_csi::VOLUME_ATTACHMENT,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

@@ -349,7 +349,7 @@ fn is_standard_container_resource(name: &str) -> bool {
     matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-")
 }
 
-pub(super) fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
+fn validate_resources(res: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let limits_path = child(path, "limits");
     let requests_path = child(path, "requests");
     let mut limits = BTreeMap::new();
@@ -495,4 +495,14 @@ pub(crate) fn validate_port_num_or_name(
             }
         }
     }
+}
+
+/// `validateOverhead`: a pod's or a RuntimeClass's fixed overhead, checked
+/// as a container's resource limits (errors at `<path>.limits[...]`, as
+/// upstream reports them).
+pub(super) fn validate_overhead(pod_fixed: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    if pod_fixed.is_null() {
+        return;
+    }
+    validate_resources(&serde_json::json!({"limits": pod_fixed}), path, errs);
 }

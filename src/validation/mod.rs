@@ -28,6 +28,7 @@ mod quota;
 mod rbac;
 pub mod scheduling;
 mod storage;
+mod storage_csi;
 mod volume_files;
 
 use serde::de::DeserializeOwned;
@@ -541,6 +542,16 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("networking.k8s.io", "v1", "IngressClass") => {
             roundtrip::<k8s_openapi::api::networking::v1::IngressClass>(v)
         }
+        ("storage.k8s.io", "v1", "CSIDriver") => {
+            roundtrip::<k8s_openapi::api::storage::v1::CSIDriver>(v)
+        }
+        ("storage.k8s.io", "v1", "CSINode") => roundtrip::<k8s_openapi::api::storage::v1::CSINode>(v),
+        ("storage.k8s.io", "v1", "CSIStorageCapacity") => {
+            roundtrip::<k8s_openapi::api::storage::v1::CSIStorageCapacity>(v)
+        }
+        ("storage.k8s.io", "v1", "VolumeAttachment") => {
+            roundtrip::<k8s_openapi::api::storage::v1::VolumeAttachment>(v)
+        }
         ("node.k8s.io", "v1", "RuntimeClass") => {
             roundtrip::<k8s_openapi::api::node::v1::RuntimeClass>(v)
         }
@@ -629,6 +640,14 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         }
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class(obj, old, &mut errs)
+        }
+        ("storage.k8s.io", "CSIDriver") => storage_csi::validate_csi_driver(obj, old, &mut errs),
+        ("storage.k8s.io", "CSINode") => storage_csi::validate_csi_node(obj, &mut errs),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            storage_csi::validate_csi_storage_capacity(obj, &mut errs)
+        }
+        ("storage.k8s.io", "VolumeAttachment") => {
+            storage_csi::validate_volume_attachment(obj, old, &mut errs)
         }
         ("node.k8s.io", "RuntimeClass") => node_api::validate_runtime_class(obj, old, &mut errs),
         ("apiregistration.k8s.io", "APIService") => {

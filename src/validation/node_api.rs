@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::container::validate_resources;
+use super::container::validate_overhead;
 use super::meta::validate_labels;
 use super::pod::validate_tolerations;
 use super::{arr_of, child, get, str_of, sub, FieldError};
@@ -31,16 +31,6 @@ pub(crate) fn validate_runtime_class(obj: &Value, old: Option<&Value>, errs: &mu
         validate_labels(get(s, "nodeSelector"), &child(path, "nodeSelector"), errs);
         validate_tolerations(arr_of(s, "tolerations"), &child(path, "tolerations"), errs);
     }
-}
-
-/// `validateOverhead`: a pod's or a RuntimeClass's fixed overhead, checked
-/// as a container's resource limits (errors at `<path>.limits[...]`, as
-/// upstream reports them).
-pub(crate) fn validate_overhead(pod_fixed: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    if pod_fixed.is_null() {
-        return;
-    }
-    validate_resources(&serde_json::json!({"limits": pod_fixed}), path, errs);
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         errs,
     );
     if let Some(overhead) = get(spec, "overhead") {
-        super::node_api::validate_overhead(overhead, &child(path, "overhead"), errs);
+        super::container::validate_overhead(overhead, &child(path, "overhead"), errs);
     }
     if let Some(policy) = get(spec, "preemptionPolicy").and_then(Value::as_str) {
         super::scheduling::validate_preemption_policy(
