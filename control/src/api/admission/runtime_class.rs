@@ -70,7 +70,7 @@ fn same_resources(a: &Value, b: &Value) -> bool {
     a.len() == b.len()
         && a.iter().all(|(k, q)| {
             let parse = |v: &Value| v.as_str().and_then(|s| parse_quantity(s).ok());
-            match (parse(q), b.get(k).and_then(|v| parse(v))) {
+            match (parse(q), b.get(k).and_then(parse)) {
                 (Some(x), Some(y)) => x == y,
                 _ => false,
             }
