@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::resources::ResourceInfo;
 
+mod csi;
 mod pod;
 mod replication;
 mod webhooks;
@@ -307,6 +308,7 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
                 }
             }
         }
+        ("storage.k8s.io", "CSIDriver") => csi::default_csi_driver(root),
         ("admissionregistration.k8s.io", k) => {
             webhooks::default_webhooks(root, k == "MutatingWebhookConfiguration")
         }

@@ -287,6 +287,17 @@ pub static RESOURCES: &[ResourceInfo] = &[
          short: [], cat: ["api-extensions"], sub: []),
     res!("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests",
          "certificatesigningrequest", false, short: ["csr"], cat: [], sub: ["status", "approval"]),
+    res!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false,
+         short: [], cat: [], sub: []),
+    // Stored only: bosun runs no CSI plugins (see the README).
+    res!("storage.k8s.io", "v1", "CSIDriver", "csidrivers", "csidriver", false,
+         short: [], cat: [], sub: []),
+    res!("storage.k8s.io", "v1", "CSINode", "csinodes", "csinode", false,
+         short: [], cat: [], sub: []),
+    res!("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities",
+         "csistoragecapacity", true, short: [], cat: [], sub: []),
+    res!("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", "volumeattachment",
+         false, short: [], cat: [], sub: ["status"]),
 ];
 
 /// Resources served but not stored: `metrics.k8s.io`'s NodeMetrics and

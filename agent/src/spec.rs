@@ -129,6 +129,8 @@ pub fn sandbox_config(pod: &Pod, cfg: &AgentConfig) -> SandboxConfig {
         dns,
         ports,
         extra_hosts,
+        // The worker fills in the RuntimeClass's handler.
+        runtime: None,
     }
 }
 
@@ -372,6 +374,7 @@ pub fn container_config(
         restart_count,
         spec_hash: spec_hash(c),
         labels: BTreeMap::new(),
+        runtime: None,
     })
 }
 

@@ -161,6 +161,19 @@ fn sample(kind: &str, name: &str) -> Value {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             ("admissionregistration.k8s.io/v1", Value::Null)
         }
+        "RuntimeClass" => ("node.k8s.io/v1", Value::Null),
+        "CSIDriver" => ("storage.k8s.io/v1", json!({"attachRequired": false})),
+        "CSINode" => (
+            "storage.k8s.io/v1",
+            json!({"drivers": [{"name": "csi.example.com", "nodeID": "node-1",
+                "topologyKeys": ["topology.kubernetes.io/zone"]}]}),
+        ),
+        "CSIStorageCapacity" => ("storage.k8s.io/v1", Value::Null),
+        "VolumeAttachment" => (
+            "storage.k8s.io/v1",
+            json!({"attacher": "csi.example.com", "nodeName": "node-1",
+                "source": {"persistentVolumeName": "pv-1"}}),
+        ),
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,
@@ -182,6 +195,15 @@ fn sample(kind: &str, name: &str) -> Value {
         "PodTemplate" => obj["template"] = template.clone(),
         "StorageClass" => obj["provisioner"] = json!("example.com/nfs"),
         "PriorityClass" => obj["value"] = json!(1000),
+        "CSIStorageCapacity" => {
+            obj["storageClassName"] = json!("fast");
+            obj["capacity"] = json!("10Gi");
+        }
+        "RuntimeClass" => {
+            obj["handler"] = json!("runc");
+            obj["overhead"] = json!({"podFixed": {"cpu": "250m", "memory": "64Mi"}});
+            obj["scheduling"] = json!({"nodeSelector": {"sandbox": "true"}});
+        }
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             obj["webhooks"] = json!([{"name": "widgets.example.com",
                 "admissionReviewVersions": ["v1"], "sideEffects": "None",

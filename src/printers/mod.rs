@@ -30,6 +30,7 @@ mod events;
 mod fields;
 mod ingress;
 mod networkpolicy;
+mod node_api;
 mod pod;
 mod policy;
 mod quota;
@@ -37,6 +38,7 @@ mod rbac;
 mod replication;
 mod scheduling;
 mod storage;
+mod storage_csi;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -95,6 +97,11 @@ const PRINTERS: &[&KindPrinter] = &[
     &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
     &certificates::CERTIFICATE_SIGNING_REQUEST,
+    &node_api::RUNTIME_CLASS,
+    &storage_csi::CSI_DRIVER,
+    &storage_csi::CSI_NODE,
+    &storage_csi::CSI_STORAGE_CAPACITY,
+    &storage_csi::VOLUME_ATTACHMENT,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

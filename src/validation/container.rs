@@ -496,3 +496,13 @@ pub(crate) fn validate_port_num_or_name(
         }
     }
 }
+
+/// `validateOverhead`: a pod's or a RuntimeClass's fixed overhead, checked
+/// as a container's resource limits (errors at `<path>.limits[...]`, as
+/// upstream reports them).
+pub(super) fn validate_overhead(pod_fixed: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    if pod_fixed.is_null() {
+        return;
+    }
+    validate_resources(&serde_json::json!({"limits": pod_fixed}), path, errs);
+}

@@ -26,6 +26,7 @@ mod meta;
 // Labels and annotations a CRD conversion webhook hands back are checked as written ones.
 pub use meta::{validate_annotations, validate_labels};
 mod networkpolicy;
+mod node_api;
 mod pod;
 pub mod policy;
 mod quota;
@@ -33,6 +34,7 @@ mod rbac;
 mod replication;
 pub mod scheduling;
 mod storage;
+mod storage_csi;
 mod volume_files;
 
 use serde::de::DeserializeOwned;
@@ -551,6 +553,19 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("networking.k8s.io", "v1", "IngressClass") => {
             roundtrip::<k8s_openapi::api::networking::v1::IngressClass>(v)
         }
+        ("storage.k8s.io", "v1", "CSIDriver") => {
+            roundtrip::<k8s_openapi::api::storage::v1::CSIDriver>(v)
+        }
+        ("storage.k8s.io", "v1", "CSINode") => roundtrip::<k8s_openapi::api::storage::v1::CSINode>(v),
+        ("storage.k8s.io", "v1", "CSIStorageCapacity") => {
+            roundtrip::<k8s_openapi::api::storage::v1::CSIStorageCapacity>(v)
+        }
+        ("storage.k8s.io", "v1", "VolumeAttachment") => {
+            roundtrip::<k8s_openapi::api::storage::v1::VolumeAttachment>(v)
+        }
+        ("node.k8s.io", "v1", "RuntimeClass") => {
+            roundtrip::<k8s_openapi::api::node::v1::RuntimeClass>(v)
+        }
         ("scheduling.k8s.io", "v1", "PriorityClass") => {
             roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
         }
@@ -661,6 +676,15 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ("scheduling.k8s.io", "PriorityClass") => {
             scheduling::validate_priority_class(obj, old, &mut errs)
         }
+        ("storage.k8s.io", "CSIDriver") => storage_csi::validate_csi_driver(obj, old, &mut errs),
+        ("storage.k8s.io", "CSINode") => storage_csi::validate_csi_node(obj, &mut errs),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            storage_csi::validate_csi_storage_capacity(obj, &mut errs)
+        }
+        ("storage.k8s.io", "VolumeAttachment") => {
+            storage_csi::validate_volume_attachment(obj, old, &mut errs)
+        }
+        ("node.k8s.io", "RuntimeClass") => node_api::validate_runtime_class(obj, old, &mut errs),
         ("apiregistration.k8s.io", "APIService") => {
             apiregistration::validate_api_service(obj, &mut errs)
         }

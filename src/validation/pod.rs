@@ -131,6 +131,7 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         ("hostname", is_dns1123_label),
         ("subdomain", is_dns1123_label),
         ("priorityClassName", is_dns1123_subdomain),
+        ("runtimeClassName", is_dns1123_subdomain),
     ] {
         let v = str_of(spec, k);
         if !v.is_empty() {
@@ -144,6 +145,9 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Vec<FieldEr
         &child(path, "tolerations"),
         errs,
     );
+    if let Some(overhead) = get(spec, "overhead") {
+        super::container::validate_overhead(overhead, &child(path, "overhead"), errs);
+    }
     if let Some(policy) = get(spec, "preemptionPolicy").and_then(Value::as_str) {
         super::scheduling::validate_preemption_policy(
             policy,
@@ -248,7 +252,7 @@ fn validate_volume_source(kind: &str, src: &Value, path: &str, errs: &mut Vec<Fi
     }
 }
 
-fn validate_tolerations(tolerations: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_tolerations(tolerations: &[Value], path: &str, errs: &mut Vec<FieldError>) {
     const EFFECTS: [&str; 3] = ["NoExecute", "NoSchedule", "PreferNoSchedule"];
     for (i, t) in tolerations.iter().enumerate() {
         let p = index(path, i);

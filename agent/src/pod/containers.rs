@@ -204,7 +204,7 @@ impl PodWorker {
             Some(services) => services.for_pod(pod),
             None => Ok(Vec::new()),
         };
-        let config = match service_env.and_then(|service_env| {
+        let mut config = match service_env.and_then(|service_env| {
             spec::container_config(
                 pod,
                 c,
@@ -225,6 +225,7 @@ impl PodWorker {
                 return Ok(());
             }
         };
+        config.runtime = self.runtime_handler.clone().flatten();
         let pod_ref = spec::pod_ref(pod);
         // envFrom keys that are not variable names were left out; say so,
         // as the kubelet does.

@@ -10,6 +10,8 @@
 //!   steps (the sandbox, init and app containers with crash-loop back-off,
 //!   ephemeral containers started once, image pulls with pull back-off,
 //!   probe runners and what they found);
+//! - [`runtime_class`]: the pod's RuntimeClass handler, the runtime its
+//!   sandbox and containers run with;
 //! - `backoff`: the one crash-loop and image-pull back-off;
 //! - `kill`: [`PodWorker::kill_pod`], stopping and removing a deleted pod;
 //! - [`timeline`]: when each step of a pod's first start happened, logged
@@ -22,6 +24,7 @@ mod images;
 mod kill;
 pub mod pod_workers;
 mod probing;
+pub mod runtime_class;
 mod sandbox;
 pub mod sync;
 pub mod timeline;

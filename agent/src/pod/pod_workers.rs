@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::Client;
 use tokio::sync::{watch, Notify};
 
+use super::runtime_class::RuntimeClasses;
 use super::worker_state::{uid_of, PodWorker};
 use crate::config::service_env::ServiceEnv;
 use crate::config::AgentConfig;
@@ -99,6 +100,7 @@ impl PodWorkers {
         );
         let mut worker = PodWorker::new(self.rt.clone(), self.cfg.clone());
         worker.services = self.services.clone();
+        worker.runtime_classes = Some(RuntimeClasses::new(self.client.clone()));
         tokio::spawn(pod_worker_loop(
             worker,
             StatusManager::new(self.client.clone()),

@@ -33,29 +33,76 @@ impl PodWorker {
     /// The pod's sandbox: its newest one if that runs; else every
     /// container of the pod is killed (a dead sandbox took their network
     /// with it) and a new sandbox made; `containers` then holds only it.
+    /// None when the sandbox cannot be made (its RuntimeClass cannot be
+    /// read, the engine refuses it): a `FailedCreatePodSandBox` event is
+    /// recorded and every container waits in ContainerCreating.
     pub(super) async fn ensure_sandbox(
         &mut self,
         pod: &Pod,
         containers: &mut Vec<ContainerInfo>,
-    ) -> Result<Sandbox, RuntimeError> {
+    ) -> Result<Option<Sandbox>, RuntimeError> {
         let newest = containers
             .iter()
             .filter(|c| c.role == Role::Sandbox)
             .max_by_key(|c| c.created_at)
             .cloned();
-        let sandbox = match newest.filter(|s| s.state == ContainerState::Running) {
+        let running = newest.filter(|s| s.state == ContainerState::Running);
+        // Looked up once per worker: after an agent restart too, for the
+        // containers that join a running sandbox.
+        if self.runtime_handler.is_none() {
+            match self.lookup_runtime_handler(pod).await {
+                Ok(handler) => self.runtime_handler = Some(handler),
+                Err(e) if running.is_none() => {
+                    self.sandbox_failed(pod, e);
+                    return Ok(None);
+                }
+                Err(e) => tracing::warn!(error = %e, "looking up the pod's RuntimeClass"),
+            }
+        }
+        let sandbox = match running {
             Some(s) => s,
             None => {
                 if !containers.is_empty() {
                     self.kill_sandbox_and_containers(containers).await?;
+                    containers.clear();
                 }
-                self.create_sandbox(pod, containers).await?
+                match self.create_sandbox(pod, containers).await? {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.sandbox_failed(pod, e.to_string());
+                        return Ok(None);
+                    }
+                }
             }
         };
-        Ok(Sandbox {
+        Ok(Some(Sandbox {
             pod_ip: self.pod_ip(pod, || sandbox.ip.clone()),
             id: sandbox.id,
-        })
+        }))
+    }
+
+    async fn lookup_runtime_handler(&self, pod: &Pod) -> Result<Option<String>, String> {
+        match &self.runtime_classes {
+            Some(classes) => classes.handler_for(pod).await,
+            None => Ok(None),
+        }
+    }
+
+    /// As the kubelet's SyncPod when `createPodSandbox` fails.
+    fn sandbox_failed(&mut self, pod: &Pod, error: String) {
+        self.record(PodEvent::warning(
+            "FailedCreatePodSandBox",
+            format!("Failed to create pod sandbox: {error}"),
+        ));
+        let spec = pod.spec.clone().unwrap_or_default();
+        for c in spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+        {
+            self.set_waiting(&c.name, "ContainerCreating", String::new());
+        }
     }
 
     /// Removes every container of the pod, remembering the restart counts
@@ -84,26 +131,30 @@ impl PodWorker {
     /// Runs a new sandbox for the pod; `containers` (emptied by the kill
     /// before, if the pod had any) then holds it. Only the new sandbox is
     /// inspected: listing the pod's containers again cost every new pod
-    /// one more Docker list in a burst.
+    /// one more Docker list in a burst. The inner error: the engine
+    /// refused this pod's sandbox (the node's network and pause image
+    /// failing are the outer one).
     async fn create_sandbox(
         &mut self,
         pod: &Pod,
         containers: &mut Vec<ContainerInfo>,
-    ) -> Result<ContainerInfo, RuntimeError> {
+    ) -> Result<Result<ContainerInfo, RuntimeError>, RuntimeError> {
         if !host_network(pod) {
             ensure_pod_network(self.rt.as_ref(), &self.cfg).await?;
         }
         self.rt.ensure_pause_image().await?;
         self.timeline.mark("pause_image");
-        let id = self
-            .rt
-            .run_sandbox(&self.cfg.node_name, &spec::sandbox_config(pod, &self.cfg))
-            .await?;
+        let mut config = spec::sandbox_config(pod, &self.cfg);
+        config.runtime = self.runtime_handler.clone().flatten();
+        let id = match self.rt.run_sandbox(&self.cfg.node_name, &config).await {
+            Ok(id) => id,
+            Err(e) => return Ok(Err(e)),
+        };
         self.timeline.mark("sandbox");
         let info = self.rt.inspect_container(&id).await?;
         self.timeline.mark("sandbox_inspected");
         *containers = vec![info.clone()];
-        Ok(info)
+        Ok(Ok(info))
     }
 
     /// Stops the sandbox of a pod that has finished (its containers stay

@@ -3,7 +3,9 @@
 //! order:
 //!
 //! 1. [`ensure_sandbox`](PodWorker::ensure_sandbox): keep the running
-//!    sandbox, or kill everything and make a new one;
+//!    sandbox, or kill everything and make a new one (with the pod's
+//!    RuntimeClass handler); one that cannot be made leaves the pod
+//!    Pending (FailedCreatePodSandBox);
 //! 2. [`act_on_probe_results`](PodWorker::act_on_probe_results): kill what
 //!    failed its liveness or startup probe or its postStart hook;
 //! 3. [`mount_volumes`](PodWorker::mount_volumes);
@@ -68,7 +70,14 @@ impl PodWorker {
             return Ok(self.keep_finished(pod, &containers).await);
         }
 
-        let sandbox = self.ensure_sandbox(pod, &mut containers).await?;
+        let Some(sandbox) = self.ensure_sandbox(pod, &mut containers).await? else {
+            // Tried again after a back-off, as the kubelet's pod worker.
+            return Ok(Synced {
+                status: self.compute_status(pod, &containers, None, false),
+                wake_after: self.until_backoff_ends(self.cfg.backoff_base),
+                events: std::mem::take(&mut self.events),
+            });
+        };
         let pod_ip = sandbox.pod_ip.as_deref();
         if self.act_on_probe_results(pod, &containers, pod_ip).await? {
             containers = self.pod_containers(&uid).await?;

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::Notify;
 
 use super::backoff::Backoff;
+use super::runtime_class::RuntimeClasses;
 use super::timeline::Timeline;
 use crate::config::service_env::ServiceEnv;
 use crate::config::sources::ConfigSources;
@@ -46,6 +47,12 @@ pub struct PodWorker {
     pub config_sources: ConfigSources,
     /// The Services whose variables containers get; none in unit tests.
     pub services: Option<ServiceEnv>,
+    /// Where the pod's RuntimeClass is read; none in unit tests (every
+    /// pod then runs with the engine's default runtime).
+    pub runtime_classes: Option<RuntimeClasses>,
+    /// The runtime the pod's sandbox was made with (its RuntimeClass's
+    /// handler), once looked up; its containers run with the same.
+    pub(super) runtime_handler: Option<Option<String>>,
     /// When each step of the pod's first start happened.
     pub timeline: Timeline,
 }
@@ -65,6 +72,8 @@ impl PodWorker {
             unmountable_claims: Vec::new(),
             config_sources: ConfigSources::default(),
             services: None,
+            runtime_classes: None,
+            runtime_handler: None,
             timeline: Timeline::default(),
         }
     }

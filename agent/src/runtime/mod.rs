@@ -110,6 +110,9 @@ pub struct SandboxConfig {
     pub ports: Vec<PortMapping>,
     /// `hostAliases`: extra /etc/hosts lines (ip, names).
     pub extra_hosts: Vec<(String, Vec<String>)>,
+    /// The engine's runtime for the pod (its RuntimeClass's handler);
+    /// None: the engine's default.
+    pub runtime: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +169,9 @@ pub struct ContainerConfig {
     pub spec_hash: String,
     /// Extra labels (the runtime adds the identity labels itself).
     pub labels: BTreeMap<String, String>,
+    /// The engine's runtime, the sandbox's (its RuntimeClass's handler);
+    /// None: the engine's default.
+    pub runtime: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

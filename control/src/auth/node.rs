@@ -60,6 +60,8 @@ const READ_ALL: &[(&str, &str)] = &[
     ("discovery.k8s.io", "endpointslices"),
     // The agent enforces the NetworkPolicies of its pods.
     ("networking.k8s.io", "networkpolicies"),
+    // The runtime handler of its pods (system:node's rule upstream).
+    ("node.k8s.io", "runtimeclasses"),
 ];
 
 /// Resources a node reads only by name, and only when a pod bound to it

@@ -260,6 +260,7 @@ pub(super) fn joined_container_body(
                 })
                 .collect()
         }),
+        runtime: config.runtime.clone(),
         memory: config.memory_limit,
         // No swap beyond the limit, as the kubelet does.
         memory_swap: config.memory_limit,

@@ -44,6 +44,7 @@ impl DockerRuntime {
                     .collect();
                 (!hosts.is_empty()).then_some(hosts)
             },
+            runtime: config.runtime.clone(),
             ..Default::default()
         };
         let mut body = ContainerCreateBody {

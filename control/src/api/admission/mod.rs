@@ -8,6 +8,8 @@
 //!   LimitRanges) and checking min/max.
 //! - [`priority`]: Priority (a pod's `priorityClassName` resolved into
 //!   its priority; one global default PriorityClass).
+//! - [`runtime_class`]: RuntimeClass (a pod's `runtimeClassName` must
+//!   exist; its overhead and scheduling are copied into the pod).
 //! - [`pod_security`]: Pod Security Admission (namespace labels
 //!   `pod-security.kubernetes.io/*`, `--pod-security-default`).
 //! - [`node_restriction`]: NodeRestriction, what a node may change in
@@ -26,6 +28,7 @@ pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;
+pub mod runtime_class;
 pub mod webhook;
 
 use serde_json::Value;
@@ -48,6 +51,7 @@ pub(super) async fn mutate(
     }
     priority::admit(state, req, obj, old).await?;
     certificates::admit(req, obj, old);
+    runtime_class::admit(state, req, obj, old).await?;
     webhook::mutate(state, req, obj, old).await
 }
 
@@ -62,6 +66,7 @@ pub(super) async fn validate(
     priority::validate(state, req, obj, old).await?;
     certificates::validate(state, req, obj, old).await?;
     let mut warnings = pod_security::admit(state, req, obj, old).await?;
+    runtime_class::validate(state, req, obj, old).await?;
     warnings.extend(webhook::validate(state, req, Some(obj), old).await?);
     resource_quota::admit(state, req, obj, old).await?;
     Ok(warnings)

@@ -129,6 +129,17 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
             add::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(gen)
         }
+        ("storage.k8s.io", "v1", "CSIDriver") => add::<k8s_openapi::api::storage::v1::CSIDriver>(gen),
+        ("storage.k8s.io", "v1", "CSINode") => add::<k8s_openapi::api::storage::v1::CSINode>(gen),
+        ("storage.k8s.io", "v1", "CSIStorageCapacity") => {
+            add::<k8s_openapi::api::storage::v1::CSIStorageCapacity>(gen)
+        }
+        ("storage.k8s.io", "v1", "VolumeAttachment") => {
+            add::<k8s_openapi::api::storage::v1::VolumeAttachment>(gen)
+        }
+        ("node.k8s.io", "v1", "RuntimeClass") => {
+            add::<k8s_openapi::api::node::v1::RuntimeClass>(gen)
+        }
         _ => return None,
     })
 }
