@@ -95,6 +95,7 @@ impl TestNode {
             dns: DnsConfig::default(),
             ports: vec![],
             extra_hosts: vec![],
+            runtime: None,
         }
     }
 

@@ -124,7 +124,7 @@ fn tolerations_merge_as_upstreams_merge_tolerations() {
     let longer = json!({"key": "k", "operator": "Exists", "effect": "NoExecute",
         "tolerationSeconds": 20});
     assert_eq!(
-        merge_tolerations(&[equal.clone()], std::slice::from_ref(&other)),
+        merge_tolerations(std::slice::from_ref(&equal), std::slice::from_ref(&other)),
         vec![equal.clone(), other.clone()]
     );
     assert_eq!(
@@ -135,7 +135,7 @@ fn tolerations_merge_as_upstreams_merge_tolerations() {
         vec![exists_all.clone()]
     );
     assert_eq!(
-        merge_tolerations(&[equal.clone()], std::slice::from_ref(&equal)),
+        merge_tolerations(std::slice::from_ref(&equal), std::slice::from_ref(&equal)),
         vec![equal.clone()]
     );
     // A shorter tolerationSeconds does not cover a longer one.
