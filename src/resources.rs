@@ -399,7 +399,14 @@ pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
 /// The resource a user means by `name` (`po`, `deployments.apps`, `Deployment`).
 /// When several versions serve it, the preferred (storage) version wins.
 pub fn by_name(name: &str) -> Option<&'static ResourceInfo> {
-    let mut matches = RESOURCES.iter().filter(|r| r.matches_name(name));
+    preferred(RESOURCES.iter().filter(|r| r.matches_name(name)))
+}
+
+/// Of the versions that serve one name, the one kept in storage (the
+/// preferred version), else the first.
+pub fn preferred<'a>(
+    mut matches: impl Iterator<Item = &'a ResourceInfo>,
+) -> Option<&'a ResourceInfo> {
     let first = matches.next()?;
     Some(
         std::iter::once(first)

@@ -105,15 +105,7 @@ pub fn by_name(name: &str) -> Option<&'static ResourceInfo> {
     if let Some(r) = resources::by_name(name) {
         return Some(r);
     }
-    let found = found();
-    let mut matches = found.iter().copied().filter(|r| r.matches_name(name));
-    let first = matches.next()?;
-    Some(
-        std::iter::once(first)
-            .chain(matches)
-            .find(|r| r.is_storage_version())
-            .unwrap_or(first),
-    )
+    resources::preferred(found().into_iter().filter(|r| r.matches_name(name)))
 }
 
 /// The resource of an object's `apiVersion` and `kind`.
