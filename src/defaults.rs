@@ -309,6 +309,12 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
             }
         }
         ("storage.k8s.io", "CSIDriver") => csi::default_csi_driver(root),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            webhooks::default_policy(root)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            webhooks::default_policy_binding(root)
+        }
         ("admissionregistration.k8s.io", k) => {
             webhooks::default_webhooks(root, k == "MutatingWebhookConfiguration")
         }

@@ -202,6 +202,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let webhooks = crate::api::admission::webhook::Webhooks::new(store.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
+    let policies = crate::api::admission::policy::Policies::new(store.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -217,6 +220,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         aggregator: aggregator.clone(),
         custom: custom.clone(),
         webhooks: webhooks.clone(),
+        policies: policies.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -296,6 +300,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         apiserver_client.clone(),
     ));
     tasks.spawn(webhooks.follow());
+    tasks.spawn(policies.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

@@ -217,8 +217,6 @@ const KUBERNETES_1_32: &[&str] = &[
 /// says so under "Kinds not served yet"); each must be missing, so that
 /// serving one makes this list shrink.
 const NOT_YET: &[&str] = &[
-    "validatingadmissionpolicies.admissionregistration.k8s.io",
-    "validatingadmissionpolicybindings.admissionregistration.k8s.io",
     "flowschemas.flowcontrol.apiserver.k8s.io",
     "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
 ];

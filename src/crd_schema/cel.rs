@@ -147,12 +147,51 @@ impl Program {
         }
     }
 
+    /// Evaluates the expression into JSON ([`from_cel`]): admission
+    /// policies' variables and audit annotations.
+    pub fn eval_json(&self, vars: &[(&str, &Value)]) -> Result<Value, String> {
+        self.eval(vars).map(|v| from_cel(&v))
+    }
+
     /// Evaluates an expression that must yield a string.
     pub fn eval_string(&self, vars: &[(&str, &Value)]) -> Result<String, String> {
         match self.eval(vars)? {
             CelValue::String(s) => Ok(s.to_string()),
             other => Err(format!("expected a string, got {}", other.type_of())),
         }
+    }
+}
+
+/// A CEL value as JSON: the inverse of [`to_cel`] (bytes as base64,
+/// other values by their debug form).
+pub fn from_cel(v: &CelValue) -> Value {
+    match v {
+        CelValue::Null => Value::Null,
+        CelValue::Bool(b) => Value::Bool(*b),
+        CelValue::Int(i) => Value::from(*i),
+        CelValue::UInt(u) => Value::from(*u),
+        CelValue::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        CelValue::String(s) => Value::String(s.to_string()),
+        CelValue::Bytes(b) => {
+            use base64::Engine;
+            Value::String(base64::engine::general_purpose::STANDARD.encode(b.as_slice()))
+        }
+        CelValue::List(l) => Value::Array(l.iter().map(from_cel).collect()),
+        CelValue::Map(m) => Value::Object(
+            m.map
+                .iter()
+                .map(|(k, v)| {
+                    let k = match k {
+                        Key::String(s) => s.to_string(),
+                        Key::Int(i) => i.to_string(),
+                        Key::Uint(u) => u.to_string(),
+                        Key::Bool(b) => b.to_string(),
+                    };
+                    (k, from_cel(v))
+                })
+                .collect(),
+        ),
+        other => Value::String(format!("{other:?}")),
     }
 }
 

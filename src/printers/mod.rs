@@ -96,6 +96,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &apiextensions::CUSTOM_RESOURCE_DEFINITION,
     &admissionregistration::VALIDATING_WEBHOOK_CONFIGURATION,
     &admissionregistration::MUTATING_WEBHOOK_CONFIGURATION,
+    &admissionregistration::VALIDATING_ADMISSION_POLICY,
+    &admissionregistration::VALIDATING_ADMISSION_POLICY_BINDING,
     &certificates::CERTIFICATE_SIGNING_REQUEST,
     &node_api::RUNTIME_CLASS,
     &storage_csi::CSI_DRIVER,

@@ -25,8 +25,8 @@ const ACCEPTED_REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 const NO_SIDE_EFFECTS: [&str; 2] = ["None", "NoneOnDryRun"];
 /// Every side-effect class, for objects stored before v1 required none.
 const ALL_SIDE_EFFECTS: [&str; 4] = ["None", "NoneOnDryRun", "Some", "Unknown"];
-const FAILURE_POLICIES: [&str; 2] = ["Fail", "Ignore"];
-const MATCH_POLICIES: [&str; 2] = ["Equivalent", "Exact"];
+pub(super) const FAILURE_POLICIES: [&str; 2] = ["Fail", "Ignore"];
+pub(super) const MATCH_POLICIES: [&str; 2] = ["Equivalent", "Exact"];
 const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
 const SCOPES: [&str; 3] = ["*", "Cluster", "Namespaced"];
@@ -234,7 +234,7 @@ fn has_wildcard(list: &[String]) -> bool {
 }
 
 /// A rule with operations (upstream's validateRuleWithOperations).
-fn validate_rule(rule: &Value, path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_rule(rule: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let ops = strings(rule, "operations");
     let ops_path = child(path, "operations");
     if ops.is_empty() {
@@ -491,7 +491,7 @@ fn validate_service(svc: &Value, path: &str, errs: &mut Vec<FieldError>) {
 
 /// Names unique and qualified, expressions non-empty. The expressions are
 /// not compiled here: CEL is checked where it is evaluated.
-fn validate_match_conditions(conds: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+pub(super) fn validate_match_conditions(conds: &[Value], path: &str, errs: &mut Vec<FieldError>) {
     if conds.len() > MAX_MATCH_CONDITIONS {
         errs.push(FieldError {
             field: path.to_string(),

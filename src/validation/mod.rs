@@ -7,6 +7,7 @@
 //! generate `metadata.name` from `generateName` and fill `metadata.namespace`
 //! from the URL → `validate`.
 
+mod admission_policy;
 mod admissionregistration;
 pub mod apiregistration;
 mod apps;
@@ -490,6 +491,12 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
         ) => {
             let mutating = kind == "MutatingWebhookConfiguration";
             admissionregistration::validate_webhook_configuration(obj, old, mutating, &mut errs)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            admission_policy::validate_policy(obj, &mut errs)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            admission_policy::validate_binding(obj, &mut errs)
         }
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             certificates::validate_csr(obj, old, &mut errs)

@@ -201,6 +201,12 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => roundtrip::<
             k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
         >(v),
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy") => roundtrip::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+        >(v),
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding") => roundtrip::<
+            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+        >(v),
         ("certificates.k8s.io", "v1", "CertificateSigningRequest") => roundtrip::<
             k8s_openapi::api::certificates::v1::CertificateSigningRequest,
         >(v),

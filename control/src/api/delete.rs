@@ -108,7 +108,7 @@ pub(super) async fn delete_with(
     for _ in 0..MAX_ATTEMPTS {
         let (kv, current) = load(state, req).await?;
         delete_preconditions(res, &name, &current, opts)?;
-        let warnings = super::admission::webhook::on_delete(state, req, &current).await?;
+        let warnings = super::admission::on_delete(state, req, &current).await?;
         match delete_once(state, req, &kv, current, opts).await? {
             Ok(obj) => return Ok((obj, warnings)),
             Err(StoreError::Conflict { .. }) => continue,
@@ -235,7 +235,7 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
         };
         // Admission webhooks see each delete; a collection's answer has
         // no room for their warnings.
-        super::admission::webhook::on_delete(state, &item_req, &current).await?;
+        super::admission::on_delete(state, &item_req, &current).await?;
         match delete_once(state, &item_req, &kv, current, &opts).await? {
             Ok(obj) => deleted.push(obj),
             Err(StoreError::NotFound(_) | StoreError::Conflict { .. }) => {}

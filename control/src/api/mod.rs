@@ -133,6 +133,9 @@ pub struct ApiState {
     /// The admission webhooks of the webhook configurations (followed
     /// from the store by a task started with the server).
     pub webhooks: Arc<admission::webhook::Webhooks>,
+    /// The bound ValidatingAdmissionPolicies, compiled (followed from the
+    /// store by a task started with the server).
+    pub policies: Arc<admission::policy::Policies>,
 }
 
 /// The API as an axum router.

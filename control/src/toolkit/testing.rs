@@ -62,6 +62,13 @@ impl TestApi {
             webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
                 .await
                 .expect("webhooks"),
+            policies: {
+                let policies = crate::api::admission::policy::Policies::new(store.clone())
+                    .await
+                    .expect("policies");
+                tokio::spawn(policies.clone().follow());
+                policies
+            },
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

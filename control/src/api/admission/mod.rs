@@ -17,6 +17,9 @@
 //! - [`webhook`]. MutatingAdmissionWebhook (last of the mutating steps)
 //!   and ValidatingAdmissionWebhook (before ResourceQuota), calling the
 //!   webhooks of the webhook configurations.
+//! - [`policy`]: ValidatingAdmissionPolicy, just before
+//!   ValidatingAdmissionWebhook: the CEL validations of the bound
+//!   ValidatingAdmissionPolicies.
 //! - [`certificates`]: the CSR requester's identity on create,
 //!   CertificateSubjectRestriction, CertificateApproval, CertificateSigning.
 //! - [`resource_quota`]: ResourceQuota, last: charges a create to the
@@ -26,6 +29,7 @@ pub mod certificates;
 pub mod limit_ranger;
 pub mod node_restriction;
 pub mod pod_security;
+pub mod policy;
 pub mod priority;
 pub mod resource_quota;
 pub mod runtime_class;
@@ -67,7 +71,21 @@ pub(super) async fn validate(
     certificates::validate(state, req, obj, old).await?;
     let mut warnings = pod_security::admit(state, req, obj, old).await?;
     runtime_class::validate(state, req, obj, old).await?;
+    warnings.extend(policy::validate(state, req, Some(obj), old).await?);
     warnings.extend(webhook::validate(state, req, Some(obj), old).await?);
     resource_quota::admit(state, req, obj, old).await?;
+    Ok(warnings)
+}
+
+/// A delete of `old`: the mutating webhooks, the policies, then the
+/// validating webhooks; their warnings.
+pub(super) async fn on_delete(
+    state: &ApiState,
+    req: &ApiRequest,
+    old: &Value,
+) -> ApiResult<Vec<String>> {
+    let mut warnings = webhook::mutate_on_delete(state, req, old).await?;
+    warnings.extend(policy::validate(state, req, None, Some(old)).await?);
+    warnings.extend(webhook::validate(state, req, None, Some(old)).await?);
     Ok(warnings)
 }

@@ -129,6 +129,12 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
             add::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(gen)
         }
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy") => {
+            add::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>(gen)
+        }
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding") => {
+            add::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>(gen)
+        }
         ("storage.k8s.io", "v1", "CSIDriver") => add::<k8s_openapi::api::storage::v1::CSIDriver>(gen),
         ("storage.k8s.io", "v1", "CSINode") => add::<k8s_openapi::api::storage::v1::CSINode>(gen),
         ("storage.k8s.io", "v1", "CSIStorageCapacity") => {

@@ -102,6 +102,10 @@ const INLINE: &[(&str, &str)] = &[
     ("api.core.v1.VolumeMountStatus", "volumeStatus"),
     ("api.networking.v1.IngressRule", "ingressRuleValue"),
     ("api.admissionregistration.v1.RuleWithOperations", "rule"),
+    (
+        "api.admissionregistration.v1.NamedRuleWithOperations",
+        "ruleWithOperations",
+    ),
 ];
 
 fn is_inline(message: &str, field: &str) -> bool {

@@ -380,6 +380,40 @@ fn webhook_configurations_round_trip() {
     }));
 }
 
+#[test]
+fn validating_admission_policies_round_trip() {
+    round_trip(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {"matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchLabels": {"a": "b"}}, "objectSelector": {},
+                "resourceRules": [{"resourceNames": ["x"], "operations": ["CREATE", "UPDATE"],
+                    "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+                    "scope": "*"}],
+                "excludeResourceRules": [{"operations": ["DELETE"], "apiGroups": [""],
+                    "apiVersions": ["v1"], "resources": ["pods"]}]},
+            "validations": [{"expression": "object.spec.replicas <= 5", "message": "m",
+                "reason": "Forbidden", "messageExpression": "'x'"}],
+            "auditAnnotations": [{"key": "k", "valueExpression": "'v'"}],
+            "matchConditions": [{"name": "c", "expression": "true"}],
+            "variables": [{"name": "v", "expression": "1"}]},
+        "status": {"observedGeneration": 1,
+            "typeChecking": {"expressionWarnings": [{"fieldRef": "spec.validations[0]",
+                "warning": "w"}]}}
+    }));
+    round_trip(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "b"},
+        "spec": {"policyName": "p", "validationActions": ["Deny", "Audit"],
+            "paramRef": {"name": "limits", "namespace": "ns",
+                "parameterNotFoundAction": "Deny"},
+            "matchResources": {"namespaceSelector": {"matchLabels": {"env": "test"}}}}
+    }));
+}
+
 /// The policy kinds, as kubectl sends and reads them in protobuf.
 #[test]
 fn policy_kinds_round_trip() {

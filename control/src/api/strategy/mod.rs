@@ -24,7 +24,10 @@
 //!   gone (custom resources themselves have nothing special here);
 //! - [`csr`]: a CertificateSigningRequest's spec never changes after
 //!   create; its conditions get their timestamps.
+//! - [`admission_policy`]: a ValidatingAdmissionPolicy's CEL expressions
+//!   must compile.
 
+mod admission_policy;
 pub mod crd;
 mod csr;
 mod daemonset;
@@ -191,6 +194,7 @@ fn for_kind(kind: &str) -> &'static dyn Strategy {
         "PriorityClass" => &priority_class::PriorityClassStrategy,
         "CustomResourceDefinition" => &crd::CustomResourceDefinitionStrategy,
         "CertificateSigningRequest" => &csr::CertificateSigningRequestStrategy,
+        "ValidatingAdmissionPolicy" => &admission_policy::ValidatingAdmissionPolicyStrategy,
         _ => &Default,
     }
 }

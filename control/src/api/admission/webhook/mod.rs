@@ -330,10 +330,15 @@ pub async fn validate(
 }
 
 /// A delete of `old`: the mutating webhooks are called too (their
-/// patches have no object to apply to), then the validating ones.
-pub async fn on_delete(state: &ApiState, req: &ApiRequest, old: &Value) -> ApiResult<Vec<String>> {
+/// patches have no object to apply to); the validating ones follow
+/// ([`validate`], after the policies).
+pub async fn mutate_on_delete(
+    state: &ApiState,
+    req: &ApiRequest,
+    old: &Value,
+) -> ApiResult<Vec<String>> {
     let snapshot = state.webhooks.snapshot();
-    if snapshot.mutating.is_empty() && snapshot.validating.is_empty() {
+    if snapshot.mutating.is_empty() {
         return Ok(Vec::new());
     }
     let mut warnings = Vec::new();
@@ -350,6 +355,5 @@ pub async fn on_delete(state: &ApiState, req: &ApiRequest, old: &Value) -> ApiRe
             }
         }
     }
-    warnings.extend(validate(state, req, None, Some(old)).await?);
     Ok(warnings)
 }

@@ -403,7 +403,10 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
             None,
         )),
         custom: crate::api::custom::CustomResources::new(store.clone()),
-        webhooks: crate::api::admission::webhook::Webhooks::new(store)
+        webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
+            .await
+            .unwrap(),
+        policies: crate::api::admission::policy::Policies::new(store)
             .await
             .unwrap(),
     });

@@ -1,0 +1,2 @@
+//! Matching of policies and bindings, and the messages and failures of
+//! evaluation.
