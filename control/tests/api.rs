@@ -161,6 +161,18 @@ fn sample(kind: &str, name: &str) -> Value {
         "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
             ("admissionregistration.k8s.io/v1", Value::Null)
         }
+        // Matches only a kind nothing serves: no write of the suite is
+        // validated by it.
+        "ValidatingAdmissionPolicy" => (
+            "admissionregistration.k8s.io/v1",
+            json!({"matchConstraints": {"resourceRules": [{"apiGroups": ["none.example.com"],
+                "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["things"]}]},
+                "validations": [{"expression": "object.metadata.name != 'x'"}]}),
+        ),
+        "ValidatingAdmissionPolicyBinding" => (
+            "admissionregistration.k8s.io/v1",
+            json!({"policyName": "crud-policy", "validationActions": ["Deny"]}),
+        ),
         "RuntimeClass" => ("node.k8s.io/v1", Value::Null),
         "CSIDriver" => ("storage.k8s.io/v1", json!({"attachRequired": false})),
         "CSINode" => (
