@@ -56,9 +56,12 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
             None,
         )),
         custom: bosun_control::api::custom::CustomResources::new(store.clone()),
-        webhooks: bosun_control::api::admission::webhook::Webhooks::new(store)
+        webhooks: bosun_control::api::admission::webhook::Webhooks::new(store.clone())
             .await
             .expect("webhooks"),
+        policies: bosun_control::api::admission::policy::Policies::new(store)
+            .await
+            .expect("policies"),
     })
 }
 

@@ -287,10 +287,8 @@ fn act(
 ) {
     for action in &binding.actions {
         match action.as_str() {
-            "Deny" => {
-                if denied.is_none() {
-                    *denied = Some((policy.name.clone(), binding.name.clone(), d.clone()));
-                }
+            "Deny" if denied.is_none() => {
+                *denied = Some((policy.name.clone(), binding.name.clone(), d.clone()));
             }
             "Warn" => warnings.push(format!(
                 "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
