@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bosun_test_support::binaries::kubectl_binary;
-use common::ControlPlane;
+use common::{raw, ControlPlane};
 
 /// kubectl's exit status, stdout and stderr.
 fn kubectl(cp: &ControlPlane, args: &[&str], stdin: &str) -> (bool, String, String) {
@@ -337,6 +337,28 @@ async fn params_warnings_and_not_found_params() {
              'replica-limit-limited' denied request: replicas must be no greater than 3"
         ),
         "{out}"
+    );
+    // The reason's HTTP code, and the message as the one cause.
+    let body = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "raw"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "raw"}},
+            "template": {"metadata": {"labels": {"app": "raw"}},
+                "spec": {"containers": [{"name": "web", "image": "bosun.local/web:1"}]}}}});
+    let (code, status) = raw(
+        &cp.client().await,
+        "POST",
+        "/apis/apps/v1/namespaces/limited/deployments",
+        "application/json",
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(status["reason"], "Forbidden", "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["message"],
+        "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-limited' denied \
+         request: replicas must be no greater than 3",
+        "{status}"
     );
     let (created, out) = create(&cp, "a", "limited", 3, false);
     assert!(created, "{out}");
