@@ -197,9 +197,11 @@ fn etcd_options(args: &Args) -> Result<Option<EtcdOptions>, String> {
         return Ok(None);
     }
     if !args.snapshot_interval.is_zero() {
-        return Err("--snapshot-interval snapshots the embedded store; with --store etcd://... \
+        return Err(
+            "--snapshot-interval snapshots the embedded store; with --store etcd://... \
                     take snapshots with `etcdctl snapshot save`"
-            .into());
+                .into(),
+        );
     }
     Ok(Some(EtcdOptions {
         endpoints: EtcdOptions::parse_endpoints(&args.store)?,

@@ -148,7 +148,10 @@ impl Shared {
 
     /// The etcd key of one of bosun's keys.
     fn key(&self, key: &str) -> Result<Vec<u8>> {
-        match key.strip_prefix(KEY_ROOT).filter(|rest| rest.starts_with('/')) {
+        match key
+            .strip_prefix(KEY_ROOT)
+            .filter(|rest| rest.starts_with('/'))
+        {
             Some(rest) => Ok(format!("{}{rest}", self.prefix).into_bytes()),
             None => Err(StoreError::Backend(format!(
                 "key {key:?} is not under {KEY_ROOT}/"
@@ -225,7 +228,8 @@ fn etcd_error(e: etcd_client::Error) -> StoreError {
 
 /// Whether `e` is etcd's "required revision has been compacted".
 fn is_compacted(e: &etcd_client::Error) -> bool {
-    e.to_string().contains("required revision has been compacted")
+    e.to_string()
+        .contains("required revision has been compacted")
 }
 
 pub struct EtcdStore {
@@ -275,12 +279,8 @@ impl EtcdStore {
                 }
             }
         }
-        let compactor = (!options.compaction_interval.is_zero()).then(|| {
-            tokio::spawn(compactor::run(
-                shared.clone(),
-                options.compaction_interval,
-            ))
-        });
+        let compactor = (!options.compaction_interval.is_zero())
+            .then(|| tokio::spawn(compactor::run(shared.clone(), options.compaction_interval)));
         Ok(EtcdStore { shared, compactor })
     }
 
@@ -291,12 +291,7 @@ impl EtcdStore {
     }
 
     async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
-        self.shared
-            .kv
-            .clone()
-            .txn(txn)
-            .await
-            .map_err(etcd_error)
+        self.shared.kv.clone().txn(txn).await.map_err(etcd_error)
     }
 
     /// A compare-and-swap on `key`'s mod revision: `op` if it is at
@@ -331,7 +326,10 @@ impl EtcdStore {
 
     /// One linearizable list, read in pages pinned to the first one's
     /// revision.
-    async fn list_once(&self, prefix: &str) -> std::result::Result<(Vec<KeyValue>, Revision), etcd_client::Error> {
+    async fn list_once(
+        &self,
+        prefix: &str,
+    ) -> std::result::Result<(Vec<KeyValue>, Revision), etcd_client::Error> {
         let shared = &self.shared;
         let start = shared
             .prefix_key(prefix)
@@ -342,7 +340,9 @@ impl EtcdStore {
         let mut from = start;
         let mut revision = 0;
         loop {
-            let mut options = GetOptions::new().with_range(end.clone()).with_limit(LIST_PAGE);
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(LIST_PAGE);
             if revision != 0 {
                 options = options.with_revision(revision as i64);
             }
@@ -448,11 +448,20 @@ mod tests {
             EtcdOptions::parse_endpoints("etcd://127.0.0.1:2379,e2:2379").unwrap(),
             ["127.0.0.1:2379", "e2:2379"]
         );
-        for bad in ["http://a:2379", "etcd://", "etcd://a", "etcd://a:x", "etcd://a:1,"] {
+        for bad in [
+            "http://a:2379",
+            "etcd://",
+            "etcd://a",
+            "etcd://a:x",
+            "etcd://a:1,",
+        ] {
             let err = EtcdOptions::parse_endpoints(bad).unwrap_err();
             assert!(err.starts_with("--store"), "{bad}: {err}");
         }
-        assert_eq!(EtcdOptions::parse_prefix("/registry/").unwrap(), "/registry");
+        assert_eq!(
+            EtcdOptions::parse_prefix("/registry/").unwrap(),
+            "/registry"
+        );
         assert_eq!(EtcdOptions::parse_prefix("/c1").unwrap(), "/c1");
         assert!(EtcdOptions::parse_prefix("registry")
             .unwrap_err()

@@ -10,7 +10,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::{etcd_error, is_compacted, range_end, Shared};
 use crate::store::{Event, EventStream, EventType, Result, Revision, StoreError, Stored};
 
-pub(super) async fn watch(shared: Arc<Shared>, prefix: &str, after: Revision) -> Result<EventStream> {
+pub(super) async fn watch(
+    shared: Arc<Shared>,
+    prefix: &str,
+    after: Revision,
+) -> Result<EventStream> {
     let key = shared.prefix_key(prefix)?;
     let end = range_end(&key);
     // etcd tells a watch from a compacted revision so only after it is
