@@ -169,7 +169,7 @@ impl Shared {
     }
 
     /// bosun's key for an etcd key under the prefix.
-    fn from_key(&self, key: &[u8]) -> Result<String> {
+    fn bosun_key(&self, key: &[u8]) -> Result<String> {
         std::str::from_utf8(key)
             .ok()
             .and_then(|k| k.strip_prefix(self.prefix.as_str()))
@@ -186,7 +186,7 @@ impl Shared {
 
     fn key_value(&self, kv: &etcd_client::KeyValue) -> Result<KeyValue> {
         Ok(KeyValue {
-            key: self.from_key(kv.key())?,
+            key: self.bosun_key(kv.key())?,
             value: Stored::new(kv.value()),
             mod_revision: kv.mod_revision() as u64,
         })

@@ -132,7 +132,7 @@ fn convert(shared: &Shared, event: &etcd_client::Event) -> Result<Event> {
     let kv = event
         .kv()
         .ok_or_else(|| StoreError::Backend("etcd sent an event without its key".into()))?;
-    let key = shared.from_key(kv.key())?;
+    let key = shared.bosun_key(kv.key())?;
     let prev = event.prev_kv().map(|p| Stored::new(p.value()));
     let revision = kv.mod_revision() as u64;
     Ok(match event.event_type() {
