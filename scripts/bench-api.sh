@@ -8,11 +8,16 @@
 # written as JSON to $BENCH_JSON (default target/bench-api.json).
 # BENCH_CONTROL_BIN=PATH runs that bosun-control binary instead of the one
 # just built (e.g. a build of an older commit, for before/after figures).
+# BENCH_STORE=etcd runs bosun-control on the throwaway etcd (--store
+# etcd://..., under its own --etcd-prefix) instead of its embedded store;
+# the bare-etcd figures then come from the same etcd. BENCH_PROFILE=debug
+# builds and runs debug binaries (quicker to build; slower figures).
 # BENCH_PERF=FILE records bosun-control with `perf record -g` into FILE
 # while the benchmark runs (read it with `perf report -i FILE --no-children`).
 #
 #   scripts/bench-api.sh
 #   BENCH_NO_ETCD=1 scripts/bench-api.sh --rate 200
+#   BENCH_STORE=etcd BENCH_PROFILE=debug scripts/bench-api.sh
 #   BENCH_CONTROL_BIN=/work/base/target-rel/release/bosun-control scripts/bench-api.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +25,15 @@ repo=$PWD
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
 
-cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
-control_bin="${BENCH_CONTROL_BIN:-$CARGO_TARGET_DIR/release/bosun-control}"
+profile="${BENCH_PROFILE:-release}"
+if [ "$profile" = release ]; then
+    cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
+else
+    cargo build --quiet -p bosun-control --bin bosun-control --example api_bench
+fi
+control_bin="${BENCH_CONTROL_BIN:-$CARGO_TARGET_DIR/$profile/bosun-control}"
 [ -x "$control_bin" ] || { echo "no bosun-control binary at $control_bin" >&2; exit 1; }
-bench_bin="$CARGO_TARGET_DIR/release/examples/api_bench"
+bench_bin="$CARGO_TARGET_DIR/$profile/examples/api_bench"
 
 work=$(mktemp -d -t bosun-bench.XXXXXX)
 bosun_pid=""
@@ -100,13 +110,6 @@ vm_kib() {
     done <"/proc/$1/status" 2>/dev/null || true
 }
 
-# --- bosun-control
-mkdir -p "$work/bosun"
-"$control_bin" --data-dir "$work/bosun" --port 0 2>"$work/bosun.log" &
-bosun_pid=$!
-wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
-echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$work/bosun/address")"
-
 # --- etcd, if Debian's etcd-server is installed
 etcd_args=()
 if [ -n "${BENCH_NO_ETCD:-}" ]; then
@@ -130,6 +133,19 @@ else
     echo "etcd $(etcd --version | head -n1 | awk '{print $3}') pid $etcd_pid on 127.0.0.1:$client_port"
     etcd_args=(--etcd "http://127.0.0.1:$client_port" --etcd-pid "$etcd_pid")
 fi
+
+# --- bosun-control, on its embedded store or (BENCH_STORE=etcd) on the
+# etcd above, under a prefix of its own
+store_args=()
+if [ "${BENCH_STORE:-embedded}" = etcd ]; then
+    [ -n "$etcd_pid" ] || { echo "BENCH_STORE=etcd needs etcd (apt-get install -y etcd-server)" >&2; exit 1; }
+    store_args=(--store "etcd://127.0.0.1:$client_port" --etcd-prefix /bosun-bench)
+fi
+mkdir -p "$work/bosun"
+"$control_bin" --data-dir "$work/bosun" --port 0 "${store_args[@]}" 2>"$work/bosun.log" &
+bosun_pid=$!
+wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
+echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$work/bosun/address") store ${BENCH_STORE:-embedded}"
 
 # --- memory sampler: the highest VmRSS seen, every 200 ms
 (

@@ -118,6 +118,10 @@ command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 # tests/systemd.rs boots a real systemd in namespaces of its own
 # (scripts/systemd-sandbox.sh); its binaries are all it needs.
 [ -x /lib/systemd/systemd ] && command -v journalctl >/dev/null 2>&1 || need_apt+=(systemd)
+# The etcd store's build compiles etcd's gRPC protos (etcd-client needs
+# protoc), and its tests and the etcd e2e test start etcd members.
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   apt-get update -qq
@@ -127,6 +131,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   if [[ " ${need_apt[*]} " == *" systemd "* ]]; then
     apt-get install -y -qq systemd
   fi
+  for pkg in protobuf-compiler etcd-server; do
+    if [[ " ${need_apt[*]} " == *" $pkg "* ]]; then
+      apt-get install -y -qq "$pkg"
+    fi
+  done
   if [[ " ${need_apt[*]} " == *" kubectl "* ]]; then
     # Debian's kubectl is packaged as kubernetes-client.
     apt-get install -y -qq kubectl >/dev/null 2>&1 || apt-get install -y -qq kubernetes-client

@@ -13,7 +13,7 @@ use bosun_control::controllers::podgc::PodGcOptions;
 use bosun_control::manager::ControllerOptions;
 use bosun_control::server::{self, Config};
 use bosun_control::snapshot::PeriodicOptions;
-use bosun_control::store::StoreOptions;
+use bosun_control::store::{EtcdOptions, StoreOptions};
 use clap::Parser;
 
 /// bosun's control plane: the Kubernetes API on an embedded store.
@@ -33,7 +33,29 @@ struct Args {
     /// Port to listen on; 0 picks a free one (written to DATA_DIR/address).
     #[arg(long, default_value_t = 6443)]
     port: u16,
-    /// How many past changes are kept for watches to resume from.
+    /// Where the objects live: `embedded` (a file in the data dir) or
+    /// `etcd://HOST:PORT[,HOST:PORT...]`, an etcd v3 cluster.
+    #[arg(long, default_value = "embedded")]
+    store: String,
+    /// etcd: the CA file that signed the members' serving certificates
+    /// (the members are then reached over https).
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// etcd: the client certificate, for members that require one.
+    #[arg(long, requires = "etcd_keyfile")]
+    etcd_certfile: Option<PathBuf>,
+    /// etcd: the client certificate's key.
+    #[arg(long, requires = "etcd_certfile")]
+    etcd_keyfile: Option<PathBuf>,
+    /// etcd: where this cluster's keys live, so that several clusters can
+    /// share one etcd (kube-apiserver's default).
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// etcd: how often the history is compacted (e.g. 5m; 0: never).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    etcd_compaction_interval: Duration,
+    /// How many past changes the embedded store keeps for watches to
+    /// resume from.
     #[arg(long, default_value_t = 20_000)]
     watch_history: u64,
     /// Seconds between bookmarks on idle watches that ask for them.
@@ -165,10 +187,43 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
+/// The etcd store's options, if `--store` names etcd; the `--etcd-*`
+/// flags are refused without it.
+fn etcd_options(args: &Args) -> Result<Option<EtcdOptions>, String> {
+    if args.store == "embedded" {
+        if args.etcd_cafile.is_some() || args.etcd_certfile.is_some() {
+            return Err("--etcd-cafile and --etcd-certfile need --store etcd://...".into());
+        }
+        return Ok(None);
+    }
+    if !args.snapshot_interval.is_zero() {
+        return Err(
+            "--snapshot-interval snapshots the embedded store; with --store etcd://... \
+                    take snapshots with `etcdctl snapshot save`"
+                .into(),
+        );
+    }
+    Ok(Some(EtcdOptions {
+        endpoints: EtcdOptions::parse_endpoints(&args.store)?,
+        ca_file: args.etcd_cafile.clone(),
+        cert_file: args.etcd_certfile.clone(),
+        key_file: args.etcd_keyfile.clone(),
+        prefix: EtcdOptions::parse_prefix(&args.etcd_prefix)?,
+        compaction_interval: args.etcd_compaction_interval,
+    }))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     bosun::serving::init_logging(args.log_format);
+    let etcd = match etcd_options(&args) {
+        Ok(etcd) => etcd,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
     let node_ipam = match NodeIpamOptions::parse(&args.cluster_cidr, args.node_cidr_mask_size) {
         Ok(o) => o,
         Err(e) => {
@@ -237,6 +292,7 @@ async fn main() -> anyhow::Result<()> {
         store: StoreOptions {
             history: args.watch_history,
         },
+        etcd,
         api: ApiOptions {
             body_limit: args.max_body_bytes,
             bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),

@@ -16,7 +16,7 @@ use crate::auth;
 use crate::controllers::kubernetesservice::{self, KubernetesServiceOptions};
 use crate::manager::{self, ControllerOptions};
 use crate::observe;
-use crate::store::{EmbeddedStore, Store, StoreError, StoreOptions};
+use crate::store::{EmbeddedStore, EtcdOptions, EtcdStore, Store, StoreError, StoreOptions};
 use crate::tls;
 use crate::tokens::TokenIssuer;
 use crate::toolkit::SystemClock;
@@ -35,6 +35,9 @@ pub struct Config {
     /// `kubernetes.default.svc.<domain>`.
     pub cluster_domain: String,
     pub store: StoreOptions,
+    /// Keep the objects in etcd (`--store etcd://...`) instead of the
+    /// embedded store in the data dir.
+    pub etcd: Option<EtcdOptions>,
     pub api: ApiOptions,
     /// Which controllers (and the scheduler) run in this process.
     pub controllers: ControllerOptions,
@@ -162,26 +165,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let token = admin_token(&config.data_dir)?;
-    let store_path = config.data_dir.join("store.redb");
-    let restored = config.data_dir.join(bosun::snapshot::RESTORED_MARKER);
-    if restored.exists() {
-        let revision =
-            EmbeddedStore::bump_revision(&store_path, bosun::snapshot::RESTORE_REVISION_BUMP)
-                .context("moving the restored store's revision on")?;
-        tracing::info!(
-            revision,
-            "restored from a snapshot: revisions moved on, watches from older ones get 410"
-        );
-        std::fs::remove_file(&restored)
-            .with_context(|| format!("removing {}", restored.display()))?;
-    }
-    let store =
-        EmbeddedStore::open(&store_path, config.store.clone()).context("opening the store")?;
-    let store = Arc::new(store);
-    let snapshots = Arc::new(crate::snapshot::Snapshotter::new(
-        config.data_dir.clone(),
-        store.clone(),
-    ));
+    let (store, snapshots) = open_store(&config).await?;
     let store: Arc<dyn Store> = Arc::new(observe::ObservedStore::new(store));
     bootstrap(store.as_ref()).await?;
 
@@ -214,7 +198,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         node_signer: Some(Arc::new(auth::credential::NodeSigner::load(
             &config.data_dir,
         )?)),
-        snapshots: Some(snapshots.clone()),
+        snapshots: snapshots.clone(),
         rbac: rbac.clone(),
         node_graph: node_graph.clone(),
         aggregator: aggregator.clone(),
@@ -305,7 +289,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         store.clone(),
         std::time::Duration::from_secs(60),
     ));
-    if let Some(periodic) = config.snapshots.clone() {
+    if let (Some(periodic), Some(snapshots)) = (config.snapshots.clone(), snapshots) {
         tasks.spawn(crate::snapshot::run_periodic(snapshots, periodic));
     }
 
@@ -344,6 +328,56 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&address_file);
     drop(store);
     Ok(())
+}
+
+type Snapshots = Option<Arc<crate::snapshot::Snapshotter>>;
+
+/// The store `config` names: the embedded one in the data dir (with its
+/// snapshots), or etcd. What only the embedded store can do is refused on
+/// etcd with what to use instead.
+async fn open_store(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Snapshots)> {
+    let restored = config.data_dir.join(bosun::snapshot::RESTORED_MARKER);
+    if let Some(etcd) = &config.etcd {
+        if restored.exists() {
+            anyhow::bail!(
+                "{} holds a restored snapshot of the embedded store, but --store is etcd: \
+                 restore etcd with `etcdutl snapshot restore` instead, or remove {}",
+                config.data_dir.display(),
+                restored.display()
+            );
+        }
+        if config.snapshots.is_some() {
+            anyhow::bail!(
+                "--snapshot-interval snapshots the embedded store; with --store etcd://... \
+                 take snapshots with `etcdctl snapshot save`"
+            );
+        }
+        let store = EtcdStore::connect(etcd, std::time::Duration::from_secs(30))
+            .await
+            .context("opening the etcd store")?;
+        tracing::info!(endpoints = %etcd.endpoints.join(","), prefix = %etcd.prefix, "store: etcd");
+        return Ok((Arc::new(store), None));
+    }
+    let store_path = config.data_dir.join("store.redb");
+    if restored.exists() {
+        let revision =
+            EmbeddedStore::bump_revision(&store_path, bosun::snapshot::RESTORE_REVISION_BUMP)
+                .context("moving the restored store's revision on")?;
+        tracing::info!(
+            revision,
+            "restored from a snapshot: revisions moved on, watches from older ones get 410"
+        );
+        std::fs::remove_file(&restored)
+            .with_context(|| format!("removing {}", restored.display()))?;
+    }
+    let store =
+        EmbeddedStore::open(&store_path, config.store.clone()).context("opening the store")?;
+    let store = Arc::new(store);
+    let snapshots = Arc::new(crate::snapshot::Snapshotter::new(
+        config.data_dir.clone(),
+        store.clone(),
+    ));
+    Ok((store, Some(snapshots)))
 }
 
 /// Resolves on the first SIGTERM or SIGINT.

@@ -10,12 +10,14 @@
 //!   until it serves;
 //! - [`client`]: a kube client from an admin kubeconfig;
 //! - [`docker`]: a test node's containers, and removing what it made;
+//! - [`etcd`]: a throwaway etcd member for the etcd store's tests;
 //! - [`text`]: log tails for failure messages.
 
 pub mod binaries;
 pub mod client;
 pub mod control;
 pub mod docker;
+pub mod etcd;
 pub mod images;
 pub mod process;
 pub mod text;

@@ -192,6 +192,19 @@ pub struct Cluster {
     agents: Vec<AgentProc>,
     agent_args: Vec<String>,
     control_args: Vec<String>,
+    /// The etcd the control plane keeps its objects in, if any (dropped,
+    /// so stopped, after the control plane).
+    etcd: Option<bosun_test_support::etcd::Etcd>,
+}
+
+/// Whether the e2e tests run their control planes on etcd
+/// (`BOSUN_TEST_STORE=etcd`) instead of the embedded store.
+pub fn store_is_etcd() -> bool {
+    match std::env::var("BOSUN_TEST_STORE").as_deref() {
+        Ok("etcd") => true,
+        Ok("") | Ok("embedded") | Err(_) => false,
+        Ok(other) => panic!("BOSUN_TEST_STORE={other:?}: use etcd or embedded"),
+    }
 }
 
 impl Cluster {
@@ -220,6 +233,26 @@ impl Cluster {
         agent_args: &[&str],
         control_args: &[&str],
     ) -> Cluster {
+        let etcd = store_is_etcd().then(|| {
+            bosun_test_support::etcd::Etcd::start()
+                .expect("BOSUN_TEST_STORE=etcd, but etcd is not installed")
+        });
+        Self::start_on(n, agent_args, control_args, etcd)
+    }
+
+    /// A control plane on a throwaway etcd and one agent; None (the
+    /// reason printed) when etcd is not installed.
+    pub fn start_on_etcd() -> Option<Cluster> {
+        let etcd = bosun_test_support::etcd::Etcd::start()?;
+        Some(Self::start_on(1, &[], &[], Some(etcd)))
+    }
+
+    fn start_on(
+        n: usize,
+        agent_args: &[&str],
+        control_args: &[&str],
+        etcd: Option<bosun_test_support::etcd::Etcd>,
+    ) -> Cluster {
         assert!(n >= 1, "a cluster has at least one node");
         ensure_images();
         let dir = tempfile::tempdir().expect("temp dir");
@@ -240,6 +273,7 @@ impl Cluster {
             agents: Vec::new(),
             agent_args: agent_args.iter().map(|s| s.to_string()).collect(),
             control_args: control_args.iter().map(|s| s.to_string()).collect(),
+            etcd,
         };
         c.start_control();
         for _ in 0..n {
@@ -367,6 +401,11 @@ impl Cluster {
         cmd.arg("--data-dir")
             .arg(&data)
             .args(["--port", &self.port.to_string()])
+            .args(
+                self.etcd
+                    .iter()
+                    .flat_map(|e| ["--store".to_string(), e.store_url()]),
+            )
             .args(&self.control_args)
             .stdout(Stdio::null())
             .stderr(self.log("control"));

@@ -38,10 +38,11 @@ pub async fn serve(state: &ApiState, who: &Identity, method: &Method) -> ApiResu
             bosun::snapshot::PATH
         )));
     }
-    let snapshots = state
-        .snapshots
-        .clone()
-        .ok_or_else(|| ApiError::internal("this server's store takes no snapshots"))?;
+    let snapshots = state.snapshots.clone().ok_or_else(|| {
+        ApiError::internal(
+            "this server's store takes no snapshots (on etcd, use `etcdctl snapshot save`)",
+        )
+    })?;
     let taken = tokio::task::spawn_blocking(move || snapshots.take())
         .await
         .map_err(|e| ApiError::internal(format!("taking the snapshot: {e}")))?

@@ -7,12 +7,16 @@
 //! revision, and a watch replays every change after a revision that is
 //! still inside a bounded history.
 
+#[cfg(test)]
+mod conformance;
 mod embedded;
+mod etcd;
 mod follow;
 #[cfg(test)]
 mod power_loss_tests;
 
 pub use embedded::{EmbeddedStore, StoreOptions};
+pub use etcd::{EtcdOptions, EtcdStore};
 pub use follow::{reading, reload_on_change};
 
 use std::any::Any;

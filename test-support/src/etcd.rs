@@ -1,0 +1,141 @@
+//! A throwaway etcd for a test: one member on free loopback ports with its
+//! data in a temp dir, killed (by its own pid) and the dir removed when the
+//! handle drops, also on panic. For the tests of bosun's etcd store and
+//! the e2e tests run with `BOSUN_TEST_STORE=etcd`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::process::dies_with_test;
+
+pub struct Etcd {
+    // Dropped in this order: the process, then its data dir.
+    child: Child,
+    dir: tempfile::TempDir,
+    client_port: u16,
+}
+
+/// Whether Debian's etcd-server is installed (scripts/test.sh installs it).
+pub fn installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("etcd").is_file()))
+}
+
+/// A loopback port nobody listens on now (there is a small race, retried
+/// by [`Etcd::start`]).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Etcd {
+    /// Starts a member and waits until it is healthy; None, with the
+    /// reason printed, when etcd is not installed.
+    pub fn start() -> Option<Etcd> {
+        if !installed() {
+            eprintln!("skipping: etcd is not installed (apt-get install -y etcd-server)");
+            return None;
+        }
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::try_start() {
+                Ok(etcd) => return Some(etcd),
+                Err(e) => last = e,
+            }
+        }
+        panic!("etcd did not start: {last}");
+    }
+
+    fn try_start() -> Result<Etcd, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-test-etcd.")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let (client_port, peer_port) = (free_port(), free_port());
+        let client = format!("http://127.0.0.1:{client_port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let log = std::fs::File::create(dir.path().join("etcd.log")).map_err(|e| e.to_string())?;
+        let child = dies_with_test("etcd")
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=test={peer}"))
+            .arg("--log-level=warn")
+            .arg("--logger=zap")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting etcd: {e}"))?;
+        let mut etcd = Etcd {
+            child,
+            dir,
+            client_port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = etcd.child.try_wait() {
+                return Err(format!("etcd exited ({status}): {}", etcd.log()));
+            }
+            if etcd.healthy() {
+                return Ok(etcd);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("etcd not healthy after 30 s: {}", etcd.log()))
+    }
+
+    /// etcd's `/health` says so.
+    fn healthy(&self) -> bool {
+        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+            return false;
+        };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        if conn
+            .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut out = String::new();
+        let _ = conn.read_to_string(&mut out);
+        out.contains("\"health\":\"true\"")
+    }
+
+    /// `HOST:PORT` of the member.
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// `--store` for bosun-control.
+    pub fn store_url(&self) -> String {
+        format!("etcd://{}", self.endpoint())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn log(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default();
+        crate::text::tail(&log, 20)
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
