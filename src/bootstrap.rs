@@ -10,6 +10,8 @@ use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde_json::{json, Value};
 
+pub mod csr;
+
 /// The Secret type of bootstrap tokens.
 pub const SECRET_TYPE: &str = "bootstrap.kubernetes.io/token";
 /// Where bootstrap token Secrets live, named `bootstrap-token-<id>`.
@@ -29,18 +31,14 @@ pub const CLUSTER_INFO_SERVICE_RANGE: &str = "serviceClusterIPRange";
 /// control plane's `--cluster-cidr`): agents route only to Node pod
 /// ranges inside it.
 pub const CLUSTER_INFO_CLUSTER_CIDR: &str = "clusterCIDR";
-/// Where a bootstrap token is traded for a node's client certificate:
-/// `POST` a PEM certificate request with CN `system:node:<name>` and O
-/// `system:nodes`, get the signed certificate back (PEM).
-pub const NODE_CREDENTIAL_PATH: &str = "/bootstrap/node-credential";
 /// The subject of a node's client certificate.
 pub const NODES_GROUP: &str = "system:nodes";
 pub const NODE_USER_PREFIX: &str = "system:node:";
 
-/// A new key for node `node` and the PEM certificate request a joining
-/// node sends to [`NODE_CREDENTIAL_PATH`]: subject `CN=system:node:<node>`,
-/// `O=system:nodes`, as the kubelet's bootstrap asks for its client
-/// certificate.
+/// A new key for node `node` and the PEM certificate request a node puts
+/// in its CertificateSigningRequest ([`csr`]): subject
+/// `CN=system:node:<node>`, `O=system:nodes`, as the kubelet's bootstrap
+/// and certificate rotation ask for its client certificate.
 pub fn node_certificate_request(node: &str) -> anyhow::Result<(rcgen::KeyPair, String)> {
     let key = rcgen::KeyPair::generate()?;
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;

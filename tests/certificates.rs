@@ -7,7 +7,12 @@
 //! approver role; the certificate appears, and a kubeconfig with it is
 //! `jane` in `devs` to `kubectl auth whoami`. `kubectl certificate deny`
 //! denies another; a request breaking its signer's rules fails with the
-//! signer's reason; one asking for system:masters is refused.
+//! signer's reason; one asking for system:masters is refused. Node
+//! client requests (kubelet TLS bootstrapping's) are approved by
+//! csrapproving for a bootstrap token's user and for a node renewing its
+//! own, and left Pending, with an event saying why, for a plain user
+//! (until `kubectl certificate approve`) and for a bootstrap token asking
+//! for the name of a live node.
 
 mod common;
 
@@ -214,4 +219,119 @@ fn requests_are_denied_failed_or_refused_as_upstream() {
         "{}",
         refused.stderr
     );
+}
+
+/// A node client request (kubelet TLS bootstrapping's) for node `node`,
+/// named `name`, created by `as_user` in `groups` (impersonated by the
+/// admin).
+fn node_request(c: &Cluster, name: &str, node: &str, as_user: &str, groups: &[&str]) {
+    let request = openssl_request(c, name, &format!("/O=system:nodes/CN=system:node:{node}"));
+    let b64 = base64::engine::general_purpose::STANDARD.encode(request);
+    let file = c.write(
+        &format!("{name}.yaml"),
+        &format!(
+            "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\n\
+             spec:\n  request: {b64}\n  signerName: kubernetes.io/kube-apiserver-client-kubelet\n  \
+             usages: [digital signature, key encipherment, client auth]\n"
+        ),
+    );
+    let mut args = vec!["create", "-f", &file, "--as", as_user];
+    for g in groups {
+        args.extend(["--as-group", g]);
+    }
+    c.kubectl(&args).ok();
+}
+
+/// The messages of the events of reason `reason` about request `name`.
+fn events(c: &Cluster, name: &str, reason: &str) -> String {
+    c.kubectl(&[
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        &format!("involvedObject.name={name},reason={reason}"),
+        "-o",
+        "jsonpath={.items[*].message}",
+    ])
+    .ok()
+    .to_string()
+}
+
+fn condition(c: &Cluster, name: &str) -> String {
+    row(c, name)["CONDITION"].clone()
+}
+
+#[test]
+fn node_client_requests_are_approved_for_bootstrappers_and_nodes_only() {
+    let c = Cluster::start();
+    let issued = |name: &str| {
+        wait_for(name, Duration::from_secs(60), || {
+            (condition(&c, name) == "Approved,Issued").then_some(())
+        })
+    };
+    // A bootstrap token's user (system:bootstrappers, bound to nodeclient
+    // as kubeadm binds it) joining as a new node: approved and issued.
+    let token = ["system:bootstrappers", "system:authenticated"];
+    node_request(&c, "join", "fresh", "system:bootstrap:abcdef", &token);
+    issued("join");
+    let reason = "{.status.conditions[?(@.type==\"Approved\")].reason}";
+    let message = "{.status.conditions[?(@.type==\"Approved\")].message}";
+    assert_eq!(jsonpath(&c, "join", reason), "AutoApproved");
+    assert_eq!(
+        jsonpath(&c, "join", message),
+        "Auto approving kubelet client certificate after SubjectAccessReview."
+    );
+    // The node renewing its own certificate (selfnodeclient).
+    let node = ["system:nodes", "system:authenticated"];
+    node_request(&c, "renew", "fresh", "system:node:fresh", &node);
+    issued("renew");
+    assert_eq!(
+        jsonpath(&c, "renew", message),
+        "Auto approving self kubelet client certificate after SubjectAccessReview."
+    );
+
+    // A plain user who may create requests but not nodeclient ones: left
+    // Pending (with an event saying why) until an approver approves it.
+    c.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "jane-requests",
+        "--clusterrole=system:node-bootstrapper",
+        "--user=jane",
+    ])
+    .ok();
+    node_request(&c, "plain", "spare", "jane", &[]);
+    let why = wait_for("the NotAutoApproved event", Duration::from_secs(30), || {
+        Some(events(&c, "plain", "NotAutoApproved")).filter(|m| !m.is_empty())
+    });
+    assert!(
+        why.contains("\"jane\" may not create certificatesigningrequests/nodeclient"),
+        "{why}"
+    );
+    assert_eq!(condition(&c, "plain"), "Pending");
+    c.kubectl(&["certificate", "approve", "plain"]).ok();
+    issued("plain");
+
+    // A bootstrap token cannot take the name of a live node (its Lease
+    // renewed just now): Pending, with a warning, nothing issued.
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let live = c.write(
+        "live.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: busy}}\n---\n\
+             apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: busy, namespace: kube-node-lease}}\n\
+             spec: {{holderIdentity: busy, renewTime: '{now}'}}\n"
+        ),
+    );
+    c.kubectl(&["create", "-f", &live]).ok();
+    node_request(&c, "takeover", "busy", "system:bootstrap:abcdef", &token);
+    let why = wait_for("the NodeNameInUse event", Duration::from_secs(30), || {
+        Some(events(&c, "takeover", "NodeNameInUse")).filter(|m| !m.is_empty())
+    });
+    assert!(
+        why.contains("node \"busy\" already exists and is live (its Lease was renewed"),
+        "{why}"
+    );
+    assert_eq!(condition(&c, "takeover"), "Pending");
+    assert_eq!(jsonpath(&c, "takeover", "{.status.certificate}"), "");
 }

@@ -3,7 +3,9 @@
 //! refuses a CA that does not match the hash, a revoked and an expired
 //! token, and with a good token starts an agent whose Node becomes Ready
 //! with a client certificate of its own (no admin token on the joined
-//! side). That credential reads the Secret its pod uses (the pod runs),
+//! side), got through a CertificateSigningRequest that `kubectl get csr`
+//! shows `Approved,Issued`; another token's request for that live node's
+//! name stays Pending. That credential reads the Secret its pod uses (the pod runs),
 //! is refused one no pod of its node uses, and cannot write the status of
 //! another node's pod. `bosun logs`, `bosun exec` and `kubectl exec`
 //! reach the joined node's pod (the control plane presents a client
@@ -442,6 +444,18 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
         Duration::from_secs(60),
         || setup.node_ready(),
     );
+    // The certificate came through the CSR flow: the token's request,
+    // approved by csrapproving and issued.
+    let token_id = token.split('.').next().unwrap();
+    let csrs = host.kubectl(admin, &["get", "csr", "--no-headers"]);
+    assert!(
+        csrs.ok().lines().any(|l| l.starts_with("node-csr-")
+            && l.contains("kubernetes.io/kube-apiserver-client-kubelet")
+            && l.contains(&format!("system:bootstrap:{token_id}"))
+            && l.ends_with("Approved,Issued")),
+        "{}",
+        csrs.stdout
+    );
 
     // A pod scheduled to the joined node, using one Secret; another
     // Secret no pod of the node uses; a pod bound to another node.
@@ -518,7 +532,7 @@ apiVersion: v1\nkind: Pod\nmetadata: {{name: elsewhere}}\nspec:\n  nodeName: som
     // The admin still does everything.
     host.kubectl(admin, &["get", "secret", "unused"]).ok();
     node_restriction(host, admin, &credential, node, tmp.path());
-    bootstrap_cannot_take_a_live_node(host, &server, &hash, node, tmp.path());
+    bootstrap_cannot_take_a_live_node(host, admin, &server, &hash, node, tmp.path());
 
     // Logs and exec reach the joined node's pod: the control plane
     // presents its client certificate of the cluster CA to the agent.
@@ -888,9 +902,11 @@ fn ingress_status_is_not_the_nodes(
 }
 
 /// A fresh bootstrap token cannot get a certificate for the name of the
-/// joined node while it is live.
+/// joined node while it is live: its request stays Pending, with an
+/// event saying why, and the node stays Ready.
 fn bootstrap_cannot_take_a_live_node(
     host: &Host,
+    admin: &Path,
     server: &str,
     hash: &str,
     node: &str,
@@ -915,16 +931,49 @@ fn bootstrap_cannot_take_a_live_node(
             "127.0.0.1",
             "--port",
             "0",
+            "--timeout",
+            "15s",
         ])
         .fails()
         .to_string();
-    assert!(
-        err.contains(&format!(
+    assert!(err.contains("was not issued within 15s"), "{err}");
+    let csr = err
+        .split_whitespace()
+        .find(|w| w.starts_with("node-csr-"))
+        .unwrap_or_else(|| panic!("no request named: {err}"));
+    let events = || {
+        host.kubectl(
+            admin,
+            &[
+                "get",
+                "events",
+                "-A",
+                "--field-selector",
+                &format!("involvedObject.name={csr},reason=NodeNameInUse"),
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        )
+        .stdout
+    };
+    wait_for("the NodeNameInUse event", Duration::from_secs(30), || {
+        events().contains(&format!(
             "node \"{node}\" already exists and is live (its Lease was renewed"
-        )),
-        "{err}"
+        ))
+    });
+    let state = host.kubectl(
+        admin,
+        &[
+            "get",
+            "csr",
+            csr,
+            "-o",
+            "jsonpath={.status.conditions}|{.status.certificate}",
+        ],
     );
+    assert_eq!(state.ok(), "|", "neither approved nor issued");
     assert!(!thief.join("node.kubeconfig").exists());
+    host.kubectl(admin, &["delete", "csr", csr]).ok();
 }
 
 /// The `notAfter` of a PEM certificate.
@@ -957,8 +1006,11 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
         .unwrap()
         .port()
         .to_string();
+    // Certificates of 30 s (the control plane's --cluster-signing-duration,
+    // which bosun-control takes from the environment `bosun up` starts it
+    // in): the agent renews after about 24 s.
     let up = || {
-        host.bosun(&[
+        let args = [
             "up",
             "--no-agent",
             "--port",
@@ -967,24 +1019,24 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
             &c,
             "--cluster-cidr",
             &setup.cidr,
-        ])
+        ];
+        let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
+            .args(args)
+            .env("HOME", &host.home)
+            .env("BOSUN_CLUSTER_SIGNING_DURATION", "30s")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        Run::from("bosun", &args, out)
     };
     let JoinCommand {
         server,
         token,
         hash,
     } = JoinCommand::from_up(up().ok());
-    let args = setup.join_args(&j, &server, &token, &hash);
-    // A 30 s certificate: the agent renews it after about 24 s.
-    let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
-        .args(args)
-        .env("HOME", &host.home)
-        .env("BOSUN_NODE_CERTIFICATE_SECONDS", "30")
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    Run::from("bosun", &args, out).ok();
+    host.bosun(&setup.join_args(&j, &server, &token, &hash))
+        .ok();
     let credential = joined.join("node.kubeconfig");
     let first_kubeconfig = std::fs::read_to_string(&credential).unwrap();
     let (first, _) = kubeconfig_credential(&credential);
@@ -1003,6 +1055,17 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
     );
     let (renewed, _) = kubeconfig_credential(&credential);
     assert!(not_after(&renewed) > first_expiry);
+    // Through a request of the node's own, approved as selfnodeclient.
+    let csrs = host.kubectl(
+        admin,
+        &["get", "csr", "-o", "jsonpath={range .items[*]}{.spec.username} {.status.conditions[0].message}{\"\\n\"}{end}"],
+    );
+    assert!(
+        csrs.ok().lines().any(|l| l
+            == format!("system:node:{node} Auto approving self kubelet client certificate after SubjectAccessReview.")),
+        "{}",
+        csrs.stdout
+    );
     assert!(
         std::time::SystemTime::now() < first_expiry,
         "renewed only after the first certificate expired"

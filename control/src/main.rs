@@ -89,6 +89,12 @@ struct Args {
     /// How long an Event is kept after it last happened (e.g. 1h, 30m, 90s).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     event_ttl: Duration,
+    /// The longest lifetime of a certificate the cluster CA issues for a
+    /// CertificateSigningRequest (kube-controller-manager's flag); a
+    /// request's expirationSeconds may only shorten it.
+    #[arg(long, env = "BOSUN_CLUSTER_SIGNING_DURATION", default_value = "8760h",
+          value_parser = parse_positive_duration)]
+    cluster_signing_duration: Duration,
     /// How long a node may go without a heartbeat before it is marked
     /// Unknown and tainted unreachable.
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
@@ -213,6 +219,13 @@ fn etcd_options(args: &Args) -> Result<Option<EtcdOptions>, String> {
     }))
 }
 
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?}: must be more than 0")),
+        d => Ok(d),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -255,6 +268,7 @@ async fn main() -> anyhow::Result<()> {
         // Filled in from the PKI when the server starts.
         root_ca: String::new(),
         cluster_signing_dir: None,
+        cluster_signing_duration: args.cluster_signing_duration,
     };
     if let Err(e) = controllers.validate() {
         eprintln!("error: {e}");

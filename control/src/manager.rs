@@ -78,8 +78,15 @@ pub const CONTROLLERS: &[ControllerDescriptor] = &[
     }),
     ControllerDescriptor::new("resourcequota", |shared, _| resourcequota::start(shared)),
     ControllerDescriptor::new("disruption", |shared, _| disruption::start(shared)),
+    ControllerDescriptor::new("csrapproving", |shared, _| {
+        certificates::approver::start(shared)
+    }),
     ControllerDescriptor::new("csrsigning", |shared, o| {
-        certificates::signer::start(shared, o.cluster_signing_dir.clone())
+        certificates::signer::start(
+            shared,
+            o.cluster_signing_dir.clone(),
+            o.cluster_signing_duration,
+        )
     }),
     ControllerDescriptor::new("csrcleaner", |shared, _| {
         certificates::cleaner::start(shared)
@@ -104,6 +111,9 @@ pub struct ControllerOptions {
     /// `--cluster-signing-cert-file`/`--cluster-signing-key-file`; set by
     /// the server to its PKI's directory. None: nothing is signed.
     pub cluster_signing_dir: Option<std::path::PathBuf>,
+    /// The longest lifetime of a certificate csrsigning issues
+    /// (kube-controller-manager's `--cluster-signing-duration`).
+    pub cluster_signing_duration: Duration,
 }
 
 impl Default for ControllerOptions {
@@ -117,6 +127,7 @@ impl Default for ControllerOptions {
             pod_autoscaler: Default::default(),
             root_ca: String::new(),
             cluster_signing_dir: None,
+            cluster_signing_duration: certificates::signer::MAX_DURATION,
         }
     }
 }

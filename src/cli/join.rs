@@ -5,9 +5,11 @@
 //! 1. reads kube-public's cluster-info without trusting the server (the
 //!    one request made before the CA is known) and checks the CA in it
 //!    against `--ca-cert-hash`; from then on only that CA is trusted;
-//! 2. makes the node's key here and trades the bootstrap token for a
-//!    certificate of the cluster CA for `system:node:<name>` (the key
-//!    never leaves the host);
+//! 2. makes the node's key here and, with the bootstrap token, a
+//!    CertificateSigningRequest for `system:node:<name>` (kubelet TLS
+//!    bootstrapping: the control plane's csrapproving approves it, its
+//!    csrsigning issues it from the cluster CA), and waits for the
+//!    certificate (the key never leaves the host);
 //! 3. writes the node's kubeconfig (0600) to the data dir and starts
 //!    `bosun-agent` with it, as `bosun up` starts the local agent.
 //!
@@ -110,7 +112,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
             .ok_or_else(|| anyhow!("--ca-cert-hash is required to join: it is how this host knows the server is the cluster's"))?;
         let hash = bt::parse_ca_cert_hash(hash).map_err(|e| anyhow!(e))?;
         let ca = discover_ca(&server, &hash).await?;
-        let (key_pem, cert_pem) = request_credential(&server, &ca, &token, &node).await?;
+        let (key_pem, cert_pem) = request_credential(&server, &ca, &token, &node, timeout).await?;
         bosun::files::write_atomically(
             &kubeconfig,
             &node_kubeconfig(&server, &ca, &node, &cert_pem, &key_pem)?,
@@ -170,16 +172,19 @@ async fn discover_ca(server: &str, hash: &str) -> Result<String> {
 }
 
 /// The environment variable asking for the node certificate's lifetime
-/// in seconds.
+/// in seconds (the request's `expirationSeconds`: 600 at least).
 pub const CERTIFICATE_LIFETIME_ENV: &str = "BOSUN_NODE_CERTIFICATE_SECONDS";
 
-/// Makes the node's key and has the cluster CA sign its certificate,
-/// authenticated by the bootstrap token, over TLS checked against `ca`.
+/// Makes the node's key and has the cluster CA sign its certificate
+/// through a CertificateSigningRequest made with the bootstrap token (the
+/// control plane's csrapproving approves it), over TLS checked against
+/// `ca`; waits up to `timeout` for it.
 async fn request_credential(
     server: &str,
     ca: &str,
     token: &BootstrapToken,
     node: &str,
+    timeout: Duration,
 ) -> Result<(String, String)> {
     let (key, csr) =
         bt::node_certificate_request(node).context("making the node's key and request")?;
@@ -190,35 +195,34 @@ async fn request_credential(
         "current-context": "c",
     }))
     .await?;
-    let mut body = json!({"request": csr});
-    // The certificate's lifetime (default: the control plane's, a year);
-    // the agent renews it at 80% of it. Tests shorten it to watch a node
-    // outlive its first certificate.
-    if let Ok(seconds) = std::env::var(CERTIFICATE_LIFETIME_ENV) {
-        let seconds: i64 = seconds.trim().parse().map_err(|_| {
+    // The certificate's lifetime (default: the control plane's
+    // --cluster-signing-duration, a year); the agent renews it at 80% of it.
+    let expiration = match std::env::var(CERTIFICATE_LIFETIME_ENV) {
+        Ok(seconds) => Some(seconds.trim().parse::<i32>().map_err(|_| {
             anyhow!("{CERTIFICATE_LIFETIME_ENV}={seconds:?}: expected a number of seconds")
-        })?;
-        body["expirationSeconds"] = seconds.into();
-    }
-    let req = http::Request::post(bt::NODE_CREDENTIAL_PATH)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(serde_json::to_vec(&body)?)?;
-    let text = match client.request_text(req).await {
-        Ok(t) => t,
-        Err(kube::Error::Api(s)) if s.code == 401 => bail!(
-            "the control plane refused bootstrap token {}.<secret>: it is unknown, expired or revoked (bosun token list on the first host)",
-            token.id
-        ),
-        Err(kube::Error::Api(s)) if s.code == 403 => {
-            bail!("the control plane refused the node's certificate: {}", s.message)
-        }
-        Err(e) => return Err(e).context("requesting the node's certificate"),
+        })?),
+        Err(_) => None,
     };
-    let answer: Value = serde_json::from_str(&text).context("the answer is not JSON")?;
-    let cert = answer["certificate"]
-        .as_str()
-        .ok_or_else(|| anyhow!("the answer holds no certificate"))?;
-    Ok((key.serialize_pem(), cert.to_string()))
+    let cert = match bt::csr::request_certificate(&client, &csr, expiration, timeout).await {
+        Ok(cert) => cert,
+        Err(e) => {
+            let refused = match e.downcast_ref::<kube::Error>() {
+                Some(kube::Error::Api(s)) => Some((s.code, s.message.clone())),
+                _ => None,
+            };
+            return Err(match refused {
+                Some((401, _)) => anyhow!(
+                    "the control plane refused bootstrap token {}.<secret>: it is unknown, expired or revoked (bosun token list on the first host)",
+                    token.id
+                ),
+                Some((403 | 422, message)) => {
+                    anyhow!("the control plane refused the node's certificate request: {message}")
+                }
+                _ => e.context(format!("requesting node {node}'s certificate")),
+            });
+        }
+    };
+    Ok((key.serialize_pem(), cert))
 }
 
 /// The node's kubeconfig: the pinned CA and its client certificate.

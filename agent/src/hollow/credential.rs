@@ -1,9 +1,9 @@
 //! A hollow node's own client certificate (`system:node:<name>`, group
 //! `system:nodes`), obtained as `bosun join` obtains a joining host's: a key
-//! made here and a certificate request the control plane signs for whoever
-//! may ask (a bootstrap token's user, or the admin).
+//! made here and a CertificateSigningRequest the control plane approves
+//! and issues for whoever may ask (a bootstrap token's user, or the admin).
 
-use anyhow::{anyhow, Context as _};
+use anyhow::Context as _;
 use base64::Engine;
 use bosun::bootstrap as bt;
 
@@ -13,25 +13,19 @@ pub struct NodeCredential {
     pub key_pem: String,
 }
 
+/// How long a hollow node waits for its certificate request to be
+/// issued before it tries again.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Asks the control plane, through `requester` (a client authenticated by
-/// a bootstrap token, or the admin), to sign a certificate for `node`.
+/// a bootstrap token, or the admin), for a certificate for `node`: a
+/// CertificateSigningRequest that csrapproving approves.
 pub async fn request(requester: &kube::Client, node: &str) -> anyhow::Result<NodeCredential> {
     let (key, csr) =
         bt::node_certificate_request(node).context("making the node's key and request")?;
-    let body = serde_json::json!({ "request": csr });
-    let req = http::Request::post(bt::NODE_CREDENTIAL_PATH)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(serde_json::to_vec(&body)?)?;
-    let text = requester
-        .request_text(req)
+    let cert_pem = bt::csr::request_certificate(requester, &csr, None, REQUEST_TIMEOUT)
         .await
         .with_context(|| format!("requesting node {node}'s certificate"))?;
-    let answer: serde_json::Value =
-        serde_json::from_str(&text).context("the answer is not JSON")?;
-    let cert_pem = answer["certificate"]
-        .as_str()
-        .ok_or_else(|| anyhow!("the answer holds no certificate"))?
-        .to_string();
     Ok(NodeCredential {
         cert_pem,
         key_pem: key.serialize_pem(),

@@ -3,10 +3,12 @@
 //!
 //! - when the kubeconfig's user has a client certificate (a joined node's
 //!   credential), a new key is made on this host at 80% of the
-//!   certificate's lifetime and the control plane signs a certificate for
-//!   it (`POST /bootstrap/node-credential`, authenticated by the current
-//!   certificate, which may ask for its own node's name only), for the
-//!   same lifetime as the current one;
+//!   certificate's lifetime and the control plane issues a certificate
+//!   for it through a CertificateSigningRequest made with the current
+//!   certificate (`bosun::bootstrap::csr`: csrapproving approves a node's
+//!   request for its own name, as `selfnodeclient`), asking for the same
+//!   lifetime as the current one (600 s at least, as the API requires;
+//!   the control plane's `--cluster-signing-duration` caps it);
 //! - the kubeconfig is rewritten whole or not at all (a temp file renamed
 //!   over it), so a crash leaves the old or the new credential, never half;
 //! - the agent's client is a [`Swappable`] one: every request goes through
@@ -24,6 +26,10 @@ use anyhow::{anyhow, Context as _};
 use base64::Engine;
 use futures::future::BoxFuture;
 use kube::client::Body;
+
+/// How long a renewal waits for its request to be issued before it is
+/// retried.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The share of a certificate's lifetime after which it is renewed.
 pub const RENEW_AT: f64 = 0.8;
@@ -204,34 +210,34 @@ impl Rotation {
     async fn renew(&self) -> anyhow::Result<()> {
         let (cert, _) = user_certificate(&self.path)?;
         let old = validity(&cert)?;
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(
-            rcgen::DnType::OrganizationName,
-            bosun::bootstrap::NODES_GROUP,
-        );
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, old.common_name.as_str());
-        let csr = params.serialize_request(&key)?.pem()?;
+        let node = old
+            .common_name
+            .strip_prefix(bosun::bootstrap::NODE_USER_PREFIX)
+            .ok_or_else(|| {
+                anyhow!(
+                    "the client certificate is not a node's: {}",
+                    old.common_name
+                )
+            })?;
+        let (key, csr) = bosun::bootstrap::node_certificate_request(node)?;
         let lifetime = old
             .not_after
             .duration_since(old.not_before)
             .unwrap_or_default()
             .as_secs();
-        let body = serde_json::json!({"request": csr, "expirationSeconds": lifetime});
-        let req = http::Request::post(bosun::bootstrap::NODE_CREDENTIAL_PATH)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&body)?)?;
+        // At least what the API takes; the control plane's
+        // --cluster-signing-duration may still shorten it.
+        let least = bosun::validation::certificates::MIN_EXPIRATION_SECONDS as u64;
+        let expiration = lifetime.clamp(least, i32::MAX as u64) as i32;
         let client = self.current.0.read().expect("not poisoned").clone();
-        let text = client
-            .request_text(req)
-            .await
-            .context("requesting the renewed certificate")?;
-        let answer: serde_json::Value = serde_json::from_str(&text)?;
-        let new_cert = answer["certificate"]
-            .as_str()
-            .ok_or_else(|| anyhow!("the answer holds no certificate"))?;
+        let new_cert = &bosun::bootstrap::csr::request_certificate(
+            &client,
+            &csr,
+            Some(expiration),
+            REQUEST_TIMEOUT,
+        )
+        .await
+        .context("requesting the renewed certificate")?;
         let new = validity(new_cert)?;
         write_certificate(&self.path, new_cert, &key.serialize_pem())?;
         let kubeconfig = kube::config::Kubeconfig::read_from(&self.path)?;

@@ -4,10 +4,9 @@
 //! bootstrap token is good for, trading it for a node certificate.
 
 use axum::body::Bytes;
-use axum::response::{IntoResponse, Response};
 use bosun::bootstrap::{self as bt, BootstrapToken};
-use http::{HeaderMap, Method, StatusCode};
-use serde_json::{json, Value};
+use http::{HeaderMap, Method};
+use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
 use super::{token, ApiState, Target};
@@ -288,60 +287,6 @@ pub async fn authorize_attributes(
         }
         ApiError::forbidden(message)
     })
-}
-
-/// `POST /bootstrap/node-credential` with `{"request": "<PEM CSR>"}`:
-/// the node's certificate, signed by the cluster CA, as
-/// `{"nodeName": ..., "certificate": "<PEM>"}`, valid for the optional
-/// `expirationSeconds` of the request. For a bootstrap token (or the
-/// admin), and for a node renewing its own certificate.
-pub async fn node_credential(
-    state: &ApiState,
-    who: &Identity,
-    method: &Method,
-    body: &Bytes,
-) -> ApiResult<Response> {
-    if method != Method::POST {
-        return Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on {}",
-            bt::NODE_CREDENTIAL_PATH
-        )));
-    }
-    if *who == Identity::Anonymous {
-        return Err(ApiError::unauthorized());
-    }
-    let signer = state
-        .node_signer
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("this server signs no node certificates"))?;
-    let request: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
-    let csr = request["request"]
-        .as_str()
-        .ok_or_else(|| ApiError::bad_request("request: required (a PEM certificate request)"))?;
-    let expiration = match &request["expirationSeconds"] {
-        Value::Null => None,
-        v => Some(v.as_i64().ok_or_else(|| {
-            ApiError::bad_request("expirationSeconds: must be an integer number of seconds")
-        })?),
-    };
-    let asked = auth::credential::requested_node(csr)
-        .map_err(|e| ApiError::bad_request(format!("request: {e}")))?;
-    auth::credential::may_request(who, &asked).map_err(ApiError::forbidden)?;
-    auth::credential::name_is_free(state.store.as_ref(), who, &asked, chrono::Utc::now())
-        .await
-        .map_err(ApiError::forbidden)?;
-    let (node, certificate) = signer
-        .sign(csr, expiration)
-        .map_err(|e| ApiError::bad_request(format!("request: {e}")))?;
-    tracing::info!(%node, by = %who.user(), "signed a node certificate");
-    Ok((
-        StatusCode::CREATED,
-        [(http::header::CONTENT_TYPE, "application/json")],
-        serde_json::to_vec(&json!({"nodeName": node, "certificate": certificate}))
-            .unwrap_or_default(),
-    )
-        .into_response())
 }
 
 /// A 403 if the request would grant, through the role or binding `obj`,

@@ -326,10 +326,6 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let in_process = parts.extensions.get::<authn::InProcessUser>();
     let who = authn::authenticate(&state, &headers, peer.as_ref(), in_process).await?;
     let who = authn::impersonate(&state, who, &headers).await?;
-    if path == bosun::bootstrap::NODE_CREDENTIAL_PATH {
-        let body = read_body(body, state.options.body_limit).await?;
-        return authn::node_credential(&state, &who, &method, &body).await;
-    }
     if path == bosun::snapshot::PATH {
         return snapshot::serve(&state, &who, &method).await;
     }

@@ -3,7 +3,8 @@
 //! need (the cluster-wide objects every node watches, and the ConfigMaps,
 //! Secrets, ServiceAccounts and claims that pods bound to it name) and
 //! writes only its own Node, its own Lease, the status of pods bound to
-//! it, Events, and tokens for its pods' service accounts. Anything else
+//! it, Events, tokens for its pods' service accounts, and
+//! CertificateSigningRequests (to renew its certificate). Anything else
 //! is forbidden.
 //!
 //! The decision is a pure function of the request and [`NodeFacts`]
@@ -192,6 +193,13 @@ pub fn decide(node: &str, a: &Attributes, facts: &NodeFacts) -> Result<(), Strin
             }
         }
         ("" | "events.k8s.io", "events", None) if is_write(verb) => Ok(()),
+        // Renewing its client certificate (system:node's rule upstream):
+        // csrapproving approves only a request for the node's own name.
+        ("certificates.k8s.io", "certificatesigningrequests", None)
+            if matches!(verb, "create" | "get" | "list" | "watch") =>
+        {
+            Ok(())
+        }
         // Local-path volumes pinned to this node: the agent removes their
         // cleanup finalizer once their directory is gone (and admission
         // lets it change nothing else).
@@ -491,6 +499,24 @@ mod tests {
         );
         let event = attrs("create", "", "events", None, Some("default"), None);
         assert_eq!(decide("a", &event, &none), Ok(()));
+    }
+
+    #[test]
+    fn a_node_requests_and_watches_certificates_but_approves_none() {
+        let none = NodeFacts::default();
+        let csrs = "certificatesigningrequests";
+        for verb in ["create", "get", "list", "watch"] {
+            let a = attrs(verb, "certificates.k8s.io", csrs, None, None, None);
+            assert_eq!(decide("a", &a, &none), Ok(()), "{verb}");
+        }
+        for (verb, sub) in [
+            ("update", Some("approval")),
+            ("update", Some("status")),
+            ("delete", None),
+        ] {
+            let a = attrs(verb, "certificates.k8s.io", csrs, sub, None, Some("c"));
+            assert!(decide("a", &a, &none).is_err(), "{verb} {sub:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! kube-controller-manager's certificate controllers for
 //! CertificateSigningRequests:
 //!
+//! - [`approver`] (`csrapproving`): approves nodes' client certificate
+//!   requests when their requester may make them (a bootstrap token
+//!   joining, a node renewing its own), as kubelet TLS bootstrapping
+//!   needs;
 //! - [`signer`] (`csrsigning`): issues approved requests to the
 //!   `kubernetes.io/kube-apiserver-client`,
 //!   `kubernetes.io/kube-apiserver-client-kubelet` and
@@ -10,8 +14,9 @@
 //! - [`cleaner`] (`csrcleaner`): removes requests once they are done
 //!   with (upstream's durations).
 //!
-//! Both act as upstream's `certificate-controller` service account.
+//! All act as upstream's `certificate-controller` service account.
 
+pub mod approver;
 pub mod checks;
 pub mod cleaner;
 pub mod signer;

@@ -4,8 +4,8 @@
 //! for client certificates), as kube-controller-manager does with
 //! `--cluster-signing-cert-file`. The certificate carries the request's
 //! subject and alternative names, the usages asked for, and lives
-//! `expirationSeconds` (default and at most a year, as
-//! `--cluster-signing-duration`), never past the CA's own expiry. A
+//! `expirationSeconds` (default and at most `--cluster-signing-duration`,
+//! a year unless set), never past the CA's own expiry. A
 //! request breaking its signer's rules ([`super::checks`]) gets a
 //! `Failed` condition (reason `SignerValidationFailure`) instead.
 
@@ -35,19 +35,25 @@ use crate::toolkit::{from_chrono, run_controller, Clock, Shared};
 pub type Error = crate::toolkit::api_errors::ApiError;
 
 /// `--cluster-signing-duration`'s default: the longest a certificate lives.
-const MAX_DURATION: time::Duration = time::Duration::days(365);
-/// How far back a certificate's validity starts, for clocks behind ours.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(365 * 86400);
+/// How far back a certificate's validity starts, for clocks behind ours
+/// (upstream's 5 minutes), but by no more than a tenth of its lifetime,
+/// so that a certificate made short with `--cluster-signing-duration` is
+/// not due for renewal (at 80% of its validity) as soon as it is issued.
 const BACKDATE: time::Duration = time::Duration::minutes(5);
 
 /// The cluster CA, to sign with.
 pub struct CaSigner {
     issuer: Issuer<'static, KeyPair>,
     not_after: time::OffsetDateTime,
+    /// The longest lifetime (`--cluster-signing-duration`).
+    max: time::Duration,
 }
 
 impl CaSigner {
-    /// The CA in `dir` (`ca.crt`, `ca.key`).
-    pub fn load(dir: &Path) -> anyhow::Result<CaSigner> {
+    /// The CA in `dir` (`ca.crt`, `ca.key`), issuing certificates of at
+    /// most `max`.
+    pub fn load(dir: &Path, max: std::time::Duration) -> anyhow::Result<CaSigner> {
         let ca_pem = std::fs::read_to_string(dir.join("ca.crt")).context("reading ca.crt")?;
         let key_pem = std::fs::read_to_string(dir.join("ca.key")).context("reading ca.key")?;
         let key = KeyPair::from_pem(&key_pem).context("parsing ca.key")?;
@@ -60,7 +66,12 @@ impl CaSigner {
             .not_after
             .to_datetime();
         let issuer = Issuer::from_ca_cert_pem(&ca_pem, key).context("parsing ca.crt")?;
-        Ok(CaSigner { issuer, not_after })
+        let max = time::Duration::try_from(max).context("--cluster-signing-duration")?;
+        Ok(CaSigner {
+            issuer,
+            not_after,
+            max,
+        })
     }
 
     /// The PEM certificate for the PEM request `pem`.
@@ -74,8 +85,8 @@ impl CaSigner {
         let mut csr = CertificateSigningRequestParams::from_pem(pem)
             .map_err(|e| format!("unable to parse csr: {e}"))?;
         let lifetime = expiration_seconds
-            .map(|s| time::Duration::seconds(s.into()).min(MAX_DURATION))
-            .unwrap_or(MAX_DURATION);
+            .map(|s| time::Duration::seconds(s.into()).min(self.max))
+            .unwrap_or(self.max);
         let p = &mut csr.params;
         p.is_ca = IsCa::ExplicitNoCa;
         p.key_usages = Vec::new();
@@ -89,7 +100,7 @@ impl CaSigner {
                 _ => {}
             }
         }
-        p.not_before = now - BACKDATE;
+        p.not_before = now - BACKDATE.min(lifetime / 10_i32);
         p.not_after = (now + lifetime).min(self.not_after);
         p.serial_number = Some(rcgen::SerialNumber::from_slice(
             uuid::Uuid::new_v4().as_bytes(),
@@ -139,9 +150,13 @@ pub struct Context {
 }
 
 /// Sets up the signer on the shared caches; `ca_dir` holds the CA (None:
-/// nothing is signed).
-pub fn start(shared: &Arc<Shared>, ca_dir: Option<PathBuf>) -> BoxFuture<'static, ()> {
-    let ca = ca_dir.and_then(|dir| match CaSigner::load(&dir) {
+/// nothing is signed), `max` is the longest lifetime it issues.
+pub fn start(
+    shared: &Arc<Shared>,
+    ca_dir: Option<PathBuf>,
+    max: std::time::Duration,
+) -> BoxFuture<'static, ()> {
+    let ca = ca_dir.and_then(|dir| match CaSigner::load(&dir, max) {
         Ok(ca) => Some(ca),
         Err(e) => {
             tracing::warn!(error = %e, "csrsigning: no CA to sign with");

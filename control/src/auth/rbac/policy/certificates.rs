@@ -2,8 +2,9 @@
 //! bootstrappolicy: the `system:certificates.k8s.io:*` roles (approving
 //! for each kubernetes.io signer, and requesting node client
 //! certificates), `system:node-bootstrapper`, and the rules of
-//! `system:controller:certificate-controller`, which bosun's csrsigning
-//! and csrcleaner loops act as.
+//! `system:controller:certificate-controller`, which bosun's csrapproving,
+//! csrsigning and csrcleaner loops act as; and the bindings kubeadm makes
+//! for kubelet TLS bootstrapping.
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
@@ -61,6 +62,31 @@ pub(super) fn roles() -> Vec<(&'static str, Vec<PolicyRule>)> {
         (
             "system:certificates.k8s.io:legacy-unknown-approver",
             vec![approver(LEGACY_UNKNOWN)],
+        ),
+    ]
+}
+
+/// The bindings kubeadm makes for kubelet TLS bootstrapping (name, role,
+/// group): bootstrap tokens (all in `system:bootstrappers`) may create
+/// CertificateSigningRequests and have their node client requests
+/// approved (csrapproving asks for `nodeclient`), nodes have their
+/// renewals approved (`selfnodeclient`).
+pub(super) fn bindings() -> [(&'static str, &'static str, &'static str); 3] {
+    [
+        (
+            "kubeadm:kubelet-bootstrap",
+            "system:node-bootstrapper",
+            "system:bootstrappers",
+        ),
+        (
+            "kubeadm:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            "system:bootstrappers",
+        ),
+        (
+            "kubeadm:node-autoapprove-certificate-rotation",
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            "system:nodes",
         ),
     ]
 }

@@ -360,9 +360,9 @@ pub fn controllers() -> Vec<(&'static str, &'static str, Vec<PolicyRule>)> {
             )],
         ),
     ];
-    // Upstream's csrsigning and csrcleaner both run as
+    // Upstream's csrapproving, csrsigning and csrcleaner all run as
     // certificate-controller.
-    for name in ["csrsigning", "csrcleaner"] {
+    for name in ["csrapproving", "csrsigning", "csrcleaner"] {
         all.push((
             name,
             "certificate-controller",

@@ -429,8 +429,12 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
 }
 
 fn binding(role: &str, subjects: Vec<Subject>) -> ClusterRoleBinding {
+    named_binding(role, role, subjects)
+}
+
+fn named_binding(name: &str, role: &str, subjects: Vec<Subject>) -> ClusterRoleBinding {
     ClusterRoleBinding {
-        metadata: meta(role, &[]),
+        metadata: meta(name, &[]),
         role_ref: RoleRef {
             api_group: Some(RBAC.into()),
             kind: "ClusterRole".into(),
@@ -473,6 +477,9 @@ pub fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
         ),
         binding(INGRESS_CONTROLLER, vec![group("system:nodes")]),
     ];
+    for (name, role, g) in certificates::bindings() {
+        out.push(named_binding(name, role, vec![group(g)]));
+    }
     let mut seen = std::collections::HashSet::new();
     for (_, sa, _) in controllers() {
         if seen.insert(sa) {
