@@ -10,6 +10,11 @@
 # just built (e.g. a build of an older commit, for before/after figures).
 # BENCH_PERF=FILE records bosun-control with `perf record -g` into FILE
 # while the benchmark runs (read it with `perf report -i FILE --no-children`).
+# BENCH_HEAPTRACK=FILE runs bosun-control under Debian's heaptrack, writing
+# its heap profile to FILE.zst (read it with `heaptrack_print FILE.zst`);
+# the RSS figures of such a run include heaptrack's own cost.
+# BENCH_DEBUG=1 builds and runs the dev profile (target/debug) instead of
+# release: slower, but a quick way to compare two builds of the same profile.
 #
 #   scripts/bench-api.sh
 #   BENCH_NO_ETCD=1 scripts/bench-api.sh --rate 200
@@ -20,20 +25,28 @@ repo=$PWD
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
 
-cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
-control_bin="${BENCH_CONTROL_BIN:-$CARGO_TARGET_DIR/release/bosun-control}"
+profile=release
+profile_args=(--release)
+if [ -n "${BENCH_DEBUG:-}" ]; then
+    profile=debug
+    profile_args=()
+fi
+cargo build "${profile_args[@]}" --quiet -p bosun-control --bin bosun-control --example api_bench
+control_bin="${BENCH_CONTROL_BIN:-$CARGO_TARGET_DIR/$profile/bosun-control}"
 [ -x "$control_bin" ] || { echo "no bosun-control binary at $control_bin" >&2; exit 1; }
-bench_bin="$CARGO_TARGET_DIR/release/examples/api_bench"
+bench_bin="$CARGO_TARGET_DIR/$profile/examples/api_bench"
 
 work=$(mktemp -d -t bosun-bench.XXXXXX)
 bosun_pid=""
 etcd_pid=""
 sampler_pid=""
 perf_pid=""
+heaptrack_pid=""
 
-# Sends SIGTERM, waits up to 15 s, then SIGKILL. Prints the exit status.
+# Sends SIGTERM, waits up to 15 s, then SIGKILL. Prints the exit status
+# of $3 (default: the pid itself; heaptrack's for a server run under it).
 stop() {
-    local name=$1 pid=$2 status
+    local name=$1 pid=$2 waited=${3:-$2} status
     kill -0 "$pid" 2>/dev/null || return 0
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 150); do
@@ -45,7 +58,7 @@ stop() {
         kill -KILL "$pid" 2>/dev/null || true
     fi
     status=0
-    wait "$pid" 2>/dev/null || status=$?
+    wait "$waited" 2>/dev/null || status=$?
     echo "$name stopped (exit status $status)"
 }
 
@@ -54,7 +67,8 @@ cleanup() {
     trap - EXIT INT TERM
     [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
     [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && { wait "$perf_pid" 2>/dev/null || true; }
-    [ -n "$bosun_pid" ] && stop bosun-control "$bosun_pid"
+    # Under heaptrack, waiting for heaptrack also waits for its profile.
+    [ -n "$bosun_pid" ] && stop bosun-control "$bosun_pid" "$heaptrack_pid"
     [ -n "$etcd_pid" ] && stop etcd "$etcd_pid"
     if [ "$rc" -ne 0 ]; then
         for log in "$work"/bosun.log "$work"/etcd.log; do
@@ -102,8 +116,18 @@ vm_kib() {
 
 # --- bosun-control
 mkdir -p "$work/bosun"
-"$control_bin" --data-dir "$work/bosun" --port 0 2>"$work/bosun.log" &
-bosun_pid=$!
+if [ -n "${BENCH_HEAPTRACK:-}" ]; then
+    # heaptrack runs the program as its child: that child is the server.
+    heaptrack -o "$BENCH_HEAPTRACK" "$control_bin" --data-dir "$work/bosun" --port 0 \
+        >"$work/heaptrack.log" 2>"$work/bosun.log" &
+    heaptrack_pid=$!
+    comm=$(basename "$control_bin" | cut -c1-15)
+    wait_until 30 "$heaptrack_pid" pgrep -P "$heaptrack_pid" -x "$comm"
+    bosun_pid=$(pgrep -P "$heaptrack_pid" -x "$comm")
+else
+    "$control_bin" --data-dir "$work/bosun" --port 0 2>"$work/bosun.log" &
+    bosun_pid=$!
+fi
 wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
 echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$work/bosun/address")"
 
