@@ -14,6 +14,10 @@
 # builds and runs debug binaries (quicker to build; slower figures).
 # BENCH_PERF=FILE records bosun-control with `perf record -g` into FILE
 # while the benchmark runs (read it with `perf report -i FILE --no-children`).
+# BENCH_HEAPTRACK=FILE runs bosun-control under Debian's heaptrack, writing
+# its heap profile to FILE.zst (read it with `heaptrack_print FILE.zst`);
+# the RSS figures of such a run include heaptrack's own cost.
+# BENCH_DEBUG=1 is BENCH_PROFILE=debug.
 #
 #   scripts/bench-api.sh
 #   BENCH_NO_ETCD=1 scripts/bench-api.sh --rate 200
@@ -26,6 +30,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
 
 profile="${BENCH_PROFILE:-release}"
+[ -n "${BENCH_DEBUG:-}" ] && profile=debug
 if [ "$profile" = release ]; then
     cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
 else
@@ -40,10 +45,12 @@ bosun_pid=""
 etcd_pid=""
 sampler_pid=""
 perf_pid=""
+heaptrack_pid=""
 
-# Sends SIGTERM, waits up to 15 s, then SIGKILL. Prints the exit status.
+# Sends SIGTERM, waits up to 15 s, then SIGKILL. Prints the exit status
+# of $3 (default: the pid itself; heaptrack's for a server run under it).
 stop() {
-    local name=$1 pid=$2 status
+    local name=$1 pid=$2 waited=${3:-$2} status
     kill -0 "$pid" 2>/dev/null || return 0
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 150); do
@@ -55,7 +62,7 @@ stop() {
         kill -KILL "$pid" 2>/dev/null || true
     fi
     status=0
-    wait "$pid" 2>/dev/null || status=$?
+    wait "$waited" 2>/dev/null || status=$?
     echo "$name stopped (exit status $status)"
 }
 
@@ -64,7 +71,8 @@ cleanup() {
     trap - EXIT INT TERM
     [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
     [ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null && { wait "$perf_pid" 2>/dev/null || true; }
-    [ -n "$bosun_pid" ] && stop bosun-control "$bosun_pid"
+    # Under heaptrack, waiting for heaptrack also waits for its profile.
+    [ -n "$bosun_pid" ] && stop bosun-control "$bosun_pid" "$heaptrack_pid"
     [ -n "$etcd_pid" ] && stop etcd "$etcd_pid"
     if [ "$rc" -ne 0 ]; then
         for log in "$work"/bosun.log "$work"/etcd.log; do
@@ -142,8 +150,18 @@ if [ "${BENCH_STORE:-embedded}" = etcd ]; then
     store_args=(--store "etcd://127.0.0.1:$client_port" --etcd-prefix /bosun-bench)
 fi
 mkdir -p "$work/bosun"
-"$control_bin" --data-dir "$work/bosun" --port 0 "${store_args[@]}" 2>"$work/bosun.log" &
-bosun_pid=$!
+if [ -n "${BENCH_HEAPTRACK:-}" ]; then
+    # heaptrack runs the program as its child: that child is the server.
+    heaptrack -o "$BENCH_HEAPTRACK" "$control_bin" --data-dir "$work/bosun" --port 0 \
+        "${store_args[@]}" >"$work/heaptrack.log" 2>"$work/bosun.log" &
+    heaptrack_pid=$!
+    comm=$(basename "$control_bin" | cut -c1-15)
+    wait_until 30 "$heaptrack_pid" pgrep -P "$heaptrack_pid" -x "$comm"
+    bosun_pid=$(pgrep -P "$heaptrack_pid" -x "$comm")
+else
+    "$control_bin" --data-dir "$work/bosun" --port 0 "${store_args[@]}" 2>"$work/bosun.log" &
+    bosun_pid=$!
+fi
 wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
 echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$work/bosun/address") store ${BENCH_STORE:-embedded}"
 

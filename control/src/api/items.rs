@@ -12,9 +12,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
-use axum::body::Bytes;
 use bosun::resources::ResourceInfo;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -31,10 +29,13 @@ pub struct Derived {
     /// Offset just past the `{` that opens `metadata`, and whether that
     /// object is empty; None when the bytes have no `metadata` object
     /// (such an object is served by decoding it).
+    ///
+    /// Nothing else is kept: the object as served (its bytes with the
+    /// resourceVersion spliced in) is written straight into each list or
+    /// watch line, which copies the bytes anyway. Keeping it too, as this
+    /// once did for watch events, held a second copy of every watched
+    /// object for as long as the store held the object.
     metadata_at: Option<(usize, bool)>,
-    /// The object as a watch event carries it, at the revision it was
-    /// encoded for (an event's value is encoded for every watcher once).
-    encoded: OnceLock<(u64, Bytes)>,
 }
 
 /// The labels and the selectable fields of an object, as label and field
@@ -141,7 +142,6 @@ fn derive(res: &ResourceInfo, bytes: &[u8]) -> Derived {
     let mut derived = Derived {
         attrs: Attrs::default(),
         metadata_at: None,
-        encoded: OnceLock::new(),
     };
     let Ok(top) = serde_json::from_slice::<RawMap<'_>>(bytes) else {
         return derived;
@@ -188,12 +188,6 @@ pub fn write_object(
     if served_as_stored(res) {
         let derived = derived(res, value);
         if let Some((at, empty)) = derived.metadata_at {
-            if let Some((encoded_rev, bytes)) = derived.encoded.get() {
-                if *encoded_rev == rev {
-                    out.extend_from_slice(bytes);
-                    return Ok(());
-                }
-            }
             out.extend_from_slice(&value[..at]);
             out.extend_from_slice(b"\"resourceVersion\":\"");
             out.extend_from_slice(rev.to_string().as_bytes());
@@ -213,29 +207,6 @@ pub fn decode(res: &ResourceInfo, value: &Stored, rev: u64) -> ApiResult<Value> 
         .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
     set_resource_version(&mut obj, rev);
     Ok(from_storage_version(res, obj))
-}
-
-/// The object as a watch event carries it: encoded once per write and
-/// revision, whatever the number of watchers.
-pub fn encoded(res: &ResourceInfo, value: &Stored, rev: u64) -> ApiResult<Bytes> {
-    if served_as_stored(res) {
-        let derived = derived(res, value);
-        if let Some((encoded_rev, bytes)) = derived.encoded.get() {
-            if *encoded_rev == rev {
-                return Ok(bytes.clone());
-            }
-        }
-        let mut out = Vec::with_capacity(value.len() + 32);
-        write_object(&mut out, res, value, rev)?;
-        let bytes = Bytes::from(out);
-        if derived.encoded.set((rev, bytes.clone())).is_err() {
-            // Another watcher encoded it first (or for another revision).
-        }
-        return Ok(bytes);
-    }
-    let mut out = Vec::with_capacity(value.len() + 32);
-    write_object(&mut out, res, value, rev)?;
-    Ok(Bytes::from(out))
 }
 
 #[cfg(test)]
@@ -262,17 +233,11 @@ mod tests {
         let mut want = pod.clone();
         want["metadata"]["resourceVersion"] = json!("42");
         assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), want);
-        // An event encodes it once, for its revision.
-        let first = encoded(pods(), &value, 42).unwrap();
-        assert_eq!(serde_json::from_slice::<Value>(&first).unwrap(), want);
-        assert_eq!(
-            encoded(pods(), &value, 42).unwrap().as_ptr(),
-            first.as_ptr()
-        );
         // A delete's event carries the last bytes at the delete's revision.
+        let mut out = Vec::new();
+        write_object(&mut out, pods(), &value, 43).unwrap();
         want["metadata"]["resourceVersion"] = json!("43");
-        let other = encoded(pods(), &value, 43).unwrap();
-        assert_eq!(serde_json::from_slice::<Value>(&other).unwrap(), want);
+        assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), want);
 
         // Empty metadata, keys with escapes, metadata not first: still whole.
         for obj in [

@@ -62,17 +62,16 @@ fn frame(protobuf: bool, kind: &str, obj: Value) -> Bytes {
 
 impl Render {
     /// The event for the object `value` holds at revision `rev`: a JSON
-    /// line around the object as encoded once for every watcher, or, for
-    /// Tables, protobuf and versions stored differently, a frame of the
-    /// decoded object.
+    /// line around the stored bytes (with the resourceVersion spliced in,
+    /// no decoding), or, for Tables, protobuf and versions stored
+    /// differently, a frame of the decoded object.
     fn event(&self, kind: &str, value: &Stored, rev: u64) -> Bytes {
         if self.table.is_none() && !self.protobuf && items::served_as_stored(self.res) {
-            if let Ok(object) = items::encoded(self.res, value, rev) {
-                let mut line = Vec::with_capacity(object.len() + 32);
-                line.extend_from_slice(b"{\"type\":\"");
-                line.extend_from_slice(kind.as_bytes());
-                line.extend_from_slice(b"\",\"object\":");
-                line.extend_from_slice(&object);
+            let mut line = Vec::with_capacity(value.len() + 64);
+            line.extend_from_slice(b"{\"type\":\"");
+            line.extend_from_slice(kind.as_bytes());
+            line.extend_from_slice(b"\",\"object\":");
+            if items::write_object(&mut line, self.res, value, rev).is_ok() {
                 line.extend_from_slice(b"}\n");
                 return Bytes::from(line);
             }

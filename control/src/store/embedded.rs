@@ -29,7 +29,7 @@ mod compact;
 mod mirror;
 mod writer;
 
-use codec::decode_event;
+use codec::{decode_event, event_key};
 use mirror::Mirror;
 use writer::write_loop;
 
@@ -252,8 +252,29 @@ impl EmbeddedStore {
     }
 }
 
+/// How many events of its prefix a watch decodes from the history at a
+/// time while it catches up (from the revision it was asked for, or after
+/// falling behind the live feed). Each decoded event is a fresh copy of
+/// its value and previous value, so this bounds what a watch that is
+/// behind holds: reading all the history at once cost every lagging watch
+/// a copy of every change kept (20,000 by default), which under load added
+/// up to gigabytes.
+const HISTORY_BATCH: usize = 64;
+
+/// A batch of history read by [`Shared::read_history`].
+struct HistoryBatch {
+    /// The events of the prefix, in revision order.
+    events: Vec<Event>,
+    /// The last revision looked at (events of other keys included).
+    scanned_to: Revision,
+    /// Whether the history goes on after `scanned_to`.
+    more: bool,
+}
+
 impl Shared {
-    fn read_history(&self, after: Revision) -> Result<Vec<Event>> {
+    /// Up to `max` events after revision `after` whose key starts with
+    /// `prefix`; events of other keys are skipped without being decoded.
+    fn read_history(&self, after: Revision, prefix: &str, max: usize) -> Result<HistoryBatch> {
         let txn = self.begin_read()?;
         let meta = txn.open_table(META).map_err(backend)?;
         let compacted = meta
@@ -268,14 +289,30 @@ impl Shared {
             });
         }
         let history = txn.open_table(EVENTS).map_err(backend)?;
-        let mut out = Vec::new();
+        let mut batch = HistoryBatch {
+            events: Vec::new(),
+            scanned_to: after,
+            more: false,
+        };
         for entry in history.range(after + 1..).map_err(backend)? {
+            if batch.events.len() == max {
+                batch.more = true;
+                break;
+            }
             let (rev, raw) = entry.map_err(backend)?;
-            let event = decode_event(rev.value(), raw.value())
-                .ok_or_else(|| backend(format!("corrupt event at revision {}", rev.value())))?;
-            out.push(event);
+            let (rev, raw) = (rev.value(), raw.value());
+            let corrupt = || backend(format!("corrupt event at revision {rev}"));
+            if event_key(raw)
+                .ok_or_else(corrupt)?
+                .starts_with(prefix.as_bytes())
+            {
+                batch
+                    .events
+                    .push(decode_event(rev, raw).ok_or_else(corrupt)?);
+            }
+            batch.scanned_to = rev;
         }
-        Ok(out)
+        Ok(batch)
     }
 }
 
@@ -394,21 +431,34 @@ impl Store for EmbeddedStore {
         // Subscribe before reading history so that nothing committed in
         // between is missed; duplicates are skipped by revision.
         let mut live = self.shared.events.subscribe();
-        let history = self.shared.read_history(after)?;
+        let first = self.shared.read_history(after, prefix, HISTORY_BATCH)?;
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event>>(256);
         let prefix = prefix.to_string();
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let mut last = after;
-            let mut pending = history;
+            let mut history = Some(first);
             loop {
-                for event in pending.drain(..) {
-                    if event.revision <= last {
-                        continue;
+                // Catch up from the history, a batch at a time.
+                while let Some(batch) = history.take() {
+                    for event in batch.events {
+                        if event.revision <= last {
+                            continue;
+                        }
+                        last = event.revision;
+                        if tx.send(Ok(event)).await.is_err() {
+                            return;
+                        }
                     }
-                    last = event.revision;
-                    if event.key.starts_with(&prefix) && tx.send(Ok(event)).await.is_err() {
-                        return;
+                    last = last.max(batch.scanned_to);
+                    if batch.more {
+                        match shared.read_history(last, &prefix, HISTORY_BATCH) {
+                            Ok(next) => history = Some(next),
+                            Err(e) => {
+                                let _ = tx.send(Err(e)).await;
+                                return;
+                            }
+                        }
                     }
                 }
                 let event = tokio::select! {
@@ -416,11 +466,21 @@ impl Store for EmbeddedStore {
                     e = live.recv() => e,
                 };
                 match event {
-                    Ok(event) => pending.push((*event).clone()),
+                    Ok(event) => {
+                        if event.revision <= last {
+                            continue;
+                        }
+                        last = event.revision;
+                        if event.key.starts_with(&prefix)
+                            && tx.send(Ok((*event).clone())).await.is_err()
+                        {
+                            return;
+                        }
+                    }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         // Fell behind the live feed: catch up from history.
-                        match shared.read_history(last) {
-                            Ok(events) => pending = events,
+                        match shared.read_history(last, &prefix, HISTORY_BATCH) {
+                            Ok(batch) => history = Some(batch),
                             Err(e) => {
                                 let _ = tx.send(Err(e)).await;
                                 return;

@@ -33,7 +33,7 @@ pub type Revision = u64;
 /// The bytes of one write, shared by everyone who reads that write: every
 /// list and get that finds it, and every watcher the write's event goes
 /// to. Beside the bytes it keeps what its readers derive from them (the
-/// API server's decoded labels and fields, its encoding for clients),
+/// API server's decoded labels and fields, where the metadata starts),
 /// made by the first reader that needs it and reused by all the others,
 /// as kube-apiserver's watch cache keeps each object decoded once however
 /// many lists and watches read it. The store never looks at either.

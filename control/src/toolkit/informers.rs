@@ -83,6 +83,7 @@ fn new_entry<K: Cached>() -> Entry {
             let Some(writer) = writer else { return };
             let api: Api<K> = Api::all(client);
             let stream = watcher(api, watcher::Config::default())
+                .modify(trim::<K>)
                 .default_backoff()
                 .reflect_shared(writer);
             let mut stream = std::pin::pin!(stream);
@@ -115,6 +116,15 @@ fn new_entry<K: Cached>() -> Entry {
         start: Some(start),
         ready,
     }
+}
+
+/// What a cache keeps of an object: all of it but `managedFields`, which
+/// no controller reads and which is the largest part of a small object
+/// (kube-controller-manager's shared informers trim it the same way).
+/// Controllers that write a cached object back send no managedFields, and
+/// the API server then keeps the stored ones.
+fn trim<K: Cached>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
 }
 
 /// Waits until `store` has its first full list.
@@ -335,6 +345,36 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), shared.informers.stop())
             .await
             .expect("the informers' watches did not stop");
+    }
+
+    /// The caches keep every field but managedFields, which no controller
+    /// reads and which are the largest part of a small object.
+    #[tokio::test]
+    async fn caches_keep_objects_without_their_managed_fields() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+        let uid = web_set(&api).await;
+        web_pod(&api, &uid).await;
+        let stored = api.api::<Pod>(Some("default")).get("web-1").await.unwrap();
+        assert!(
+            stored
+                .metadata
+                .managed_fields
+                .as_ref()
+                .is_some_and(|m| !m.is_empty()),
+            "the API records who wrote the pod"
+        );
+        let cached = eventually("the pod in the cache", Duration::from_secs(5), || async {
+            pods.state().into_iter().next()
+        })
+        .await;
+        assert_eq!(cached.metadata.managed_fields, None);
+        let mut expected = stored.clone();
+        expected.metadata.managed_fields = None;
+        assert_eq!(*cached, expected);
     }
 
     #[tokio::test]

@@ -50,6 +50,12 @@ pub(super) fn encode_event(e: &Event) -> Vec<u8> {
     out
 }
 
+/// The key of an encoded event, read without decoding the rest.
+pub(super) fn event_key(raw: &[u8]) -> Option<&[u8]> {
+    let mut rest = raw.get(1..)?;
+    take_chunk(&mut rest)
+}
+
 pub(super) fn decode_event(revision: Revision, raw: &[u8]) -> Option<Event> {
     let (&kind, mut rest) = raw.split_first()?;
     let kind = match kind {

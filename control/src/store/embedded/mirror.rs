@@ -6,8 +6,8 @@
 //! the commit's events, so a list is never behind a watch event a client
 //! has already seen. Each write's bytes are one [`Stored`], shared by the
 //! mirror, every list that returns it and the event every watcher gets,
-//! so what the API server derives from an object (its labels, its
-//! encoding) is made once per write.
+//! so what the API server derives from an object (its labels, where its
+//! metadata starts) is made once per write.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

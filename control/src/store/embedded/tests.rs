@@ -44,6 +44,53 @@ async fn create_update_delete_with_revisions() {
     assert!(store.get("/registry/pods/a/x").await.unwrap().is_none());
 }
 
+/// A watch that starts far behind reads the history a batch at a time,
+/// decoding only its own prefix's events (what it holds at once is one
+/// batch), and still gets every one of them, in order, then live ones.
+#[tokio::test]
+async fn a_watch_far_behind_catches_up_a_batch_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), 10_000);
+    let n = HISTORY_BATCH * 2 + 5;
+    for i in 0..n {
+        let node = format!("/registry/nodes/n{i}");
+        store.create(&node, b"n".to_vec()).await.unwrap();
+        let pod = format!("/registry/pods/a/p{i}");
+        store.create(&pod, b"p".to_vec()).await.unwrap();
+    }
+    let batch = store
+        .shared
+        .read_history(0, "/registry/pods/", HISTORY_BATCH)
+        .unwrap();
+    assert_eq!(batch.events.len(), HISTORY_BATCH);
+    assert!(batch.more);
+    assert!(batch
+        .events
+        .iter()
+        .all(|e| e.key.starts_with("/registry/pods/")));
+
+    let mut watch = store.watch("/registry/pods/", 0).await.unwrap();
+    async fn next(watch: &mut EventStream) -> Event {
+        tokio::time::timeout(std::time::Duration::from_secs(10), watch.next())
+            .await
+            .expect("the watch stalled")
+            .expect("the watch ended")
+            .unwrap()
+    }
+    for i in 0..n {
+        assert_eq!(next(&mut watch).await.key, format!("/registry/pods/a/p{i}"));
+    }
+    store
+        .create("/registry/nodes/live", b"n".to_vec())
+        .await
+        .unwrap();
+    store
+        .create("/registry/pods/a/live", b"p".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(next(&mut watch).await.key, "/registry/pods/a/live");
+}
+
 #[tokio::test]
 async fn list_by_prefix_is_exact() {
     let dir = tempfile::tempdir().unwrap();
