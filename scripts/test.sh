@@ -118,6 +118,9 @@ command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 # tests/systemd.rs boots a real systemd in namespaces of its own
 # (scripts/systemd-sandbox.sh); its binaries are all it needs.
 [ -x /lib/systemd/systemd ] && command -v journalctl >/dev/null 2>&1 || need_apt+=(systemd)
+# agent/tests/webview.rs drives Debian's chromium headless over the
+# DevTools protocol.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   apt-get update -qq
@@ -126,6 +129,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
   if [[ " ${need_apt[*]} " == *" systemd "* ]]; then
     apt-get install -y -qq systemd
+  fi
+  if [[ " ${need_apt[*]} " == *" chromium "* ]]; then
+    apt-get install -y -qq chromium
   fi
   if [[ " ${need_apt[*]} " == *" kubectl "* ]]; then
     # Debian's kubectl is packaged as kubernetes-client.
