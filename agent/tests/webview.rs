@@ -377,6 +377,13 @@ async fn the_web_view_follows_a_rollout_live_under_rbac() {
         mixed,
         "new pods' cards appeared while old ones were still shown"
     );
+    // Followed by watch events from the one list after the reload (a
+    // broken stream resumes from its resourceVersion): no relisting, no
+    // polling.
+    let stats: serde_json::Value = eval(&page, "window.bosunStats").await;
+    eprintln!("web view after the rollout: {stats}");
+    assert_eq!(stats["lists"]["/api/v1/pods"], 1, "{stats}");
+    assert!(stats["events"].as_u64().unwrap() >= 6, "{stats}");
     let same: bool = eval(&page, "window.sameDocument === true").await;
     assert!(same, "the page was not reloaded");
     assert!(last.iter().all(|p| !old.contains(&p.key)), "{last:?}");

@@ -11,6 +11,10 @@
   let token = sessionStorage.getItem(KEY);
   let session = null; // AbortController of the running watches
   let namespace = '';
+  // What the page did, for tests and the curious: lists and watches
+  // opened per path, events applied, errors seen.
+  const stats = { lists: {}, watches: {}, events: 0, errors: [] };
+  window.bosunStats = stats;
 
   // ---- API -------------------------------------------------------------
   class HttpError extends Error {
@@ -22,9 +26,21 @@
       Accept: 'application/json',
       Authorization: 'Bearer ' + token,
     }, opts.headers || {});
-    const r = await fetch(path, Object.assign({}, opts, {
-      headers, cache: 'no-store', credentials: 'omit',
-    }));
+    let r;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        r = await fetch(path, Object.assign({}, opts, {
+          headers, cache: 'no-store', credentials: 'omit',
+        }));
+        break;
+      } catch (e) {
+        // A connection the server closed as the request went out fails
+        // without an answer (browsers retry no POST): try twice more.
+        if (attempt >= 2 || (opts.signal && opts.signal.aborted)) throw e;
+        stats.errors.push(path + ': ' + e.message + ' (retried)');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
     if (!r.ok) {
       let msg = r.status + ' ' + r.statusText;
       try { const s = await r.json(); if (s && s.message) msg = s.message; } catch (_) { /* not a Status */ }
@@ -39,42 +55,44 @@
   });
 
   // Lists `path`, hands the items to h.reset, then follows its watch from
-  // the list's resourceVersion, handing each change to h.event. A 410
-  // (expired resourceVersion) relists; a dropped stream resumes from the
-  // last resourceVersion seen; 401 signs out; 403 tells h.forbidden.
+  // the list's resourceVersion, handing each change to h.event. A stream
+  // that ends or breaks is resumed from the last resourceVersion seen;
+  // only a 410 (that resourceVersion is too old) relists. 401 signs out;
+  // 403 tells h.forbidden.
   async function follow(path, h, signal) {
     let backoff = 500;
+    let rv = null;
     while (!signal.aborted) {
-      let rv;
       try {
-        const list = await (await api(path, { signal })).json();
-        if (signal.aborted) return;
-        rv = list.metadata.resourceVersion;
-        h.reset(list.items || []);
-        backoff = 500;
-        for (;;) {
-          const sep = path.includes('?') ? '&' : '?';
-          const r = await api(path + sep + 'watch=true&allowWatchBookmarks=true&resourceVersion=' +
-            encodeURIComponent(rv), { signal });
-          h.live(true);
-          const gone = await readEvents(r, signal, (ev) => {
-            const meta = ev.object && ev.object.metadata;
-            if (meta && meta.resourceVersion) rv = meta.resourceVersion;
-            if (signal.aborted) return;
-            if (ev.type !== 'BOOKMARK') h.event(ev.type, ev.object);
-          });
-          if (gone) break; // relist
-          backoff = 500;
+        if (rv === null) {
+          stats.lists[path] = (stats.lists[path] || 0) + 1;
+          const list = await (await api(path, { signal })).json();
+          if (signal.aborted) return;
+          rv = list.metadata.resourceVersion;
+          h.reset(list.items || []);
         }
+        stats.watches[path] = (stats.watches[path] || 0) + 1;
+        const sep = path.includes('?') ? '&' : '?';
+        const r = await api(path + sep + 'watch=true&allowWatchBookmarks=true&resourceVersion=' +
+          encodeURIComponent(rv), { signal });
+        h.live(true);
+        const gone = await readEvents(r, signal, (ev) => {
+          const meta = ev.object && ev.object.metadata;
+          if (meta && meta.resourceVersion) rv = meta.resourceVersion;
+          if (signal.aborted) return;
+          if (ev.type !== 'BOOKMARK') h.event(ev.type, ev.object);
+        });
+        if (gone) rv = null;
+        backoff = 500;
       } catch (e) {
         if (signal.aborted) return;
+        stats.errors.push(path + ': ' + (e.status || '') + ' ' + e.message);
         if (e.status === 401) { signOut('The token is no longer accepted (401).'); return; }
         if (e.status === 403) { h.forbidden(e.message); return; }
-        if (e.status !== 410) {
-          h.live(false);
-          await sleep(backoff, signal);
-          backoff = Math.min(backoff * 2, 10000);
-        }
+        if (e.status === 410) { rv = null; continue; }
+        h.live(false);
+        await sleep(backoff, signal);
+        backoff = Math.min(backoff * 2, 10000);
       }
     }
   }
@@ -295,6 +313,7 @@
       schedule();
     },
     event(type, p) {
+      stats.events += 1;
       queue.set(p.metadata.uid, type === 'DELETED' ? null : p);
       schedule();
     },
@@ -317,7 +336,11 @@
     live() {},
     // A view-only user may not list nodes: the columns come from the
     // pods' nodeName instead.
-    forbidden() { nodesLoaded = true; schedule(); },
+    forbidden() {
+      nodesLoaded = true;
+      for (const name of columns.keys()) showNode(name);
+      schedule();
+    },
   };
 
   function startPods(signal) {
@@ -373,6 +396,7 @@
       throw e;
     }
     sessionStorage.setItem(KEY, candidate);
+    sessionStorage.setItem(KEY + '.user', user);
     showOverview(user);
   }
 
@@ -392,6 +416,7 @@
 
   function signOut(message) {
     sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(KEY + '.user');
     token = null;
     if (session) session.abort();
     session = null;
@@ -426,7 +451,12 @@
     $('ns').addEventListener('change', changeNs);
     $('ns').addEventListener('input', () => { clearTimeout(typing); typing = setTimeout(changeNs, 500); });
     if (token) {
-      whoami().then(showOverview, (err) => signOut(err.status === 401 ? 'Please sign in again.' : ''));
+      // Only a 401 undoes the sign-in: after a network failure the
+      // watches retry on their own.
+      whoami().then(showOverview, (err) => {
+        if (err.status === 401) signOut('Please sign in again.');
+        else showOverview(sessionStorage.getItem(KEY + '.user') || 'unknown user');
+      });
     }
   });
 })();
