@@ -122,6 +122,9 @@ command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 # protoc), and its tests and the etcd e2e test start etcd members.
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+# agent/tests/webview.rs drives Debian's chromium headless over the
+# DevTools protocol.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   apt-get update -qq
@@ -131,7 +134,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   if [[ " ${need_apt[*]} " == *" systemd "* ]]; then
     apt-get install -y -qq systemd
   fi
-  for pkg in protobuf-compiler etcd-server; do
+  for pkg in protobuf-compiler etcd-server chromium; do
     if [[ " ${need_apt[*]} " == *" $pkg "* ]]; then
       apt-get install -y -qq "$pkg"
     fi

@@ -79,6 +79,10 @@ struct Args {
     /// watch lasts longer than twice this.
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     min_request_timeout: u64,
+    /// Serve the web view at /ui/ (`--ui=false` turns it off).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    ui: bool,
     /// Largest accepted request body, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -317,6 +321,7 @@ async fn main() -> anyhow::Result<()> {
             cluster_cidr,
             max_token_expiration_seconds: max_token as i64,
             min_request_timeout: Duration::from_secs(args.min_request_timeout),
+            ui: args.ui,
         },
         controllers,
         snapshots,

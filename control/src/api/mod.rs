@@ -33,6 +33,7 @@ mod spdy;
 pub(crate) mod strategy;
 mod table;
 mod token;
+pub mod ui;
 mod update;
 mod watch;
 pub mod webhook_client;
@@ -81,6 +82,8 @@ pub struct ApiOptions {
     /// `timeoutSeconds` lasts between this and twice this, and none lasts
     /// longer (see [`watch::timeout`]).
     pub min_request_timeout: Duration,
+    /// Whether `/ui/` serves the web view (`--ui`).
+    pub ui: bool,
 }
 
 /// `--cluster-cidr`'s default.
@@ -102,6 +105,7 @@ impl Default for ApiOptions {
             cluster_cidr: DEFAULT_CLUSTER_CIDR.parse().expect("a valid CIDR"),
             max_token_expiration_seconds: DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS,
             min_request_timeout: Duration::from_secs(1800),
+            ui: true,
         }
     }
 }
@@ -321,6 +325,10 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
         }
         "/version" => return Ok(json_response(StatusCode::OK, &discovery::version())),
         _ => {}
+    }
+    // The web view's files hold no data: served before authentication.
+    if state.options.ui && ui::is_ui(uri.path()) {
+        return Ok(ui::serve(&method, uri.path(), &headers));
     }
     let peer = parts.extensions.get::<crate::auth::PeerCert>().cloned();
     let in_process = parts.extensions.get::<authn::InProcessUser>();

@@ -1,0 +1,204 @@
+//! A headless Debian `chromium` for web view tests, driven over the
+//! DevTools protocol by chromiumoxide. Each browser has its own temp
+//! user-data dir and its own process group; dropping it (also on panic)
+//! kills that group by its id and removes the dir.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::browser::Browser;
+use chromiumoxide::handler::viewport::Viewport;
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::Page;
+use futures::StreamExt;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde::de::DeserializeOwned;
+
+/// Debian's chromium (scripts/test.sh installs it).
+pub fn chromium_binary() -> PathBuf {
+    for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
+        if Path::new(p).exists() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!("chromium is not installed: scripts/test.sh installs it (apt-get install chromium)");
+}
+
+pub struct Chromium {
+    pub browser: Browser,
+    child: Child,
+    dir: tempfile::TempDir,
+    handler: tokio::task::JoinHandle<()>,
+}
+
+impl Chromium {
+    /// Starts chromium headless at `width`x`height` and connects to it.
+    pub async fn launch(width: u32, height: u32) -> Chromium {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let profile = dir.path().join("profile");
+        let log = std::fs::File::create(dir.path().join("chromium.log")).unwrap();
+        let mut cmd = Command::new(chromium_binary());
+        cmd.args([
+            "--headless",
+            // The tests run as root, where chromium's sandbox cannot start.
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-sync",
+            "--mute-audio",
+            // The control plane's serving certificate is signed by the
+            // cluster's own CA.
+            "--ignore-certificate-errors",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+        ])
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("about:blank")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+        // Its own process group, so its helpers (zygote, renderers) go
+        // with it.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().expect("starting chromium");
+        let mut me = PartialChromium {
+            child: Some(child),
+            dir: Some(dir),
+        };
+        // Chromium writes the port it chose and the browser's path here.
+        let port_file = profile.join("DevToolsActivePort");
+        let started = Instant::now();
+        let ws = loop {
+            if let Ok(s) = std::fs::read_to_string(&port_file) {
+                let mut lines = s.lines();
+                if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
+                    break format!("ws://127.0.0.1:{port}{path}");
+                }
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                panic!(
+                    "chromium wrote no DevToolsActivePort in 60 s:\n{}",
+                    me.log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let config = HandlerConfig {
+            viewport: Some(Viewport {
+                width,
+                height,
+                ..Default::default()
+            }),
+            request_timeout: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let (browser, mut handler) = Browser::connect_with_config(ws, config)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to chromium: {e}\n{}", me.log()));
+        // The handler drives the DevTools connection; events of newer
+        // protocol versions it does not know are skipped, not fatal.
+        let handler = tokio::spawn(async move { while handler.next().await.is_some() {} });
+        let (child, dir) = me.take();
+        Chromium {
+            browser,
+            child,
+            dir,
+            handler,
+        }
+    }
+
+    /// Chromium's own output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("chromium.log")).unwrap_or_default()
+    }
+
+    /// A new tab at `url`, once its document has loaded (the
+    /// navigation's own event can come before the document is there).
+    pub async fn open(&self, url: &str) -> Page {
+        let page = self
+            .browser
+            .new_page(url)
+            .await
+            .unwrap_or_else(|e| panic!("opening {url}: {e}"));
+        let started = Instant::now();
+        loop {
+            let loaded: Option<bool> = page
+                .evaluate(format!(
+                    "document.readyState === 'complete' && location.href === {url:?}"
+                ))
+                .await
+                .ok()
+                .and_then(|v| v.into_value().ok());
+            if loaded == Some(true) {
+                return page;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{url} did not load in 60 s\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        self.handler.abort();
+        kill_group(&mut self.child);
+    }
+}
+
+/// What [`Chromium::launch`] holds until it has connected: killed and
+/// removed if the launch panics.
+struct PartialChromium {
+    child: Option<Child>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl PartialChromium {
+    fn log(&self) -> String {
+        self.dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.path().join("chromium.log")).ok())
+            .unwrap_or_default()
+    }
+
+    fn take(&mut self) -> (Child, tempfile::TempDir) {
+        (self.child.take().unwrap(), self.dir.take().unwrap())
+    }
+}
+
+impl Drop for PartialChromium {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_group(&mut child);
+        }
+    }
+}
+
+/// SIGKILLs the process group chromium leads (its pid is the group's id)
+/// and reaps chromium.
+fn kill_group(child: &mut Child) {
+    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Evaluates `js` (an expression; a promise is awaited) in `page`.
+pub async fn eval<T: DeserializeOwned>(page: &Page, js: &str) -> T {
+    page.evaluate(js)
+        .await
+        .unwrap_or_else(|e| panic!("evaluating {js}: {e}"))
+        .into_value()
+        .unwrap_or_else(|e| panic!("the value of {js}: {e}"))
+}

@@ -1,0 +1,459 @@
+//! The web view (`/ui/`) end to end in a real headless chromium: anonymous
+//! users get the sign-in page and 401 from the API; the admin token signs
+//! in and sees the node's column with the Deployment's pods as cards; a
+//! rollout to a new image replaces the cards live (no reload); a view-only
+//! ServiceAccount signs in, sees the pods and is refused a write. The test
+//! writes docs/ui-overview.png and docs/ui-rollout.png and prints the
+//! first load's bytes and time to first render.
+
+mod browser;
+mod cluster;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use browser::{eval, Chromium};
+use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
+use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
+use chromiumoxide::page::ScreenshotParams;
+use chromiumoxide::Page;
+use cluster::{repo_root, tail, Cluster};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+const V1: &str = "bosun.local/web:1";
+const V2: &str = "bosun.local/web:2";
+const LONG: Duration = Duration::from_secs(120);
+
+fn deployment() -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {{app: web}}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {{maxSurge: 1, maxUnavailable: 1}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: {V1}
+        readinessProbe:
+          httpGet: {{path: /, port: 80}}
+          periodSeconds: 1
+"#
+    )
+}
+
+fn kubectl(c: &Cluster, args: &[&str]) -> String {
+    cluster::ok(c.kubectl().args(args))
+}
+
+/// One node column of the board as the DOM shows it.
+#[derive(Debug, Deserialize)]
+struct Column {
+    node: String,
+    title: String,
+    state: String,
+    pods: Vec<Card>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+struct Card {
+    key: String,
+    cls: String,
+    state: String,
+    restarts: String,
+    ip: String,
+    owner: String,
+}
+
+const BOARD: &str = r#"[...document.querySelectorAll('#columns > section')].map(s => ({
+    node: s.dataset.node,
+    title: s.querySelector('h3 .title').textContent,
+    state: s.querySelector('.node-state').textContent,
+    pods: [...s.querySelectorAll('li.pod')].map(p => {
+        const dd = p.querySelectorAll('dd');
+        return {key: p.dataset.key, cls: p.className, state: p.querySelector('.state').textContent,
+            restarts: dd[0].textContent, ip: dd[1].textContent, owner: dd[2].textContent};
+    })}))"#;
+
+async fn board(page: &Page) -> Vec<Column> {
+    eval(page, BOARD).await
+}
+
+/// Polls `js` in `page` until it gives a value that is not falsy,
+/// failing after `deadline` with the page's board and the cluster's logs.
+async fn wait_js<T: DeserializeOwned>(
+    c: &Cluster,
+    page: &Page,
+    what: &str,
+    deadline: Duration,
+    js: &str,
+) -> T {
+    let started = Instant::now();
+    loop {
+        // (chromiumoxide reads a null as no value at all.)
+        let v: serde_json::Value = eval(page, &format!("(({js}) || false)")).await;
+        if v != serde_json::Value::Bool(false) {
+            return serde_json::from_value(v).expect("the expected shape");
+        }
+        if started.elapsed() > deadline {
+            let body: String = eval(page, "document.body.innerText").await;
+            panic!(
+                "timed out after {deadline:?} waiting for {what}\npage text:\n{body}\ncontrol log:\n{}\nagent log:\n{}",
+                tail(&c.control_log(), 20),
+                tail(&c.agent_log(), 20)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Polls the board until `check` holds of it.
+async fn wait_board<T>(
+    c: &Cluster,
+    page: &Page,
+    what: &str,
+    mut check: impl FnMut(&[Column]) -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    loop {
+        let b = board(page).await;
+        if let Some(v) = check(&b) {
+            return v;
+        }
+        if started.elapsed() > LONG {
+            panic!(
+                "timed out waiting for {what}\nboard: {b:#?}\ncontrol log:\n{}\nagent log:\n{}",
+                tail(&c.control_log(), 20),
+                tail(&c.agent_log(), 20)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Pastes `token` into the sign-in form and submits it.
+async fn sign_in(page: &Page, token: &str) {
+    let field = page.find_element("#token").await.expect("the token field");
+    eval::<bool>(page, "(document.getElementById('token').value = '', true)").await;
+    field.click().await.expect("focus the token field");
+    page.execute(InsertTextParams::new(token))
+        .await
+        .expect("paste the token");
+    page.find_element("#signin-form button[type=submit]")
+        .await
+        .expect("the sign-in button")
+        .click()
+        .await
+        .expect("click sign in");
+}
+
+fn web_cards<'a>(b: &'a [Column], node: &str) -> Vec<&'a Card> {
+    b.iter()
+        .filter(|col| col.node == node)
+        .flat_map(|col| col.pods.iter())
+        .filter(|p| p.key.starts_with("default/web-"))
+        .collect()
+}
+
+fn all_cards(b: &[Column]) -> Vec<&Card> {
+    b.iter().flat_map(|col| col.pods.iter()).collect()
+}
+
+/// The 3 cards of the Deployment's ready pods in `node`'s column, once
+/// all of them are owned by `owner` (a ReplicaSet name) and nothing else
+/// is on the board.
+fn ready_web_cards(b: &[Column], node: &str, owner: &str) -> Option<Vec<Card>> {
+    let cards = web_cards(b, node);
+    let ok = cards.len() == 3
+        && all_cards(b).len() == 3
+        && cards.iter().all(|p| {
+            p.cls == "pod ok"
+                && p.state == "Running · Ready 1/1"
+                && p.owner == format!("ReplicaSet/{owner}")
+                && p.ip.starts_with("10.244.")
+        });
+    ok.then(|| cards.into_iter().cloned().collect())
+}
+
+async fn replica_set_of(client: &kube::Client, image: &str) -> String {
+    let sets = Api::<ReplicaSet>::namespaced(client.clone(), "default")
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    sets.items
+        .into_iter()
+        .find(|rs| {
+            rs.spec
+                .template
+                .as_ref()
+                .and_then(|t| t.spec.as_ref())
+                .is_some_and(|s| s.containers[0].image.as_deref() == Some(image))
+        })
+        .and_then(|rs| rs.metadata.name)
+        .unwrap_or_else(|| panic!("no ReplicaSet of {image}"))
+}
+
+async fn api_pods(client: &kube::Client) -> BTreeSet<(String, String)> {
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| {
+            (
+                format!("default/{}", p.metadata.name.unwrap()),
+                p.status.and_then(|s| s.pod_ip).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+async fn screenshot(page: &Page, name: &str) {
+    let path = repo_root().join("docs").join(name);
+    page.save_screenshot(
+        ScreenshotParams::builder()
+            .format(CaptureScreenshotFormat::Png)
+            .full_page(true)
+            .build(),
+        &path,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("screenshot {}: {e}", path.display()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_follows_a_rollout_live_under_rbac() {
+    let c = Cluster::start();
+    let client = c.client().await;
+    c.wait_nodes_ready(&client).await;
+    let manifest = c.dir.path().join("web.yaml");
+    std::fs::write(&manifest, deployment()).unwrap();
+    kubectl(&c, &["apply", "-f", manifest.to_str().unwrap()]);
+    let data = c.dir.path().join("control");
+    let address = std::fs::read_to_string(data.join("address")).unwrap();
+    let base = format!("https://{}", address.trim());
+    let admin = std::fs::read_to_string(data.join("admin-token")).unwrap();
+    let chrome = Chromium::launch(1280, 860).await;
+
+    // Anonymous: the sign-in page, and the API answers 401.
+    let page = chrome.open(&format!("{base}/ui/")).await;
+    let signin: bool = eval(
+        &page,
+        "!document.getElementById('signin').hidden && document.getElementById('overview').hidden",
+    )
+    .await;
+    assert!(signin, "an anonymous visitor sees the sign-in page");
+    let status: u16 = eval(&page, "fetch('/api/v1/pods').then(r => r.status)").await;
+    assert_eq!(status, 401, "an anonymous read of the pods");
+    // The first load: every file the page fetched, as the browser saw it.
+    let bytes: Vec<(String, u64, u64)> = eval(
+        &page,
+        "[...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]
+            .map(e => [e.name, e.encodedBodySize, e.transferSize])",
+    )
+    .await;
+    let body_bytes: u64 = bytes.iter().map(|b| b.1).sum();
+    assert_eq!(bytes.len(), 3, "index.html, app.js and app.css: {bytes:?}");
+    assert!(body_bytes < 200 * 1024, "{bytes:?}");
+
+    // A wrong token is refused on the form.
+    sign_in(&page, "not-a-token").await;
+    let refused: String = wait_js(
+        &c,
+        &page,
+        "the sign-in error",
+        LONG,
+        "document.getElementById('signin-error').textContent || null",
+    )
+    .await;
+    assert!(refused.contains("401"), "{refused}");
+
+    // The admin token: the node's column with the three ready pods.
+    let rs1 = {
+        let rs = replica_set_of(&client, V1).await;
+        sign_in(&page, admin.trim()).await;
+        rs
+    };
+    let cards = wait_board(
+        &c,
+        &page,
+        "the three ready v1 pods in the node's column",
+        |b| ready_web_cards(b, &c.node, &rs1),
+    )
+    .await;
+    let who: String = eval(&page, "document.getElementById('who').textContent").await;
+    assert!(who.starts_with("Signed in as "), "{who}");
+    let b = board(&page).await;
+    let col = b.iter().find(|col| col.node == c.node).unwrap();
+    assert_eq!(col.title, c.node);
+    assert_eq!(col.state, "Node Ready");
+    assert_eq!(b[0].title, "Pending (unscheduled)", "{b:?}");
+    // Each card is the API's pod: its name and IP.
+    let shown: BTreeSet<(String, String)> = cards
+        .iter()
+        .map(|p| (p.key.clone(), p.ip.clone()))
+        .collect();
+    assert_eq!(shown, api_pods(&client).await);
+    assert!(cards.iter().all(|p| p.restarts == "0"), "{cards:?}");
+
+    // Reloaded, the tab signs itself in from sessionStorage: the time to
+    // the first render of the board.
+    page.reload().await.expect("reload");
+    wait_board(&c, &page, "the board after a reload", |b| {
+        ready_web_cards(b, &c.node, &rs1)
+    })
+    .await;
+    let first_render: String = wait_js(
+        &c,
+        &page,
+        "the first render's time",
+        LONG,
+        "document.getElementById('columns').dataset.firstRenderMs || null",
+    )
+    .await;
+    eprintln!(
+        "web view: first load {body_bytes} bytes of bodies ({bytes:?}); first render {first_render} ms after navigation with {} pods",
+        cards.len()
+    );
+
+    // The rollout, followed live: the same document throughout.
+    eval::<bool>(&page, "(window.sameDocument = true)").await;
+    let old: BTreeSet<String> = cards.iter().map(|p| p.key.clone()).collect();
+    kubectl(
+        &c,
+        &["set", "image", "deployment/web", &format!("web={V2}")],
+    );
+    let rs2 = c
+        .poll("the v2 ReplicaSet", LONG, || async {
+            let sets = Api::<ReplicaSet>::namespaced(client.clone(), "default")
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .ok()?;
+            sets.items.into_iter().find_map(|rs| {
+                let image = rs.spec.template.as_ref()?.spec.as_ref()?.containers[0]
+                    .image
+                    .clone();
+                (image.as_deref() == Some(V2)).then_some(rs.metadata.name?)
+            })
+        })
+        .await;
+    // New cards appear while old ones are still there (maxSurge 1); the
+    // first such board is the rollout's screenshot.
+    let mut mixed = false;
+    let started = Instant::now();
+    let last = loop {
+        let b = board(&page).await;
+        let keys: BTreeSet<String> = all_cards(&b).iter().map(|p| p.key.clone()).collect();
+        if !mixed && !keys.is_disjoint(&old) && keys.iter().any(|k| !old.contains(k)) {
+            mixed = true;
+            screenshot(&page, "ui-rollout.png").await;
+        }
+        if let Some(cards) = ready_web_cards(&b, &c.node, &rs2) {
+            break cards;
+        }
+        assert!(
+            started.elapsed() < LONG,
+            "timed out waiting for the three ready v2 pods, the v1 ones gone\nboard: {b:#?}\ncontrol log:\n{}",
+            tail(&c.control_log(), 20)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        mixed,
+        "new pods' cards appeared while old ones were still shown"
+    );
+    // Followed by watch events from the one list after the reload (a
+    // broken stream resumes from its resourceVersion): no relisting, no
+    // polling.
+    let stats: serde_json::Value = eval(&page, "window.bosunStats").await;
+    eprintln!("web view after the rollout: {stats}");
+    assert_eq!(stats["lists"]["/api/v1/pods"], 1, "{stats}");
+    assert!(stats["events"].as_u64().unwrap() >= 6, "{stats}");
+    let same: bool = eval(&page, "window.sameDocument === true").await;
+    assert!(same, "the page was not reloaded");
+    assert!(last.iter().all(|p| !old.contains(&p.key)), "{last:?}");
+    let shown: BTreeSet<(String, String)> =
+        last.iter().map(|p| (p.key.clone(), p.ip.clone())).collect();
+    assert_eq!(shown, api_pods(&client).await);
+    screenshot(&page, "ui-overview.png").await;
+
+    // The namespace filter: a namespace without pods empties the board,
+    // `default` brings the cards back.
+    for (ns, want) in [("kube-public", 0), ("default", 3)] {
+        eval::<bool>(
+            &page,
+            &format!(
+                "(() => {{ const i = document.getElementById('ns'); i.value = '{ns}';
+                i.dispatchEvent(new Event('change')); return true; }})()"
+            ),
+        )
+        .await;
+        wait_js::<bool>(
+            &c,
+            &page,
+            &format!("{want} cards in namespace {ns}"),
+            LONG,
+            &format!(
+                "document.getElementById('status').textContent.includes('{want} pods in {ns}')
+                 && document.querySelectorAll('li.pod').length === {want}"
+            ),
+        )
+        .await;
+    }
+
+    // A view-only ServiceAccount: a new tab starts signed out, and the
+    // token shows the pods (in a column named by their nodeName: `view`
+    // does not list nodes) but may not delete one.
+    kubectl(&c, &["create", "serviceaccount", "viewer"]);
+    kubectl(
+        &c,
+        &[
+            "create",
+            "clusterrolebinding",
+            "webview-viewer",
+            "--clusterrole=view",
+            "--serviceaccount=default:viewer",
+        ],
+    );
+    let viewer = kubectl(&c, &["create", "token", "viewer"]);
+    let tab = chrome.open(&format!("{base}/ui/")).await;
+    let signin: bool = eval(&tab, "!document.getElementById('signin').hidden").await;
+    assert!(signin, "a new tab starts signed out");
+    sign_in(&tab, viewer.trim()).await;
+    let cards = wait_board(&c, &tab, "the viewer's three pods", |b| {
+        ready_web_cards(b, &c.node, &rs2)
+    })
+    .await;
+    let who: String = eval(&tab, "document.getElementById('who').textContent").await;
+    assert_eq!(who, "Signed in as system:serviceaccount:default:viewer");
+    let b = board(&tab).await;
+    let col = b.iter().find(|col| col.node == c.node).unwrap();
+    assert_eq!(col.state, "Node: not listed", "{b:?}");
+    let forged: u16 = eval(
+        &tab,
+        &format!(
+            "fetch('/api/v1/namespaces/default/pods/{}', {{method: 'DELETE',
+                headers: {{Authorization: 'Bearer ' + sessionStorage.getItem('bosun.token')}}}})
+             .then(r => r.status)",
+            cards[0].key.trim_start_matches("default/")
+        ),
+    )
+    .await;
+    assert_eq!(forged, 403, "a view-only token deleting a pod");
+    drop(chrome);
+}
