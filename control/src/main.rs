@@ -57,6 +57,13 @@ struct Args {
     /// watch lasts longer than twice this.
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..))]
     min_request_timeout: u64,
+    /// With --max-mutating-requests-inflight: the seats API Priority and
+    /// Fairness shares out among the priority levels (their sum, as
+    /// kube-apiserver's flags).
+    #[arg(long, default_value_t = bosun_control::api::flowcontrol::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    max_requests_inflight: usize,
+    #[arg(long, default_value_t = bosun_control::api::flowcontrol::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    max_mutating_requests_inflight: usize,
     /// Largest accepted request body, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -247,6 +254,7 @@ async fn main() -> anyhow::Result<()> {
             cluster_cidr,
             max_token_expiration_seconds: max_token as i64,
             min_request_timeout: Duration::from_secs(args.min_request_timeout),
+            max_requests_inflight: args.max_requests_inflight + args.max_mutating_requests_inflight,
         },
         controllers,
         snapshots,

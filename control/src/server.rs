@@ -202,6 +202,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let webhooks = crate::api::admission::webhook::Webhooks::new(store.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
+    // The bootstrap flow-control objects exist and are in force before
+    // the first request.
+    let flowcontrol =
+        api::flowcontrol::FlowControl::new(store.clone(), config.api.max_requests_inflight);
+    flowcontrol
+        .start()
+        .await
+        .context("loading the flow-control configuration")?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -217,6 +225,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         aggregator: aggregator.clone(),
         custom: custom.clone(),
         webhooks: webhooks.clone(),
+        flowcontrol: flowcontrol.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -296,6 +305,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         apiserver_client.clone(),
     ));
     tasks.spawn(webhooks.follow());
+    tasks.spawn(flowcontrol.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

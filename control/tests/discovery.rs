@@ -194,8 +194,6 @@ const KUBERNETES_1_32: &[&str] = &[
     "leases.coordination.k8s.io",
     "endpointslices.discovery.k8s.io",
     "events.events.k8s.io",
-    "flowschemas.flowcontrol.apiserver.k8s.io",
-    "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
     "ingressclasses.networking.k8s.io",
     "ingresses.networking.k8s.io",
     "networkpolicies.networking.k8s.io",
@@ -219,8 +217,6 @@ const KUBERNETES_1_32: &[&str] = &[
 const NOT_YET: &[&str] = &[
     "validatingadmissionpolicies.admissionregistration.k8s.io",
     "validatingadmissionpolicybindings.admissionregistration.k8s.io",
-    "flowschemas.flowcontrol.apiserver.k8s.io",
-    "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
 ];
 
 #[tokio::test(flavor = "multi_thread")]

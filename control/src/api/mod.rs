@@ -15,6 +15,7 @@ pub(crate) mod discovery;
 pub mod error;
 mod eviction;
 mod filter;
+pub mod flowcontrol;
 mod get;
 pub(crate) mod items;
 mod list;
@@ -81,6 +82,9 @@ pub struct ApiOptions {
     /// `timeoutSeconds` lasts between this and twice this, and none lasts
     /// longer (see [`watch::timeout`]).
     pub min_request_timeout: Duration,
+    /// `--max-requests-inflight` + `--max-mutating-requests-inflight`:
+    /// the seats API Priority and Fairness shares out among the levels.
+    pub max_requests_inflight: usize,
 }
 
 /// `--cluster-cidr`'s default.
@@ -102,6 +106,8 @@ impl Default for ApiOptions {
             cluster_cidr: DEFAULT_CLUSTER_CIDR.parse().expect("a valid CIDR"),
             max_token_expiration_seconds: DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS,
             min_request_timeout: Duration::from_secs(1800),
+            max_requests_inflight: flowcontrol::DEFAULT_MAX_REQUESTS_INFLIGHT
+                + flowcontrol::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
         }
     }
 }
@@ -133,6 +139,9 @@ pub struct ApiState {
     /// The admission webhooks of the webhook configurations (followed
     /// from the store by a task started with the server).
     pub webhooks: Arc<admission::webhook::Webhooks>,
+    /// API Priority and Fairness: the configuration (followed from the
+    /// store by a task started with the server) and the levels' seats.
+    pub flowcontrol: Arc<flowcontrol::FlowControl>,
 }
 
 /// The API as an axum router.
@@ -323,6 +332,68 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let in_process = parts.extensions.get::<authn::InProcessUser>();
     let who = authn::authenticate(&state, &headers, peer.as_ref(), in_process).await?;
     let who = authn::impersonate(&state, who, &headers).await?;
+    // API Priority and Fairness: the request waits for a seat of its
+    // level (or is refused) and its answer names its schema and level.
+    let digest = flow_digest(&who, &method, &uri);
+    if digest.is_long_running() {
+        return serve_authenticated(state, parts, body, who).await;
+    }
+    let admitted = match state.flowcontrol.admit(&digest).await {
+        Ok(admitted) => admitted,
+        Err(rejected) => {
+            let mut response = ApiError::too_many_requests().into_response();
+            rejected.annotate(response.headers_mut());
+            return Ok(response);
+        }
+    };
+    let mut response = match serve_authenticated(state, parts, body, who).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if let Some(admitted) = &admitted {
+        admitted.annotate(response.headers_mut());
+    }
+    // A watch's seat is given back here, once its answer has started.
+    drop(admitted);
+    Ok(response)
+}
+
+/// What flow control looks at of a request: who sent it and what it asks.
+fn flow_digest(
+    who: &crate::auth::Identity,
+    method: &Method,
+    uri: &http::Uri,
+) -> flowcontrol::matching::RequestDigest {
+    let user = who.user_info();
+    let watch = bosun::serving::query_pairs(uri)
+        .iter()
+        .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
+    let what = flowcontrol::matching::resource_request(method.as_str(), uri.path(), watch)
+        .unwrap_or_else(|| flowcontrol::Asked::NonResource {
+            verb: method.as_str().to_ascii_lowercase(),
+            path: uri.path().to_string(),
+        });
+    flowcontrol::matching::RequestDigest {
+        user: user.name,
+        groups: user.groups,
+        what,
+    }
+}
+
+/// Everything after authentication (and flow control): the verb on the
+/// resource a URL names, discovery, OpenAPI, proxies.
+async fn serve_authenticated(
+    state: Arc<ApiState>,
+    parts: http::request::Parts,
+    body: Body,
+    who: crate::auth::Identity,
+) -> ApiResult<Response> {
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    let path = uri.path().trim_end_matches('/');
     if path == bosun::bootstrap::NODE_CREDENTIAL_PATH {
         let body = read_body(body, state.options.body_limit).await?;
         return authn::node_credential(&state, &who, &method, &body).await;

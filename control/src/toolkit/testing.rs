@@ -62,6 +62,8 @@ impl TestApi {
             webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
                 .await
                 .expect("webhooks"),
+            // No configuration: requests are not held to any level.
+            flowcontrol: crate::api::flowcontrol::FlowControl::new(store.clone(), 600),
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

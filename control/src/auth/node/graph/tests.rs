@@ -403,9 +403,10 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
             None,
         )),
         custom: crate::api::custom::CustomResources::new(store.clone()),
-        webhooks: crate::api::admission::webhook::Webhooks::new(store)
+        webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
             .await
             .unwrap(),
+        flowcontrol: crate::api::flowcontrol::FlowControl::new(store, 600),
     });
     crate::manager::in_process_client(crate::api::router(state), "admin")
 }
