@@ -469,7 +469,7 @@ async fn a_one_seat_level_rejects_or_queues_a_second_request_of_its_flow() {
     apply(&cp, LEVELS);
     apply(&cp, &schema("alice", "one-seat"));
     apply(&cp, &schema("carol", "one-seat-queued"));
-    for user in ["alice", "carol"] {
+    for user in ["alice", "carol", "bob"] {
         ok(
             &cp,
             &[

@@ -82,6 +82,18 @@ pub struct FlowControl {
     /// Levels by name, kept across reloads so seats held and requests
     /// waiting survive a change of configuration.
     states: Mutex<HashMap<String, Arc<Level>>>,
+    /// Counts by (priority level, flow schema), read by `/metrics`.
+    stats: Mutex<HashMap<(String, String), FlowStats>>,
+}
+
+/// What happened to one flow schema's requests at one level.
+#[derive(Debug, Clone, Default)]
+pub struct FlowStats {
+    pub dispatched: u64,
+    /// By upstream's reason: `queue-full`, `time-out`, `cancelled`.
+    pub rejected: HashMap<&'static str, u64>,
+    /// Waiting for a seat now.
+    pub waiting: i64,
 }
 
 /// What a request was classified to, and the seat it holds (none for an
@@ -159,6 +171,7 @@ impl FlowControl {
             server_seats,
             config: RwLock::new(Arc::default()),
             states: Mutex::new(HashMap::new()),
+            stats: Mutex::new(HashMap::new()),
         })
     }
 
@@ -181,7 +194,6 @@ impl FlowControl {
                         .or_insert_with(|| Level::new(seats, response))
                         .clone();
                     level.configure(seats, response);
-                    crate::observe::flowcontrol_limit(&name, seats);
                     Some(level)
                 }
                 _ => None,
@@ -229,24 +241,26 @@ impl FlowControl {
         };
         let labels = (schema.level.as_str(), schema.name.as_str());
         let Some(limited) = &level.limited else {
-            crate::observe::flowcontrol_dispatched(labels);
+            self.record(labels, |s| s.dispatched += 1);
             return Ok(Some(admitted));
         };
         let flow = queueing::flow_hash(
             &schema.name,
             d.distinguisher(schema.distinguisher.as_deref()),
         );
-        crate::observe::flowcontrol_waiting(labels, 1);
+        self.record(labels, |s| s.waiting += 1);
         let got = limited.acquire(flow, MAX_QUEUE_WAIT).await;
-        crate::observe::flowcontrol_waiting(labels, -1);
+        self.record(labels, |s| s.waiting -= 1);
         match got {
             Ok(seat) => {
-                crate::observe::flowcontrol_dispatched(labels);
+                self.record(labels, |s| s.dispatched += 1);
                 admitted.seat = Some(seat);
                 Ok(Some(admitted))
             }
             Err(why) => {
-                crate::observe::flowcontrol_rejected(labels, why.reason());
+                self.record(labels, |s| {
+                    *s.rejected.entry(why.reason()).or_default() += 1
+                });
                 if why != Refused::QueueFull {
                     tracing::debug!(schema = %schema.name, reason = why.reason(), "flowcontrol: refused");
                 }
@@ -256,6 +270,30 @@ impl FlowControl {
                 })
             }
         }
+    }
+
+    fn record(&self, (level, schema): (&str, &str), change: impl FnOnce(&mut FlowStats)) {
+        let mut stats = self.stats.lock().expect("flowcontrol stats");
+        change(
+            stats
+                .entry((level.to_string(), schema.to_string()))
+                .or_default(),
+        );
+    }
+
+    /// The counts by (priority level, flow schema), for `/metrics`.
+    pub fn stats(&self) -> Vec<((String, String), FlowStats)> {
+        let stats = self.stats.lock().expect("flowcontrol stats");
+        stats.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Each limited level's seats, for `/metrics`.
+    pub fn seats(&self) -> Vec<(String, usize)> {
+        let states = self.states.lock().expect("flowcontrol states");
+        states
+            .iter()
+            .map(|(name, l)| (name.clone(), l.counts().0))
+            .collect()
     }
 
     /// Reads both kinds, keeps the bootstrap objects and the schemas'
