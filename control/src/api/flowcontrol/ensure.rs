@@ -62,7 +62,7 @@ async fn write(store: &dyn Store, kv: &KeyValue, value: &Value) -> Result<bool, 
     }
 }
 
-fn annotation<'a>(obj: &'a Value) -> Option<&'a str> {
+fn annotation(obj: &Value) -> Option<&str> {
     obj["metadata"]["annotations"][boot::AUTOUPDATE_ANNOTATION].as_str()
 }
 

@@ -69,7 +69,7 @@ fn subject_matches(s: &fc::Subject, d: &RequestDigest) -> bool {
         "Group" => s
             .group
             .as_ref()
-            .is_some_and(|g| g.name == "*" || d.groups.iter().any(|have| *have == g.name)),
+            .is_some_and(|g| g.name == "*" || d.groups.contains(&g.name)),
         "ServiceAccount" => s.service_account.as_ref().is_some_and(|sa| {
             let Some(rest) = d.user.strip_prefix("system:serviceaccount:") else {
                 return false;
