@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::resources::ResourceInfo;
 
 mod csi;
+mod flowcontrol;
 mod pod;
 mod replication;
 mod webhooks;
@@ -314,6 +315,10 @@ pub fn apply_defaults(res: &ResourceInfo, obj: &mut Value) {
         }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             webhooks::default_policy_binding(root)
+        }
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => flowcontrol::default_flow_schema(root),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            flowcontrol::default_priority_level(root)
         }
         ("admissionregistration.k8s.io", k) => {
             webhooks::default_webhooks(root, k == "MutatingWebhookConfiguration")

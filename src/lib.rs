@@ -10,6 +10,7 @@ pub mod event_versions;
 pub mod events;
 pub mod fieldmanager;
 pub mod files;
+pub mod flowcontrol;
 pub mod hostnet;
 pub mod metrics;
 pub mod names;

@@ -295,6 +295,12 @@ pub static RESOURCES: &[ResourceInfo] = &[
          "certificatesigningrequest", false, short: ["csr"], cat: [], sub: ["status", "approval"]),
     res!("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", "runtimeclass", false,
          short: [], cat: [], sub: []),
+    // API Priority and Fairness: acted on by the API server's flow control.
+    res!("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema", "flowschemas", "flowschema", false,
+         short: [], cat: [], sub: ["status"]),
+    res!("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration",
+         "prioritylevelconfigurations", "prioritylevelconfiguration", false,
+         short: [], cat: [], sub: ["status"]),
     // Stored only: bosun runs no CSI plugins (see the README).
     res!("storage.k8s.io", "v1", "CSIDriver", "csidrivers", "csidriver", false,
          short: [], cat: [], sub: []),

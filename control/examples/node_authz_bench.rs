@@ -56,6 +56,8 @@ async fn state(store: Arc<dyn Store>, graph: Arc<NodeGraph>) -> Arc<ApiState> {
             None,
         )),
         custom: bosun_control::api::custom::CustomResources::new(store.clone()),
+        // No flow-control configuration: requests are not held to a level.
+        flowcontrol: bosun_control::api::flowcontrol::FlowControl::new(store.clone(), 600),
         webhooks: bosun_control::api::admission::webhook::Webhooks::new(store.clone())
             .await
             .expect("webhooks"),

@@ -83,6 +83,13 @@ struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]
     ui: bool,
+    /// With --max-mutating-requests-inflight: the seats API Priority and
+    /// Fairness shares out among the priority levels (their sum, as
+    /// kube-apiserver's flags).
+    #[arg(long, default_value_t = bosun_control::api::flowcontrol::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    max_requests_inflight: usize,
+    #[arg(long, default_value_t = bosun_control::api::flowcontrol::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    max_mutating_requests_inflight: usize,
     /// Largest accepted request body, in bytes.
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -322,6 +329,7 @@ async fn main() -> anyhow::Result<()> {
             max_token_expiration_seconds: max_token as i64,
             min_request_timeout: Duration::from_secs(args.min_request_timeout),
             ui: args.ui,
+            max_requests_inflight: args.max_requests_inflight + args.max_mutating_requests_inflight,
         },
         controllers,
         snapshots,

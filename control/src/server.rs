@@ -189,6 +189,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let policies = crate::api::admission::policy::Policies::new(store.clone())
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
+    // The bootstrap flow-control objects exist and are in force before
+    // the first request.
+    let flowcontrol =
+        api::flowcontrol::FlowControl::new(store.clone(), config.api.max_requests_inflight);
+    flowcontrol
+        .start()
+        .await
+        .context("loading the flow-control configuration")?;
     let state = Arc::new(ApiState {
         store: store.clone(),
         token,
@@ -205,6 +213,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         custom: custom.clone(),
         webhooks: webhooks.clone(),
         policies: policies.clone(),
+        flowcontrol: flowcontrol.clone(),
     });
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
@@ -285,6 +294,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     ));
     tasks.spawn(webhooks.follow());
     tasks.spawn(policies.follow());
+    tasks.spawn(flowcontrol.follow());
     tasks.spawn(auth::bootstrap::run_cleaner(
         store.clone(),
         std::time::Duration::from_secs(60),

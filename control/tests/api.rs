@@ -186,6 +186,19 @@ fn sample(kind: &str, name: &str) -> Value {
             json!({"attacher": "csi.example.com", "nodeName": "node-1",
                 "source": {"persistentVolumeName": "pv-1"}}),
         ),
+        // Sends nobody's requests anywhere: its one user never calls.
+        "FlowSchema" => (
+            "flowcontrol.apiserver.k8s.io/v1",
+            json!({"priorityLevelConfiguration": {"name": "global-default"},
+                "matchingPrecedence": 9000,
+                "rules": [{"subjects": [{"kind": "User", "user": {"name": "crud-nobody"}}],
+                    "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/crud"]}]}]}),
+        ),
+        "PriorityLevelConfiguration" => (
+            "flowcontrol.apiserver.k8s.io/v1",
+            json!({"type": "Limited", "limited": {"nominalConcurrencyShares": 1,
+                "limitResponse": {"type": "Reject"}}}),
+        ),
         other => panic!("no sample for {other}"),
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind,

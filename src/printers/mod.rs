@@ -28,6 +28,7 @@ mod core_group;
 mod discovery;
 mod events;
 mod fields;
+mod flowcontrol;
 mod ingress;
 mod networkpolicy;
 mod node_api;
@@ -104,6 +105,8 @@ const PRINTERS: &[&KindPrinter] = &[
     &storage_csi::CSI_NODE,
     &storage_csi::CSI_STORAGE_CAPACITY,
     &storage_csi::VOLUME_ATTACHMENT,
+    &flowcontrol::FLOW_SCHEMA,
+    &flowcontrol::PRIORITY_LEVEL_CONFIGURATION,
 ];
 
 /// The printer of a kind without its own: NAME and AGE.

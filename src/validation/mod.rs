@@ -22,6 +22,7 @@ mod core;
 mod discovery;
 mod ephemeral;
 mod events;
+mod flowcontrol;
 mod ingress;
 mod meta;
 // Labels and annotations a CRD conversion webhook hands back are checked as written ones.
@@ -482,6 +483,12 @@ pub fn validate(res: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fie
             storage_csi::validate_volume_attachment(obj, old, &mut errs)
         }
         ("node.k8s.io", "RuntimeClass") => node_api::validate_runtime_class(obj, old, &mut errs),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => {
+            flowcontrol::validate_flow_schema(obj, &mut errs)
+        }
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            flowcontrol::validate_priority_level(obj, &mut errs)
+        }
         ("apiregistration.k8s.io", "APIService") => {
             apiregistration::validate_api_service(obj, &mut errs)
         }

@@ -186,6 +186,12 @@ pub fn normalize_checked(res: &ResourceInfo, input: &Value) -> Result<Option<Val
         ("node.k8s.io", "v1", "RuntimeClass") => {
             roundtrip::<k8s_openapi::api::node::v1::RuntimeClass>(v)
         }
+        ("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema") => {
+            roundtrip::<k8s_openapi::api::flowcontrol::v1::FlowSchema>(v)
+        }
+        ("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration") => {
+            roundtrip::<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>(v)
+        }
         ("scheduling.k8s.io", "v1", "PriorityClass") => {
             roundtrip::<k8s_openapi::api::scheduling::v1::PriorityClass>(v)
         }

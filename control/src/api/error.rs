@@ -184,6 +184,17 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
+    /// 429: API Priority and Fairness refused the request; the client
+    /// may try again after a second.
+    pub fn too_many_requests() -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        )
+        .with_details(json!({"retryAfterSeconds": 1}))
+    }
+
     /// 503: the server is stopping and takes no new long-running requests.
     pub fn shutting_down() -> Self {
         Self::new(503, "ServiceUnavailable", "the server is shutting down")
@@ -217,12 +228,22 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.status()).unwrap_or_default();
-        (
+        let mut response = (
             code,
             [(http::header::CONTENT_TYPE, "application/json")],
             body,
         )
-            .into_response()
+            .into_response();
+        if let Some(after) = self
+            .details
+            .as_ref()
+            .and_then(|d| d["retryAfterSeconds"].as_i64())
+        {
+            if let Ok(v) = http::HeaderValue::from_str(&after.to_string()) {
+                response.headers_mut().insert(http::header::RETRY_AFTER, v);
+            }
+        }
+        response
     }
 }
 

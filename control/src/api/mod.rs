@@ -15,6 +15,7 @@ pub(crate) mod discovery;
 pub mod error;
 mod eviction;
 mod filter;
+pub mod flowcontrol;
 mod get;
 pub(crate) mod items;
 mod list;
@@ -84,6 +85,9 @@ pub struct ApiOptions {
     pub min_request_timeout: Duration,
     /// Whether `/ui/` serves the web view (`--ui`).
     pub ui: bool,
+    /// `--max-requests-inflight` + `--max-mutating-requests-inflight`:
+    /// the seats API Priority and Fairness shares out among the levels.
+    pub max_requests_inflight: usize,
 }
 
 /// `--cluster-cidr`'s default.
@@ -106,6 +110,8 @@ impl Default for ApiOptions {
             max_token_expiration_seconds: DEFAULT_MAX_TOKEN_EXPIRATION_SECONDS,
             min_request_timeout: Duration::from_secs(1800),
             ui: true,
+            max_requests_inflight: flowcontrol::DEFAULT_MAX_REQUESTS_INFLIGHT
+                + flowcontrol::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT,
         }
     }
 }
@@ -140,6 +146,9 @@ pub struct ApiState {
     /// The bound ValidatingAdmissionPolicies, compiled (followed from the
     /// store by a task started with the server).
     pub policies: Arc<admission::policy::Policies>,
+    /// API Priority and Fairness: the configuration (followed from the
+    /// store by a task started with the server) and the levels' seats.
+    pub flowcontrol: Arc<flowcontrol::FlowControl>,
 }
 
 /// The API as an axum router.
@@ -334,6 +343,68 @@ async fn route(state: Arc<ApiState>, req: Request) -> ApiResult<Response> {
     let in_process = parts.extensions.get::<authn::InProcessUser>();
     let who = authn::authenticate(&state, &headers, peer.as_ref(), in_process).await?;
     let who = authn::impersonate(&state, who, &headers).await?;
+    // API Priority and Fairness: the request waits for a seat of its
+    // level (or is refused) and its answer names its schema and level.
+    let digest = flow_digest(&who, &method, &uri);
+    if digest.is_long_running() {
+        return serve_authenticated(state, parts, body, who).await;
+    }
+    let admitted = match state.flowcontrol.admit(&digest).await {
+        Ok(admitted) => admitted,
+        Err(rejected) => {
+            let mut response = ApiError::too_many_requests().into_response();
+            rejected.annotate(response.headers_mut());
+            return Ok(response);
+        }
+    };
+    let mut response = match serve_authenticated(state, parts, body, who).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if let Some(admitted) = &admitted {
+        admitted.annotate(response.headers_mut());
+    }
+    // A watch's seat is given back here, once its answer has started.
+    drop(admitted);
+    Ok(response)
+}
+
+/// What flow control looks at of a request: who sent it and what it asks.
+fn flow_digest(
+    who: &crate::auth::Identity,
+    method: &Method,
+    uri: &http::Uri,
+) -> flowcontrol::matching::RequestDigest {
+    let user = who.user_info();
+    let watch = bosun::serving::query_pairs(uri)
+        .iter()
+        .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
+    let what = flowcontrol::matching::resource_request(method.as_str(), uri.path(), watch)
+        .unwrap_or_else(|| flowcontrol::Asked::NonResource {
+            verb: method.as_str().to_ascii_lowercase(),
+            path: uri.path().to_string(),
+        });
+    flowcontrol::matching::RequestDigest {
+        user: user.name,
+        groups: user.groups,
+        what,
+    }
+}
+
+/// Everything after authentication (and flow control): the verb on the
+/// resource a URL names, discovery, OpenAPI, proxies.
+async fn serve_authenticated(
+    state: Arc<ApiState>,
+    parts: http::request::Parts,
+    body: Body,
+    who: crate::auth::Identity,
+) -> ApiResult<Response> {
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    let path = uri.path().trim_end_matches('/');
     if path == bosun::snapshot::PATH {
         return snapshot::serve(&state, &who, &method).await;
     }

@@ -94,6 +94,24 @@ pub struct PhaseLabels {
     pub phase: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FlowLabels {
+    pub priority_level: String,
+    pub flow_schema: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FlowRejectLabels {
+    pub priority_level: String,
+    pub flow_schema: String,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LevelLabels {
+    pub priority_level: String,
+}
+
 /// Every metric of the control plane.
 pub struct Metrics {
     registry: Registry,
@@ -112,6 +130,10 @@ pub struct Metrics {
     pub schedule_attempts: Family<ScheduleLabels, Counter>,
     pub scheduling_duration: HistogramFamily<ScheduleLabels>,
     pub pods_by_phase: Family<PhaseLabels, Gauge>,
+    pub flow_dispatched: Family<FlowLabels, Counter>,
+    pub flow_rejected: Family<FlowRejectLabels, Counter>,
+    pub flow_inqueue: Family<FlowLabels, Gauge>,
+    pub flow_limit: Family<LevelLabels, Gauge>,
 }
 
 fn request_histogram() -> Histogram {
@@ -141,6 +163,10 @@ impl Metrics {
             schedule_attempts: Family::default(),
             scheduling_duration: Family::new_with_constructor(request_histogram),
             pods_by_phase: Family::default(),
+            flow_dispatched: Family::default(),
+            flow_rejected: Family::default(),
+            flow_inqueue: Family::default(),
+            flow_limit: Family::default(),
         };
         let mut r = Registry::default();
         // prometheus-client appends `_total` to counters itself.
@@ -218,6 +244,26 @@ impl Metrics {
             "bosun_pods_by_phase",
             "Pods per node and phase, counted from the store when scraped (node is empty for pods not yet scheduled).",
             m.pods_by_phase.clone(),
+        );
+        r.register(
+            "apiserver_flowcontrol_dispatched_requests",
+            "Number of requests executed by API Priority and Fairness subsystem.",
+            m.flow_dispatched.clone(),
+        );
+        r.register(
+            "apiserver_flowcontrol_rejected_requests",
+            "Number of requests rejected by API Priority and Fairness subsystem.",
+            m.flow_rejected.clone(),
+        );
+        r.register(
+            "apiserver_flowcontrol_current_inqueue_requests",
+            "Number of requests currently pending in queues of the API Priority and Fairness subsystem.",
+            m.flow_inqueue.clone(),
+        );
+        r.register(
+            "apiserver_flowcontrol_nominal_limit_seats",
+            "Nominal number of execution seats configured for each priority level.",
+            m.flow_limit.clone(),
         );
         Metrics { registry: r, ..m }
     }

@@ -14,7 +14,7 @@ use axum::Router;
 use bosun::resources;
 use http::{HeaderMap, StatusCode};
 
-use super::{metrics, record_request, PhaseLabels};
+use super::{metrics, record_request, FlowLabels, FlowRejectLabels, LevelLabels, PhaseLabels};
 use crate::api::error::ApiError;
 use crate::api::ApiState;
 
@@ -35,12 +35,44 @@ async fn serve(State(state): State<Arc<ApiState>>, headers: HeaderMap) -> Respon
     if let Err(e) = count_pods(&state).await {
         return ApiError::internal(format!("counting pods: {e}")).into_response();
     }
+    copy_flowcontrol(&state);
     (
         StatusCode::OK,
         [(http::header::CONTENT_TYPE, bosun::observe::CONTENT_TYPE)],
         metrics().render(),
     )
         .into_response()
+}
+
+/// Sets the `apiserver_flowcontrol_*` metrics from flow control's counts.
+fn copy_flowcontrol(state: &ApiState) {
+    let m = metrics();
+    for ((level, schema), stats) in state.flowcontrol.stats() {
+        let labels = FlowLabels {
+            priority_level: level.clone(),
+            flow_schema: schema.clone(),
+        };
+        let dispatched = m.flow_dispatched.get_or_create(&labels);
+        dispatched.inc_by(stats.dispatched.saturating_sub(dispatched.get()));
+        m.flow_inqueue.get_or_create(&labels).set(stats.waiting);
+        for (reason, n) in stats.rejected {
+            let labels = FlowRejectLabels {
+                priority_level: level.clone(),
+                flow_schema: schema.clone(),
+                reason,
+            };
+            let rejected = m.flow_rejected.get_or_create(&labels);
+            rejected.inc_by(n.saturating_sub(rejected.get()));
+        }
+    }
+    m.flow_limit.clear();
+    for (level, seats) in state.flowcontrol.seats() {
+        m.flow_limit
+            .get_or_create(&LevelLabels {
+                priority_level: level,
+            })
+            .set(seats as i64);
+    }
 }
 
 /// Sets `bosun_pods_by_phase` from the pods in the store.

@@ -69,6 +69,8 @@ impl TestApi {
                 tokio::spawn(policies.clone().follow());
                 policies
             },
+            // No configuration: requests are not held to any level.
+            flowcontrol: crate::api::flowcontrol::FlowControl::new(store.clone(), 600),
         });
         let watches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = watches.clone();

@@ -146,6 +146,12 @@ fn add_kind(gen: &mut SchemaGenerator, r: &ResourceInfo) -> Option<String> {
         ("node.k8s.io", "v1", "RuntimeClass") => {
             add::<k8s_openapi::api::node::v1::RuntimeClass>(gen)
         }
+        ("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema") => {
+            add::<k8s_openapi::api::flowcontrol::v1::FlowSchema>(gen)
+        }
+        ("flowcontrol.apiserver.k8s.io", "v1", "PriorityLevelConfiguration") => {
+            add::<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>(gen)
+        }
         _ => return None,
     })
 }

@@ -68,6 +68,7 @@ const FILES: &[&str] = &[
     include_str!("../../../proto/api_scheduling_v1.proto"),
     include_str!("../../../proto/api_certificates_v1.proto"),
     include_str!("../../../proto/api_node_v1.proto"),
+    include_str!("../../../proto/api_flowcontrol_v1.proto"),
 ];
 
 /// Every message of the vendored files by full name

@@ -406,9 +406,10 @@ async fn api_on(store: Arc<dyn Store>) -> kube::Client {
         webhooks: crate::api::admission::webhook::Webhooks::new(store.clone())
             .await
             .unwrap(),
-        policies: crate::api::admission::policy::Policies::new(store)
+        policies: crate::api::admission::policy::Policies::new(store.clone())
             .await
             .unwrap(),
+        flowcontrol: crate::api::flowcontrol::FlowControl::new(store, 600),
     });
     crate::manager::in_process_client(crate::api::router(state), "admin")
 }
