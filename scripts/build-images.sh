@@ -161,7 +161,10 @@ example_image() {
   local repo target bin sum have root
   repo=$(cd "$(dirname "$0")/.." && pwd)
   target=${CARGO_TARGET_DIR:-$repo/target}
-  (cd "$repo" && "${CARGO:-cargo}" build -q -p bosun-agent --example "$example")
+  # --workspace, not -p bosun-agent: the features are then the ones
+  # `cargo test --workspace` resolved, so a test calling this reuses its
+  # artifacts instead of rebuilding half the dependencies (minutes).
+  (cd "$repo" && "${CARGO:-cargo}" build -q --workspace --example "$example")
   bin=$target/debug/examples/$example
   sum=$(sha256sum "$bin" | cut -d' ' -f1)
   have=$(docker image inspect -f '{{index .Config.Labels "io.bosun.binary-sha256"}}' "$image" \
