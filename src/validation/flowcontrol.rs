@@ -199,6 +199,23 @@ fn validate_subject(s: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// Upstream's "`*` only alone" rule for a list at `p`: whether `*` is in
+/// it, with an error if anything else is too (`others`: what the message
+/// calls the other values).
+fn wildcard_alone(list: &[String], p: &str, others: &str, errs: &mut Vec<FieldError>) -> bool {
+    if !has_wildcard(list) {
+        return false;
+    }
+    if list.len() > 1 {
+        errs.push(FieldError::invalid(
+            p,
+            list.to_vec(),
+            format!("if '*' is present, must not specify other {others}"),
+        ));
+    }
+    true
+}
+
 fn validate_verbs(rule: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let verbs = strings(rule, "verbs");
     let p = child(path, "verbs");
@@ -207,15 +224,9 @@ fn validate_verbs(rule: &Value, path: &str, errs: &mut Vec<FieldError>) {
             &p,
             "verbs must contain at least one value",
         ));
-    } else if has_wildcard(&verbs) {
-        if verbs.len() > 1 {
-            errs.push(FieldError::invalid(
-                &p,
-                verbs,
-                "if '*' is present, must not specify other verbs",
-            ));
-        }
-    } else if !verbs.iter().all(|v| SUPPORTED_VERBS.contains(&v.as_str())) {
+    } else if !wildcard_alone(&verbs, &p, "verbs", errs)
+        && !verbs.iter().all(|v| SUPPORTED_VERBS.contains(&v.as_str()))
+    {
         errs.push(FieldError::not_supported(&p, verbs, SUPPORTED_VERBS));
     }
 }
@@ -229,17 +240,13 @@ fn validate_list(rule: &Value, path: &str, field: &str, what: &str, errs: &mut V
             &p,
             format!("resource rules must supply at least one {what}"),
         ));
-    } else if list.len() > 1 && has_wildcard(&list) {
+    } else {
         let plural = if what == "api group" {
             "api groups"
         } else {
             "resources"
         };
-        errs.push(FieldError::invalid(
-            &p,
-            list,
-            format!("if '*' is present, must not specify other {plural}"),
-        ));
+        wildcard_alone(&list, &p, plural, errs);
     }
 }
 
@@ -255,15 +262,7 @@ fn validate_resource_rule(rule: &Value, path: &str, errs: &mut Vec<FieldError>) 
             &p,
             "resource rules that are not cluster scoped must supply at least one namespace",
         ));
-    } else if has_wildcard(&namespaces) {
-        if namespaces.len() > 1 {
-            errs.push(FieldError::invalid(
-                &p,
-                namespaces,
-                "if '*' is present, must not specify other namespaces",
-            ));
-        }
-    } else {
+    } else if !wildcard_alone(&namespaces, &p, "namespaces", errs) {
         for (i, ns) in namespaces.iter().enumerate() {
             for m in is_dns1123_label(ns) {
                 errs.push(FieldError::invalid(
@@ -285,15 +284,7 @@ fn validate_non_resource_rule(rule: &Value, path: &str, errs: &mut Vec<FieldErro
             &p,
             "nonResourceURLs must contain at least one value",
         ));
-    } else if has_wildcard(&urls) {
-        if urls.len() > 1 {
-            errs.push(FieldError::invalid(
-                &p,
-                urls,
-                "if '*' is present, must not specify other non-resource URLs",
-            ));
-        }
-    } else {
+    } else if !wildcard_alone(&urls, &p, "non-resource URLs", errs) {
         for (i, url) in urls.iter().enumerate() {
             if let Some(m) = non_resource_url_problem(url) {
                 errs.push(FieldError::invalid(index(&p, i), url.as_str(), m));
@@ -582,6 +573,26 @@ mod tests {
         for (e, w) in errs.iter().zip(want) {
             assert!(e.starts_with(w), "{e} / {w}");
         }
+    }
+
+    #[test]
+    fn a_wildcard_stands_alone() {
+        let errs = fs_errors(json!({"priorityLevelConfiguration": {"name": "pl"},
+        "matchingPrecedence": 500,
+        "rules": [{"subjects": [{"kind": "Group", "group": {"name": "g"}}],
+             "resourceRules": [{"verbs": ["*", "get"], "apiGroups": ["*", "apps"],
+                "resources": ["*"], "namespaces": ["*", "default"]}],
+             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*", "/healthz"]}]}]}));
+        let p = "spec.rules[0]";
+        assert_eq!(
+            errs,
+            [
+                format!("{p}.resourceRules[0].verbs: Invalid value: []string{{\"*\", \"get\"}}: if '*' is present, must not specify other verbs"),
+                format!("{p}.resourceRules[0].apiGroups: Invalid value: []string{{\"*\", \"apps\"}}: if '*' is present, must not specify other api groups"),
+                format!("{p}.resourceRules[0].namespaces: Invalid value: []string{{\"*\", \"default\"}}: if '*' is present, must not specify other namespaces"),
+                format!("{p}.nonResourceRules[0].nonResourceURLs: Invalid value: []string{{\"*\", \"/healthz\"}}: if '*' is present, must not specify other non-resource URLs"),
+            ]
+        );
     }
 
     #[test]
