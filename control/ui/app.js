@@ -65,9 +65,11 @@
     while (!signal.aborted) {
       try {
         if (rv === null) {
-          stats.lists[path] = (stats.lists[path] || 0) + 1;
+          // Counted once it has answered: a list whose connection broke
+          // is tried again, not a relist.
           const list = await (await api(path, { signal })).json();
           if (signal.aborted) return;
+          stats.lists[path] = (stats.lists[path] || 0) + 1;
           rv = list.metadata.resourceVersion;
           h.reset(list.items || []);
         }
