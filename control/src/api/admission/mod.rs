@@ -37,8 +37,22 @@ pub mod webhook;
 
 use serde_json::Value;
 
-use super::error::ApiResult;
+use super::error::{ApiError, ApiResult};
 use super::{ApiRequest, ApiState};
+
+/// The stored Namespace `name` as JSON (None: there is none), for the
+/// steps that match a namespace selector or show the namespace to CEL
+/// (webhooks and ValidatingAdmissionPolicies; each reads it at most once
+/// per request).
+pub(super) async fn stored_namespace(state: &ApiState, name: &str) -> ApiResult<Option<Value>> {
+    let namespaces = bosun::resources::by_name("namespaces").expect("served");
+    let kv = state
+        .store
+        .get(&namespaces.storage_key(None, name))
+        .await
+        .map_err(|e| ApiError::from_store(e, namespaces, name))?;
+    kv.map(|kv| super::object::from_store(&kv)).transpose()
+}
 
 /// Runs every mutating admission step on `obj`, the object about to be
 /// validated (`old`: the stored one, on update); the warnings they return.

@@ -76,17 +76,9 @@ impl Write<'_> {
             let found = if self.namespace.is_empty() || self.is_namespace {
                 Value::Null
             } else {
-                let namespaces = bosun::resources::by_name("namespaces").expect("served");
-                let kv = self
-                    .state
-                    .store
-                    .get(&namespaces.storage_key(None, &self.namespace))
-                    .await
-                    .map_err(|e| ApiError::from_store(e, namespaces, &self.namespace))?;
-                match kv {
-                    Some(kv) => crate::api::object::from_store(&kv)?,
-                    None => Value::Null,
-                }
+                super::stored_namespace(self.state, &self.namespace)
+                    .await?
+                    .unwrap_or(Value::Null)
             };
             self.namespace_object = Some(found);
         }

@@ -111,17 +111,8 @@ impl<'a> Write<'a> {
 
     async fn labels_of_namespace(&mut self) -> ApiResult<&BTreeMap<String, String>> {
         if self.namespace_labels.is_none() {
-            let namespaces = bosun::resources::by_name("namespaces").expect("served");
-            let found = self
-                .state
-                .store
-                .get(&namespaces.storage_key(None, &self.namespace))
-                .await
-                .map_err(|e| ApiError::from_store(e, namespaces, &self.namespace))?;
-            let labels = match found {
-                Some(kv) => matching::labels_of(Some(&crate::api::object::from_store(&kv)?)),
-                None => BTreeMap::new(),
-            };
+            let found = super::stored_namespace(self.state, &self.namespace).await?;
+            let labels = matching::labels_of(found.as_ref());
             self.namespace_labels = Some(labels);
         }
         Ok(self.namespace_labels.get_or_insert_with(BTreeMap::new))
