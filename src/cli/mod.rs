@@ -12,6 +12,7 @@ mod describe;
 mod discovered;
 mod drain;
 mod errors;
+mod failover;
 mod get;
 mod info;
 mod join;
@@ -154,7 +155,7 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Down(args) => up::down(&args),
         Command::Join(args) => join::join(&args).await,
         Command::Leave(args) => leave::leave(&args).await,
-        Command::List => clusters::list(),
+        Command::List => up::list(),
         Command::Supervise(args) => supervise::supervise(&args).await,
         Command::Snapshot(args) => snapshot::snapshot(&args, &opts).await,
         command => {
