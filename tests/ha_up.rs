@@ -89,6 +89,15 @@ impl Drop for HaReaper {
     }
 }
 
+/// Kills the control plane `bosun join --control-plane` started into a dir.
+struct JoinedReaper(PathBuf);
+
+impl Drop for JoinedReaper {
+    fn drop(&mut self) {
+        common::kill_started_processes(&self.0);
+    }
+}
+
 fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -186,6 +195,61 @@ fn an_ha_cluster_keeps_its_node_ready_and_runs_pods_while_an_api_server_is_kille
         let etcd = read_pid(&etcd_dir(&dir, i).join("etcd.pid")).expect("an etcd pid");
         assert!(alive(etcd), "etcd member {} is not running", i + 1);
     }
+
+    // A fourth control plane joins with the printed command: a wrong
+    // certificate key is refused and leaves no key behind; the right one
+    // gives an API server on the same etcd and PKI (the admin token works
+    // there, its certificate verifies against the cluster CA).
+    let join = up
+        .stdout
+        .lines()
+        .find(|l| l.contains("--control-plane --certificate-key"))
+        .unwrap_or_else(|| panic!("no control-plane join command:\n{}", up.stdout))
+        .trim()
+        .to_string();
+    let join_args: Vec<&str> = join.split_whitespace().skip(1).collect();
+    let key_at = join_args
+        .iter()
+        .position(|a| *a == "--certificate-key")
+        .unwrap()
+        + 1;
+    let joined = tmp.path().join("joined");
+    let joined_str = joined.to_str().unwrap().to_string();
+    let _joined_reaper = JoinedReaper(joined.clone());
+    let extra = [
+        "--data-dir",
+        joined_str.as_str(),
+        "--control-plane-port",
+        "0",
+    ];
+    let mut wrong: Vec<&str> = join_args.clone();
+    let wrong_key = "0".repeat(64);
+    wrong[key_at] = &wrong_key;
+    wrong.extend(extra);
+    let refused = host.bosun(&wrong);
+    let err = refused.fails();
+    assert!(err.contains("--certificate-key does not open"), "{err}");
+    assert!(
+        !joined.join("ca.key").exists(),
+        "a key was written after a refusal"
+    );
+    let mut right = join_args.clone();
+    right.extend(extra);
+    let joined_up = host.bosun(&right);
+    assert!(
+        joined_up.ok().contains("is a control plane of the cluster"),
+        "{}",
+        joined_up.stdout
+    );
+    let address = std::fs::read_to_string(joined.join("address")).unwrap();
+    // It listens on every interface (0.0.0.0:PORT); loopback is in its certificate.
+    let port = address.trim().rsplit_once(':').unwrap().1;
+    let via_joined = format!("https://127.0.0.1:{port}");
+    let nodes = kubectl(&["--server", &via_joined, "get", "nodes", "-o", "name"]);
+    assert_eq!(nodes.ok().trim(), format!("node/{name}"));
+    host.bosun(&["down", "--data-dir", &joined_str, "--purge", "--yes"])
+        .ok();
+    assert!(!joined.exists());
 
     // The API server the agent talks to (through its load balancer).
     let ports = control_ports(&dir);

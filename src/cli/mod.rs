@@ -2,6 +2,7 @@
 
 mod apply;
 mod autoscale;
+mod certs;
 mod client;
 mod clusters;
 mod component;
@@ -16,6 +17,7 @@ mod failover;
 mod get;
 mod info;
 mod join;
+mod join_control;
 mod leave;
 mod manifest;
 mod modify;

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{read_trimmed, ready, ProcessArgs};
 use crate::cli::component::{find_executable, Started, CONTROL, ETCD};
-use crate::cli::{clusters, failover};
+use crate::cli::{certs, clusters, failover};
 
 /// The files every control plane of one cluster must share: the cluster
 /// CA (it signs node and serving certificates), the service-account
@@ -337,6 +337,42 @@ impl Layout {
         }
         Ok(())
     }
+}
+
+/// Uploads the shared PKI encrypted (`crate::cli::certs`) and prints the
+/// command a further control plane joins with, as `kubeadm init
+/// --upload-certs` does.
+pub async fn print_control_plane_join(
+    admin_kubeconfig: &Path,
+    dir: &Path,
+    cluster: &clusters::ClusterRecord,
+    layout: &Layout,
+) -> Result<()> {
+    let ctx = crate::cli::client::Ctx::connect(&crate::cli::client::ConnectOptions {
+        kubeconfig: Some(admin_kubeconfig.to_path_buf()),
+        context: None,
+        namespace: None,
+    })
+    .await?;
+    let bundle = certs::Bundle::read(
+        dir,
+        SHARED_PKI,
+        cluster.cluster_cidr.to_string(),
+        cluster.service_cidr.to_string(),
+    )?;
+    let (key, token) = certs::upload(&ctx, &bundle).await?;
+    let join = crate::cli::token::join_command(&ctx, &token).await?;
+    println!();
+    println!(
+        "Further control planes on this host join with (token and certificates good for {}h; \
+         the etcd members listen on loopback only):",
+        certs::UPLOAD_TTL.as_secs() / 3600
+    );
+    println!(
+        "  {join} --control-plane --certificate-key {key} --store {}",
+        layout.store_url()
+    );
+    Ok(())
 }
 
 /// The cluster's name in unit names (none for the default cluster).

@@ -195,7 +195,7 @@ impl NodeArgs {
 
 /// GET /readyz through a client built from the admin kubeconfig (TLS with
 /// the server's CA); true on a 200.
-async fn ready(admin_kubeconfig: &Path) -> bool {
+pub(super) async fn ready(admin_kubeconfig: &Path) -> bool {
     let attempt = async {
         let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig).ok()?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -211,7 +211,7 @@ async fn ready(admin_kubeconfig: &Path) -> bool {
     )
 }
 
-fn read_trimmed(path: &Path) -> Option<String> {
+pub(super) fn read_trimmed(path: &Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
@@ -467,6 +467,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         );
     }
     print_join_command(&admin_kubeconfig).await?;
+    if let Some(layout) = &ha {
+        ha::print_control_plane_join(&admin_kubeconfig, &dir, &cluster, layout).await?;
+    }
     Ok(true)
 }
 
