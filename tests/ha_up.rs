@@ -247,9 +247,18 @@ fn an_ha_cluster_keeps_its_node_ready_and_runs_pods_while_an_api_server_is_kille
     let via_joined = format!("https://127.0.0.1:{port}");
     let nodes = kubectl(&["--server", &via_joined, "get", "nodes", "-o", "name"]);
     assert_eq!(nodes.ok().trim(), format!("node/{name}"));
+    // Its purge removes its own dir only: `agent` beside it stands for
+    // another cluster's agent data (`~/.bosun/agent` beside
+    // `~/.bosun/join-control-plane`).
+    let beside = tmp.path().join("agent");
+    std::fs::create_dir_all(&beside).unwrap();
     host.bosun(&["down", "--data-dir", &joined_str, "--purge", "--yes"])
         .ok();
     assert!(!joined.exists());
+    assert!(
+        beside.exists(),
+        "down --purge of the joined control plane removed {beside:?}"
+    );
 
     // The API server the agent talks to (through its load balancer).
     let ports = control_ports(&dir);

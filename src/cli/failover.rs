@@ -102,16 +102,15 @@ mod tests {
     async fn a_server_that_refuses_is_passed_over_for_one_that_accepts() {
         let live = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let live_url = format!("https://{}", live.local_addr().unwrap());
+        let others = [live_url.clone()];
         let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let dead_url: http::Uri = format!("https://{}", dead.local_addr().unwrap())
             .parse()
             .unwrap();
-        assert_eq!(live_server(&dead_url, &[live_url.clone()]).await, dead_url);
+        assert_eq!(live_server(&dead_url, &others).await, dead_url);
         drop(dead);
         assert_eq!(
-            live_server(&dead_url, &[live_url.clone()])
-                .await
-                .to_string(),
+            live_server(&dead_url, &others).await.to_string(),
             format!("{live_url}/")
         );
     }

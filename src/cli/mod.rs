@@ -17,7 +17,6 @@ mod failover;
 mod get;
 mod info;
 mod join;
-mod join_control;
 mod leave;
 mod manifest;
 mod modify;

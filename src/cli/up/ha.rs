@@ -45,6 +45,7 @@ pub const SHARED_PKI: &[&str] = &[
 ];
 
 const LAYOUT_FILE: &str = "ha.json";
+const STORE_FILE: &str = "store";
 const MEMBERS: usize = 3;
 
 /// The ports of an HA cluster's members, chosen once.
@@ -346,7 +347,8 @@ pub async fn print_control_plane_join(
     admin_kubeconfig: &Path,
     dir: &Path,
     cluster: &clusters::ClusterRecord,
-    layout: &Layout,
+    store: &str,
+    local: bool,
 ) -> Result<()> {
     let ctx = crate::cli::client::Ctx::connect(&crate::cli::client::ConnectOptions {
         kubeconfig: Some(admin_kubeconfig.to_path_buf()),
@@ -362,17 +364,49 @@ pub async fn print_control_plane_join(
     )?;
     let (key, token) = certs::upload(&ctx, &bundle).await?;
     let join = crate::cli::token::join_command(&ctx, &token).await?;
+    let hours = certs::UPLOAD_TTL.as_secs() / 3600;
     println!();
-    println!(
-        "Further control planes on this host join with (token and certificates good for {}h; \
-         the etcd members listen on loopback only):",
-        certs::UPLOAD_TTL.as_secs() / 3600
-    );
-    println!(
-        "  {join} --control-plane --certificate-key {key} --store {}",
-        layout.store_url()
-    );
+    match local {
+        true => println!(
+            "Further control planes on this host join with (token and certificates good for \
+             {hours}h; the etcd members listen on loopback only):"
+        ),
+        false => {
+            println!("Further control planes join with (token and certificates good for {hours}h):")
+        }
+    }
+    println!("  {join} --control-plane --certificate-key {key} --store {store}");
     Ok(())
+}
+
+/// The etcd a cluster made with `bosun up --store` keeps (`DIR/store`):
+/// given the first time, then the same each time (a cluster's objects do
+/// not move between stores by a flag).
+pub fn external_store(dir: &Path, given: Option<&str>) -> Result<Option<String>> {
+    let path = dir.join(STORE_FILE);
+    let had = read_trimmed(&path);
+    match (had, given) {
+        (Some(had), Some(given)) if had != given => bail!(
+            "--store {given}: the cluster in {} was made on {had}, which cannot change",
+            dir.display()
+        ),
+        (Some(had), _) => Ok(Some(had)),
+        (None, None) => Ok(None),
+        (None, Some(given)) => {
+            if !given.starts_with("etcd://") {
+                bail!("--store {given:?}: expected etcd://HOST:PORT[,HOST:PORT...]");
+            }
+            if dir.join("store.redb").exists() {
+                bail!(
+                    "--store: the cluster in {} keeps its objects in its embedded store; a \
+                     cluster on etcd starts new (`bosun down --purge`, or give --name)",
+                    dir.display()
+                );
+            }
+            bosun::files::write_atomically(&path, &format!("{given}\n"), 0o644)?;
+            Ok(Some(given.to_string()))
+        }
+    }
 }
 
 /// The cluster's name in unit names (none for the default cluster).

@@ -81,8 +81,14 @@ pub struct UpArgs {
     /// etcd-server package), the agent failing over between them, for
     /// trying a highly available cluster. Chosen when the cluster is made;
     /// a later `bosun up` of it brings all of it back.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "store")]
     ha: bool,
+    /// The cluster's etcd, `etcd://HOST:PORT[,HOST:PORT...]`, run by you
+    /// (e.g. one member per control-plane host), instead of the embedded
+    /// store; further control planes then `bosun join --control-plane`.
+    /// Chosen when the cluster is made.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     #[command(flatten)]
     pub process: ProcessArgs,
 }
@@ -333,6 +339,15 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             return Err(e);
         }
     };
+    let external = match ha::external_store(&dir, args.store.as_deref()) {
+        Ok(store) => store,
+        Err(e) => {
+            if let Some(made) = made {
+                let _ = std::fs::remove_dir_all(made);
+            }
+            return Err(e);
+        }
+    };
     if let Some(layout) = &ha {
         if let Err(e) = layout.start_etcd(&dir, name, &args.process, timeout).await {
             let _ = layout.stop(&dir, Duration::from_secs(10));
@@ -367,8 +382,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     if let Some(levels) = &args.pod_security_default {
         control_args.extend(["--pod-security-default".into(), levels.clone()]);
     }
-    if let Some(layout) = &ha {
-        control_args.extend(["--store".into(), layout.store_url()]);
+    let store = ha.as_ref().map(ha::Layout::store_url).or(external);
+    if let Some(store) = &store {
+        control_args.extend(["--store".into(), store.clone()]);
     }
     let shared_args = control_args;
     let mut control_args = vec![
@@ -467,8 +483,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         );
     }
     print_join_command(&admin_kubeconfig).await?;
-    if let Some(layout) = &ha {
-        ha::print_control_plane_join(&admin_kubeconfig, &dir, &cluster, layout).await?;
+    if let Some(store) = &store {
+        let local = ha.is_some();
+        ha::print_control_plane_join(&admin_kubeconfig, &dir, &cluster, store, local).await?;
     }
     Ok(true)
 }
@@ -581,9 +598,11 @@ pub(super) async fn wait_for_node(
 }
 
 /// The agent's data dir: beside the control plane's, or inside the data
-/// dir of `bosun join` (which holds the node's kubeconfig).
+/// dir of `bosun join` (which holds the node's kubeconfig) or of `bosun
+/// join --control-plane` (never the `agent` beside it, which may be
+/// another cluster's).
 pub(super) fn agent_data_dir(dir: &Path) -> PathBuf {
-    if dir.join(purge::NODE_KUBECONFIG).exists() {
+    if dir.join(purge::NODE_KUBECONFIG).exists() || dir.join(purge::JOINED_CONTROL_PLANE).exists() {
         return dir.join("agent");
     }
     dir.parent().unwrap_or(dir).join("agent")

@@ -22,10 +22,11 @@ use bosun::bootstrap::{self as bt, BootstrapToken};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::certs;
-use super::component::CONTROL;
-use super::join::{b64, client_of, discover_ca, JoinArgs};
-use super::up;
+use super::{b64, client_of, discover_ca, JoinArgs};
+use crate::cli::certs;
+use crate::cli::component::CONTROL;
+use crate::cli::purge::JOINED_CONTROL_PLANE as JOINED_FILE;
+use crate::cli::up;
 
 /// What the joined control plane is started with, kept for a restart.
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,8 +38,6 @@ struct Joined {
     #[serde(rename = "serviceCIDR")]
     service_cidr: String,
 }
-
-const JOINED_FILE: &str = "control-plane.json";
 
 pub async fn join_control_plane(
     args: &JoinArgs,
@@ -86,7 +85,7 @@ pub async fn join_control_plane(
     }
     let launch = args.process.launch(
         &control_args,
-        super::systemd::unit_name(CONTROL.name, None),
+        crate::cli::systemd::unit_name(CONTROL.name, None),
         "bosun control plane (joined)".into(),
         vec![],
     )?;

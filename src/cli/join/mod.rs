@@ -32,6 +32,8 @@ use super::component::AGENT;
 use super::delete::parse_duration;
 use super::up;
 
+mod control;
+
 #[derive(Debug, Args)]
 pub struct JoinArgs {
     /// The control plane's address, `https://HOST:PORT`.
@@ -71,6 +73,15 @@ pub struct JoinArgs {
     /// With --control-plane: the port the API server listens on.
     #[arg(long, default_value_t = 6443)]
     pub(super) control_plane_port: u16,
+    /// The cluster's other control planes (`https://HOST:PORT`,
+    /// comma-separated): the agent fails over between them and SERVER.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "URL",
+        conflicts_with = "control_plane"
+    )]
+    pub(super) api_servers: Vec<String>,
     /// With --control-plane: the address other hosts reach this API
     /// server at (added to its certificate).
     #[arg(long, value_name = "ADDR")]
@@ -104,7 +115,7 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
         .trim_end_matches('/')
         .to_string();
     if args.control_plane {
-        return super::join_control::join_control_plane(args, &server, &dir, timeout).await;
+        return control::join_control_plane(args, &server, &dir, timeout).await;
     }
     let node = args.node.name()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -285,6 +296,9 @@ async fn start_agent(
         args.port.to_string(),
     ];
     agent_args.extend(args.node.agent_args());
+    if !args.api_servers.is_empty() {
+        agent_args.extend(["--api-servers".to_string(), args.api_servers.join(",")]);
+    }
     std::fs::write(dir.join(super::purge::NODE_FILE), node)?;
     let launch = args.process.launch(
         &agent_args,
