@@ -358,7 +358,19 @@ fn an_ha_cluster_keeps_its_node_ready_and_runs_pods_while_an_api_server_is_kille
         assert_eq!(get.ok().trim(), "pod/after-kill");
     }
 
+    // down and up again: every member and control plane comes back on
+    // its ports, and the objects are still there (they live in etcd).
+    host.bosun(&["down", "--name", &name]).ok();
+    let again = host.bosun(&["up", "--name", &name, "--timeout", "240s"]);
+    assert!(again.ok().contains("bosun is up."), "{}", again.stdout);
+    assert_eq!(control_ports(&dir), ports, "the control planes moved");
+    let list = host.bosun(&["list"]);
+    assert!(list.ok().contains("Running (HA 3/3)"), "{}", list.stdout);
+    let pod = kubectl(&["get", "pod", "after-kill", "-o", "name"]);
+    assert_eq!(pod.ok().trim(), "pod/after-kill");
+
     // down --purge stops all seven processes and removes everything.
+    let agent = read_pid(&dir.join("agent.pid")).expect("the agent's pid");
     let mut pids: Vec<i32> = vec![agent];
     for i in 0..MEMBERS {
         pids.extend(read_pid(&control_dir(&dir, i).join("control.pid")));
