@@ -388,7 +388,12 @@ async fn main() -> anyhow::Result<()> {
         bosun::fieldmanager::user_agent(bosun::fieldmanager::KUBELET).parse()?,
     ));
     // Kept to the end: the agent's clients reach the control planes through it.
-    let _balancer = match control_planes(&client_config, &args.api_servers)? {
+    // Only with --api-servers: a lone kubeconfig server is used as it is.
+    let servers = match args.api_servers.is_empty() {
+        true => Vec::new(),
+        false => control_planes(&client_config, &args.api_servers)?,
+    };
+    let _balancer = match servers {
         servers if servers.len() > 1 => {
             let lb = LoadBalancer::start(servers, LoadBalancerOptions::default())
                 .await
