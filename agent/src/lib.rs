@@ -6,6 +6,7 @@ pub mod dns;
 pub mod events;
 pub mod hollow;
 pub mod ingress;
+pub mod loadbalancer;
 pub mod metrics;
 pub mod netpol;
 pub mod network;

@@ -8,6 +8,7 @@ use bosun::serving::connections::{ConnectionFlags, Limits};
 use bosun::serving::LogFormat;
 use bosun_agent::config::AgentConfig;
 use bosun_agent::dns;
+use bosun_agent::loadbalancer::{server_address, LoadBalancer, Options as LoadBalancerOptions};
 use bosun_agent::metrics::MetricsCollector;
 use bosun_agent::netpol::NetworkPolicyEnforcer;
 use bosun_agent::network::{self, HostGw};
@@ -32,6 +33,13 @@ struct Args {
     /// Kubeconfig to reach the control plane with.
     #[arg(long, env = "KUBECONFIG", required_unless_present = "purge")]
     kubeconfig: Option<PathBuf>,
+    /// More control planes (`https://HOST:PORT`, comma-separated or the
+    /// flag repeated) serving the same cluster as the kubeconfig's server:
+    /// the agent then reaches them all through a load balancer on a
+    /// loopback port and fails over between them (`bosun up --ha`, a node
+    /// of a cluster with several control planes).
+    #[arg(long = "api-servers", value_delimiter = ',', value_name = "URL")]
+    api_servers: Vec<String>,
     /// Instead of running: remove everything this node's agent made on
     /// Docker (its pods' containers, its network, its rule in the iptables
     /// chain BOSUN-FORWARD, the chain itself once no other node needs it,
@@ -170,6 +178,20 @@ struct Args {
     /// The stream API's timeouts and connection cap.
     #[command(flatten)]
     connections: ConnectionFlags,
+}
+
+/// `HOST:PORT` of every control plane: the kubeconfig's server first, then
+/// `--api-servers` (without repeats).
+fn control_planes(config: &kube::Config, more: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut servers = vec![server_address(&config.cluster_url.to_string())
+        .map_err(|e| anyhow::anyhow!("the kubeconfig's server {e}"))?];
+    for url in more {
+        let address = server_address(url).map_err(|e| anyhow::anyhow!("--api-servers {e}"))?;
+        if !servers.contains(&address) {
+            servers.push(address);
+        }
+    }
+    Ok(servers)
 }
 
 /// The token the stream API accepts from callers without a client
@@ -365,6 +387,22 @@ async fn main() -> anyhow::Result<()> {
         http::header::USER_AGENT,
         bosun::fieldmanager::user_agent(bosun::fieldmanager::KUBELET).parse()?,
     ));
+    // Kept to the end: the agent's clients reach the control planes through it.
+    // Only with --api-servers: a lone kubeconfig server is used as it is.
+    let servers = match args.api_servers.is_empty() {
+        true => Vec::new(),
+        false => control_planes(&client_config, &args.api_servers)?,
+    };
+    let _balancer = match servers {
+        servers if servers.len() > 1 => {
+            let lb = LoadBalancer::start(servers, LoadBalancerOptions::default())
+                .await
+                .context("starting the control-plane load balancer")?;
+            client_config.cluster_url = lb.url().parse()?;
+            Some(lb)
+        }
+        _ => None,
+    };
     let token = stream_token(args.stream_token_file.as_ref(), &client_config)?;
     let client_cas = client_cas(args.client_ca_file.as_ref(), &client_config)?;
     if token.is_none() && client_cas.is_empty() {

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Provisions one VM of examples/vagrant/Vagrantfile (run by Vagrant as root):
 #
-#   provision.sh control-plane NAME IP CP_IP   builds bosun, `bosun up`
-#                                              with the agent as node NAME,
-#                                              writes the join command
-#   provision.sh worker NAME IP CP_IP          joins as node NAME through
-#                                              scripts/node-join.sh
+#   provision.sh control-plane NAME IP CP_IP CP_IPS
+#       starts this VM's etcd member (a cluster of one, which the others
+#       join), builds bosun, `bosun up --store` with the agent as node NAME,
+#       writes the join commands (nodes, control planes)
+#   provision.sh control-plane-join NAME IP CP_IP CP_IPS
+#       adds this VM's etcd member to the cluster's and joins as a further
+#       control plane with the uploaded certificates
+#   provision.sh worker NAME IP CP_IP CP_IPS
+#       joins as node NAME through scripts/node-join.sh, its agent given
+#       every control plane (CP_IPS, comma-separated)
+#
+# etcd speaks plain HTTP on the private network (a host-only network of
+# these VMs); a real cluster would give its members TLS (etcd's
+# --cert-file/--peer-cert-file, bosun-control's --etcd-cafile/...).
 #
 # The repository is at /bosun, the Vagrantfile's folder (shared by every
 # VM) at /vagrant. The control-plane VM builds the binaries once and leaves
@@ -13,13 +22,44 @@
 # good for 24 h) goes to /vagrant/join-command. Running it again
 # (`vagrant provision`) keeps what runs.
 set -euo pipefail
-ROLE=${1:?control-plane|worker} NAME=${2:?node name} IP=${3:?node IP} CP_IP=${4:?control-plane IP}
+ROLE=${1:?control-plane|control-plane-join|worker} NAME=${2:?node name} IP=${3:?node IP}
+CP_IP=${4:?control-plane IP} CP_IPS=${5:-$4}
 REPO=/bosun
 SHARED=/vagrant
 BINS=(bosun bosun-agent bosun-control)
 export DEBIAN_FRONTEND=noninteractive
 
 log() { echo "provision($NAME): $*"; }
+
+# `etcd://A:2379,B:2379,...` of every control-plane VM, and the API servers.
+STORE="etcd://$(echo "$CP_IPS" | sed 's/,/:2379,/g'):2379"
+API_SERVERS="https://$(echo "$CP_IPS" | sed 's|,|:6443,https://|g'):6443"
+
+# This VM's etcd member (Debian's etcd-server, run by its etcd.service,
+# which reads /etc/default/etcd): $1 is `new` (the first) or `existing`,
+# $2 the initial cluster (NAME=http://IP:2380,...).
+etcd_member() {
+  apt-get install -y -qq etcd-server etcd-client >/dev/null
+  cat >/etc/default/etcd <<CONF
+ETCD_NAME=$NAME
+ETCD_DATA_DIR=/var/lib/etcd/bosun
+ETCD_LISTEN_CLIENT_URLS=http://$IP:2379,http://127.0.0.1:2379
+ETCD_ADVERTISE_CLIENT_URLS=http://$IP:2379
+ETCD_LISTEN_PEER_URLS=http://$IP:2380
+ETCD_INITIAL_ADVERTISE_PEER_URLS=http://$IP:2380
+ETCD_INITIAL_CLUSTER=$2
+ETCD_INITIAL_CLUSTER_STATE=$1
+ETCD_INITIAL_CLUSTER_TOKEN=bosun-vagrant
+CONF
+  systemctl enable etcd >/dev/null
+  systemctl restart etcd
+  for _ in $(seq 1 60); do
+    ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:2379" endpoint health >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  log "etcd did not become healthy: journalctl -u etcd"
+  exit 1
+}
 
 # What every node needs: Docker (Debian's engine), iptables, nftables and
 # iproute2 for the agent, busybox-static for the project's images.
@@ -49,9 +89,23 @@ case "$ROLE" in
       install -m 0755 "/var/tmp/bosun-target/release/$b" "$SHARED/bin/"
     done
     bash "$REPO/scripts/build-images.sh"
+    # A one-member etcd (kept if it exists); cp2 and cp3 add theirs.
+    if [ ! -d /var/lib/etcd/bosun ]; then
+      etcd_member new "$NAME=http://$IP:2380"
+    fi
     # The control plane listens beyond loopback and its certificate
     # covers CP_IP; this VM's agent is node NAME at IP (never 10.0.2.15).
-    bosun up --advertise-address "$CP_IP" --node-name "$NAME" --node-ip "$IP" --timeout 120s
+    # It prints the command further control planes join with (certificates
+    # uploaded encrypted, good for 2 h): kept for cp2 and cp3.
+    bosun up --store "etcd://$IP:2379" --advertise-address "$CP_IP" --node-name "$NAME" \
+      --node-ip "$IP" --timeout 120s | tee /root/bosun-up.txt
+    rm -f "$SHARED/control-plane-join-command"
+    if grep -q -- '--control-plane --certificate-key' /root/bosun-up.txt; then
+      grep -- '--control-plane --certificate-key' /root/bosun-up.txt | sed 's/^ *//' \
+        >"$SHARED/control-plane-join-command.tmp"
+      chmod 0600 "$SHARED/control-plane-join-command.tmp"
+      mv "$SHARED/control-plane-join-command.tmp" "$SHARED/control-plane-join-command"
+    fi
     bosun token create --ttl 24h --description "vagrant workers" --print-join-command \
       >"$SHARED/join-command.tmp"
     chmod 0600 "$SHARED/join-command.tmp"
@@ -60,6 +114,34 @@ case "$ROLE" in
     install -d -o vagrant -g vagrant /home/vagrant/.bosun
     install -m 0600 -o vagrant -g vagrant /root/.bosun/kubeconfig /home/vagrant/.bosun/kubeconfig
     log "control plane up at https://$CP_IP:6443; workers join with $SHARED/join-command"
+    ;;
+  control-plane-join)
+    for b in "${BINS[@]}"; do
+      [ -x "$SHARED/bin/$b" ] || { log "$SHARED/bin/$b is missing: provision cp first"; exit 1; }
+      install -m 0755 "$SHARED/bin/$b" /usr/local/bin/
+    done
+    if [ ! -d /var/lib/etcd/bosun ]; then
+      # Added to the cluster's etcd first, then started knowing its peers.
+      apt-get install -y -qq etcd-client >/dev/null
+      ETCDCTL_API=3 etcdctl --endpoints "http://$CP_IP:2379" member add "$NAME" \
+        --peer-urls "http://$IP:2380" >/root/etcd-member-add.txt
+      initial=$(sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p' /root/etcd-member-add.txt)
+      etcd_member existing "$initial"
+    fi
+    [ -s "$SHARED/control-plane-join-command" ] ||
+      { log "$SHARED/control-plane-join-command is missing: provision cp first"; exit 1; }
+    # The printed command (`bosun join URL ... --store etcd://CP:2379`) names
+    # cp's etcd only; this control plane is given every member.
+    read -r -a join <"$SHARED/control-plane-join-command"
+    args=()
+    skip=0
+    for a in "${join[@]:2}"; do
+      if [ "$skip" = 1 ]; then skip=0; continue; fi
+      if [ "$a" = "--store" ]; then skip=1; continue; fi
+      args+=("$a")
+    done
+    bosun join "${args[@]}" --store "$STORE" --advertise-address "$IP" --timeout 120s
+    log "control plane up at https://$IP:6443"
     ;;
   worker)
     log "waiting for the binaries the control-plane VM builds"
@@ -74,7 +156,8 @@ case "$ROLE" in
     # The same step the namespace hosts of the multi-host tests run
     # (scripts/hosts.sh join): checks, images, `bosun join`.
     BOSUN_BIN=/usr/local/bin bash "$REPO/scripts/node-join.sh" \
-      --join-command "$SHARED/join-command" --node-name "$NAME" --node-ip "$IP"
+      --join-command "$SHARED/join-command" --node-name "$NAME" --node-ip "$IP" \
+      --api-servers "$API_SERVERS"
     ;;
   *)
     echo "provision.sh: unknown role $ROLE (control-plane or worker)" >&2

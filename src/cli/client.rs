@@ -120,9 +120,13 @@ impl Ctx {
             context: opts.context.clone(),
             ..Default::default()
         };
-        let config = kube::Config::from_custom_kubeconfig(kc, &options)
+        let servers = super::failover::other_servers(&kc, opts.context.as_deref());
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
             .await
             .with_context(|| format!("loading kubeconfig {}", path.display()))?;
+        if !servers.is_empty() {
+            config.cluster_url = super::failover::live_server(&config.cluster_url, &servers).await;
+        }
         let _ = SERVER.set(
             config
                 .cluster_url

@@ -299,40 +299,6 @@ pub fn choose_ranges(
     Ok((cluster, service))
 }
 
-/// `bosun list`: the clusters on this host.
-pub fn list() -> Result<bool> {
-    let clusters = Registry::lock()?.clusters();
-    if clusters.is_empty() {
-        println!("No bosun clusters on this host.");
-        return Ok(true);
-    }
-    let mut rows: Vec<Vec<String>> = vec![[
-        "NAME",
-        "STATUS",
-        "SERVER",
-        "CLUSTER-CIDR",
-        "SERVICE-CIDR",
-        "NODE",
-        "DATA",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for c in clusters {
-        let running = super::component::CONTROL.is_running(&c.data_dir);
-        rows.push(vec![
-            c.name.clone(),
-            if running { "Running" } else { "Stopped" }.into(),
-            format!("https://127.0.0.1:{}", c.port),
-            c.cluster_cidr.to_string(),
-            c.service_cidr.to_string(),
-            c.node.clone().unwrap_or_else(|| "<none>".into()),
-            c.data_dir.display().to_string(),
-        ]);
-    }
-    print!("{}", super::table::align(&rows));
-    Ok(true)
-}
-
 /// The data dir of the cluster named `name` on this host.
 pub fn data_dir_of(name: &str) -> Result<PathBuf> {
     let clusters = Registry::lock()?.clusters();

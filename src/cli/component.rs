@@ -91,6 +91,13 @@ pub const AGENT: Component = Component {
     name: "agent",
 };
 
+/// An etcd member of `bosun up --ha` (`super::up::ha`).
+pub const ETCD: Component = Component {
+    title: "etcd member",
+    binary: "etcd",
+    name: "etcd",
+};
+
 /// How big a component's log may grow: the live file plus `files - 1`
 /// rotated ones of at most `max_bytes` each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +140,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 impl Component {
     pub fn named(name: &str) -> Option<&'static Component> {
-        [&CONTROL, &AGENT].into_iter().find(|c| c.name == name)
+        [&CONTROL, &AGENT, &ETCD]
+            .into_iter()
+            .find(|c| c.name == name)
     }
 
     pub fn pid_file(&self, dir: &Path) -> PathBuf {

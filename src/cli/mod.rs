@@ -2,6 +2,7 @@
 
 mod apply;
 mod autoscale;
+mod certs;
 mod client;
 mod clusters;
 mod component;
@@ -12,6 +13,7 @@ mod describe;
 mod discovered;
 mod drain;
 mod errors;
+mod failover;
 mod get;
 mod info;
 mod join;
@@ -154,7 +156,7 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Down(args) => up::down(&args),
         Command::Join(args) => join::join(&args).await,
         Command::Leave(args) => leave::leave(&args).await,
-        Command::List => clusters::list(),
+        Command::List => up::list(),
         Command::Supervise(args) => supervise::supervise(&args).await,
         Command::Snapshot(args) => snapshot::snapshot(&args, &opts).await,
         command => {

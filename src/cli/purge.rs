@@ -75,6 +75,9 @@ impl Plan {
 pub const NODE_FILE: &str = "agent.node";
 /// In `bosun join`'s data dir: the node's kubeconfig (its credential).
 pub const NODE_KUBECONFIG: &str = "node.kubeconfig";
+/// In the data dir of `bosun join --control-plane`: what its control
+/// plane was started with (its agent, if any, lives inside that dir).
+pub const JOINED_CONTROL_PLANE: &str = "control-plane.json";
 /// In the control plane's data dir: the kubeconfig `bosun up` wrote.
 pub const KUBECONFIG_FILE: &str = "kubeconfig.path";
 

@@ -104,6 +104,9 @@ pub fn validity(pem: &str) -> anyhow::Result<Validity> {
 pub struct Rotation {
     path: PathBuf,
     current: Swappable,
+    /// Where the client goes: the kubeconfig's server, or the agent's
+    /// control-plane load balancer in its place.
+    cluster_url: http::Uri,
 }
 
 /// The agent's client for the kubeconfig at `path` (read into `config`)
@@ -115,6 +118,7 @@ pub fn client(
 ) -> anyhow::Result<(kube::Client, Option<Rotation>)> {
     let has_certificate = user_certificate(path).is_ok_and(|(cert, _)| !cert.is_empty());
     let default_ns = config.default_namespace.clone();
+    let cluster_url = config.cluster_url.clone();
     let inner = kube::Client::try_from(config)?;
     if !has_certificate {
         return Ok((inner, None));
@@ -126,6 +130,7 @@ pub fn client(
         Some(Rotation {
             path: path.to_path_buf(),
             current,
+            cluster_url,
         }),
     ))
 }
@@ -241,7 +246,9 @@ impl Rotation {
         let new = validity(new_cert)?;
         write_certificate(&self.path, new_cert, &key.serialize_pem())?;
         let kubeconfig = kube::config::Kubeconfig::read_from(&self.path)?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        config.cluster_url = self.cluster_url.clone();
         *self.current.0.write().expect("not poisoned") = kube::Client::try_from(config)?;
         let until = chrono::DateTime::<chrono::Utc>::from(new.not_after).to_rfc3339();
         tracing::info!(node = %old.common_name, %until, "renewed the node's client certificate");

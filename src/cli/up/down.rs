@@ -12,6 +12,7 @@ use super::super::clusters::{self, ClusterRecord, Registry};
 use super::super::component::{AGENT, CONTROL};
 use super::super::delete::parse_duration;
 use super::super::purge;
+use super::ha::Layout;
 use super::{agent_data_dir, pretty};
 
 #[derive(Debug, Args)]
@@ -72,7 +73,8 @@ pub fn down(args: &DownArgs) -> Result<bool> {
     stop_all(&dir, timeout)
 }
 
-/// Stops the agent, then the control plane (reverse start order).
+/// Stops the agent, then the control plane(s), then an HA cluster's
+/// etcd (reverse start order).
 fn stop_all(dir: &Path, timeout: Duration) -> Result<bool> {
     if let Some(pid) = AGENT.stop(dir, timeout)? {
         println!(
@@ -80,7 +82,11 @@ fn stop_all(dir: &Path, timeout: Duration) -> Result<bool> {
             AGENT.title
         );
     }
-    let Some(pid) = CONTROL.stop(dir, timeout)? else {
+    let stopped = CONTROL.stop(dir, timeout)?;
+    if let Some(layout) = Layout::read(dir)? {
+        layout.stop(dir, timeout)?;
+    }
+    let Some(pid) = stopped else {
         println!(
             "bosun is not running (no live {} in {}).",
             CONTROL.binary,

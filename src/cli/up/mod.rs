@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use ipnet::Ipv4Net;
 
@@ -22,8 +22,14 @@ use super::delete::parse_duration;
 use super::purge;
 
 mod down;
+pub mod ha;
+mod kubeconfig;
+mod list;
 mod plan;
 pub use down::{down, DownArgs};
+use kubeconfig::read_admin_config;
+pub use kubeconfig::write_kubeconfig;
+pub use list::list;
 use plan::plan_cluster;
 
 #[derive(Debug, Args)]
@@ -71,6 +77,18 @@ pub struct UpArgs {
     /// (default: privileged everywhere, as Kubernetes).
     #[arg(long, value_name = "MODE=LEVEL[:VERSION],...")]
     pod_security_default: Option<String>,
+    /// Three control planes on a three-member etcd on this host (Debian's
+    /// etcd-server package), the agent failing over between them, for
+    /// trying a highly available cluster. Chosen when the cluster is made;
+    /// a later `bosun up` of it brings all of it back.
+    #[arg(long, conflicts_with = "store")]
+    ha: bool,
+    /// The cluster's etcd, `etcd://HOST:PORT[,HOST:PORT...]`, run by you
+    /// (e.g. one member per control-plane host), instead of the embedded
+    /// store; further control planes then `bosun join --control-plane`.
+    /// Chosen when the cluster is made.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     #[command(flatten)]
     pub process: ProcessArgs,
 }
@@ -181,38 +199,9 @@ impl NodeArgs {
     }
 }
 
-/// The server's own admin kubeconfig: `https://ADDR`, its CA and the admin token.
-struct AdminConfig {
-    /// The `cluster` body (server, certificate-authority-data).
-    cluster: serde_yaml::Value,
-    server: String,
-    token: String,
-}
-
-fn read_admin_config(path: &Path) -> Result<AdminConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: serde_yaml::Value =
-        serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    let cluster = doc["clusters"][0]["cluster"].clone();
-    let server = cluster["server"]
-        .as_str()
-        .ok_or_else(|| anyhow!("{} names no server", path.display()))?
-        .to_string();
-    let token = doc["users"][0]["user"]["token"]
-        .as_str()
-        .ok_or_else(|| anyhow!("{} holds no token", path.display()))?
-        .to_string();
-    Ok(AdminConfig {
-        cluster,
-        server,
-        token,
-    })
-}
-
 /// GET /readyz through a client built from the admin kubeconfig (TLS with
 /// the server's CA); true on a 200.
-async fn ready(admin_kubeconfig: &Path) -> bool {
+pub(super) async fn ready(admin_kubeconfig: &Path) -> bool {
     let attempt = async {
         let kc = kube::config::Kubeconfig::read_from(admin_kubeconfig).ok()?;
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -228,74 +217,11 @@ async fn ready(admin_kubeconfig: &Path) -> bool {
     )
 }
 
-fn read_trimmed(path: &Path) -> Option<String> {
+pub(super) fn read_trimmed(path: &Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
-}
-
-/// Writes (or updates, keeping other entries) a kubeconfig whose context
-/// `names.context` points at `cluster` (server and CA) with `token`, and
-/// makes it the current one.
-pub fn write_kubeconfig(
-    path: &Path,
-    names: &KubeconfigNames,
-    cluster: &serde_yaml::Value,
-    token: &str,
-) -> Result<()> {
-    use serde_yaml::{Mapping, Value};
-    let mut doc: Value = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_yaml::from_str(&t).ok())
-        .filter(Value::is_mapping)
-        .unwrap_or_else(|| Value::Mapping(Mapping::new()));
-    let entry = |name: &str, key: &str, body: Value| {
-        let mut m = Mapping::new();
-        m.insert("name".into(), name.into());
-        m.insert(key.into(), body);
-        Value::Mapping(m)
-    };
-    let mut user = Mapping::new();
-    user.insert("token".into(), token.into());
-    let mut context = Mapping::new();
-    context.insert("cluster".into(), names.cluster.as_str().into());
-    context.insert("user".into(), names.user.as_str().into());
-    context.insert("namespace".into(), "default".into());
-    let upserts = [
-        (
-            "clusters",
-            entry(&names.cluster, "cluster", cluster.clone()),
-        ),
-        ("users", entry(&names.user, "user", Value::Mapping(user))),
-        (
-            "contexts",
-            entry(&names.context, "context", Value::Mapping(context)),
-        ),
-    ];
-    let map = doc.as_mapping_mut().expect("checked to be a mapping");
-    map.insert("apiVersion".into(), "v1".into());
-    map.insert("kind".into(), "Config".into());
-    for (list, item) in upserts {
-        let seq = map
-            .entry(list.into())
-            .or_insert_with(|| Value::Sequence(Vec::new()));
-        if !seq.is_sequence() {
-            *seq = Value::Sequence(Vec::new());
-        }
-        let seq = seq.as_sequence_mut().expect("just made a sequence");
-        seq.retain(|e| e.get("name") != item.get("name"));
-        seq.push(item);
-    }
-    map.insert("current-context".into(), names.context.as_str().into());
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let text = serde_yaml::to_string(&doc)?;
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(())
 }
 
 /// `~/x` for paths under HOME, to print commands users can paste.
@@ -379,7 +305,11 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             .unwrap_or_else(|| KubeconfigNames::of(name));
         if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
             let admin = read_admin_config(&admin_kubeconfig)?;
-            write_kubeconfig(&kubeconfig, &names, &admin.cluster, &admin.token)?;
+            let body = match ha::Layout::read(&dir)? {
+                Some(layout) => layout.kubeconfig_cluster(&admin.cluster),
+                None => admin.cluster.clone(),
+            };
+            write_kubeconfig(&kubeconfig, &names, &body, &admin.token)?;
             println!("bosun is already running.");
             let pid = CONTROL.running_pid(&dir).unwrap_or_default();
             print_next_steps(&admin.server, pid, &dir, &kubeconfig);
@@ -400,14 +330,37 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         }
     };
 
+    let ha = match ha::Layout::plan(&dir, args.ha, cluster.port) {
+        Ok(layout) => layout,
+        Err(e) => {
+            if let Some(made) = made {
+                let _ = std::fs::remove_dir_all(made);
+            }
+            return Err(e);
+        }
+    };
+    let external = match ha::external_store(&dir, args.store.as_deref()) {
+        Ok(store) => store,
+        Err(e) => {
+            if let Some(made) = made {
+                let _ = std::fs::remove_dir_all(made);
+            }
+            return Err(e);
+        }
+    };
+    if let Some(layout) = &ha {
+        if let Err(e) = layout.start_etcd(&dir, name, &args.process, timeout).await {
+            let _ = layout.stop(&dir, Duration::from_secs(10));
+            return Err(e);
+        }
+    }
+
     // A stale address from an earlier run must not be mistaken for this one's.
     let _ = std::fs::remove_file(&address_file);
+    // What every control plane of the cluster is given (each its own
+    // data dir and port besides).
     let mut control_args = vec![
-        "--data-dir".to_string(),
-        dir.display().to_string(),
-        "--port".to_string(),
-        cluster.port.to_string(),
-        "--cluster-cidr".into(),
+        "--cluster-cidr".to_string(),
         cluster.cluster_cidr.to_string(),
         "--service-cluster-ip-range".into(),
         cluster.service_cidr.to_string(),
@@ -429,6 +382,18 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     if let Some(levels) = &args.pod_security_default {
         control_args.extend(["--pod-security-default".into(), levels.clone()]);
     }
+    let store = ha.as_ref().map(ha::Layout::store_url).or(external);
+    if let Some(store) = &store {
+        control_args.extend(["--store".into(), store.clone()]);
+    }
+    let shared_args = control_args;
+    let mut control_args = vec![
+        "--data-dir".to_string(),
+        dir.display().to_string(),
+        "--port".to_string(),
+        cluster.port.to_string(),
+    ];
+    control_args.extend(shared_args.iter().cloned());
     let launch = args.process.launch(
         &control_args,
         unit_of(&CONTROL, name),
@@ -442,6 +407,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             let log = CONTROL.log_tail(&dir, 20);
             let location = CONTROL.log_location(&dir);
             let _ = CONTROL.stop(&dir, Duration::from_secs(10));
+            if let Some(layout) = &ha {
+                let _ = layout.stop(&dir, Duration::from_secs(10));
+            }
             bail!("{failure} before becoming ready; last lines of {location}:\n{log}");
         }
         if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
@@ -451,6 +419,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             let log = CONTROL.log_tail(&dir, 20);
             let location = CONTROL.log_location(&dir);
             let _ = CONTROL.stop(&dir, Duration::from_secs(10));
+            if let Some(layout) = &ha {
+                let _ = layout.stop(&dir, Duration::from_secs(10));
+            }
             bail!(
                 "bosun-control did not become ready within {}; last lines of {location}:\n{log}",
                 args.timeout,
@@ -458,11 +429,25 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    if let Some(layout) = &ha {
+        if let Err(e) = layout
+            .start_other_controls(&dir, name, &shared_args, &args.process, timeout)
+            .await
+        {
+            let _ = layout.stop(&dir, Duration::from_secs(10));
+            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
+            return Err(e);
+        }
+    }
     let admin = read_admin_config(&admin_kubeconfig)?;
+    let body = match &ha {
+        Some(layout) => layout.kubeconfig_cluster(&admin.cluster),
+        None => admin.cluster.clone(),
+    };
     write_kubeconfig(
         &kubeconfig,
         &cluster.kubeconfig_names(),
-        &admin.cluster,
+        &body,
         &admin.token,
     )?;
     // What `bosun down --purge` removes.
@@ -471,7 +456,17 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
         kubeconfig.display().to_string(),
     )?;
     if let Some(node) = &cluster.node {
-        start_agent(args, &cluster, node, &dir, &admin_kubeconfig, timeout).await?;
+        let more = ha.as_ref().map(ha::Layout::agent_args).unwrap_or_default();
+        start_agent(
+            args,
+            &cluster,
+            node,
+            &dir,
+            &admin_kubeconfig,
+            &more,
+            timeout,
+        )
+        .await?;
     }
     println!("bosun is up.");
     println!(
@@ -480,7 +475,18 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     );
     let pid = CONTROL.running_pid(&dir).unwrap_or_default();
     print_next_steps(&admin.server, pid, &dir, &kubeconfig);
+    if let Some(layout) = &ha {
+        println!(
+            "  control planes: {} on etcd {}",
+            layout.servers().join(" "),
+            layout.store_url()
+        );
+    }
     print_join_command(&admin_kubeconfig).await?;
+    if let Some(store) = &store {
+        let local = ha.is_some();
+        ha::print_control_plane_join(&admin_kubeconfig, &dir, &cluster, store, local).await?;
+    }
     Ok(true)
 }
 
@@ -492,6 +498,7 @@ async fn start_agent(
     node: &str,
     dir: &Path,
     admin_kubeconfig: &Path,
+    more_agent_args: &[String],
     timeout: Duration,
 ) -> Result<()> {
     if AGENT.is_running(dir) {
@@ -510,6 +517,7 @@ async fn start_agent(
         cluster.service_cidr.to_string(),
     ];
     agent_args.extend(args.node.agent_args());
+    agent_args.extend(more_agent_args.iter().cloned());
     if cluster.name != clusters::DEFAULT_NAME || args.port == Some(0) {
         // One of several clusters here, or a throwaway one: the agent's
         // stream API takes a free port (it is published on the Node).
@@ -590,9 +598,11 @@ pub(super) async fn wait_for_node(
 }
 
 /// The agent's data dir: beside the control plane's, or inside the data
-/// dir of `bosun join` (which holds the node's kubeconfig).
+/// dir of `bosun join` (which holds the node's kubeconfig) or of `bosun
+/// join --control-plane` (never the `agent` beside it, which may be
+/// another cluster's).
 pub(super) fn agent_data_dir(dir: &Path) -> PathBuf {
-    if dir.join(purge::NODE_KUBECONFIG).exists() {
+    if dir.join(purge::NODE_KUBECONFIG).exists() || dir.join(purge::JOINED_CONTROL_PLANE).exists() {
         return dir.join("agent");
     }
     dir.parent().unwrap_or(dir).join("agent")

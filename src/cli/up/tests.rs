@@ -83,3 +83,58 @@ fn kubeconfig_is_written_and_updated_in_place() {
     let ctx = kc.contexts[0].context.as_ref().unwrap();
     assert_eq!(ctx.namespace.as_deref(), Some("default"));
 }
+
+fn layout() -> ha::Layout {
+    ha::Layout {
+        members: (0..3)
+            .map(|i| ha::Member {
+                etcd_client_port: 2000 + i,
+                etcd_peer_port: 3000 + i,
+                control_port: 4000 + i,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn an_ha_layout_gives_every_control_plane_all_members_and_the_agent_the_others() {
+    let l = layout();
+    assert_eq!(
+        l.store_url(),
+        "etcd://127.0.0.1:2000,127.0.0.1:2001,127.0.0.1:2002"
+    );
+    assert_eq!(
+        l.agent_args(),
+        [
+            "--api-servers",
+            "https://127.0.0.1:4001,https://127.0.0.1:4002"
+        ]
+    );
+    let cluster: serde_yaml::Value =
+        serde_yaml::from_str("server: https://127.0.0.1:4000\ncertificate-authority-data: Q0E=")
+            .unwrap();
+    let body = l.kubeconfig_cluster(&cluster);
+    assert_eq!(body["server"], "https://127.0.0.1:4000");
+    assert_eq!(body["extensions"][0]["name"], "bosun.io/servers");
+    assert_eq!(
+        body["extensions"][0]["extension"]["servers"][1],
+        "https://127.0.0.1:4002"
+    );
+}
+
+#[test]
+fn a_clusters_etcd_is_kept_and_cannot_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert_eq!(ha::external_store(dir, None).unwrap(), None);
+    let err = ha::external_store(dir, Some("http://x:2379")).unwrap_err();
+    assert!(err.to_string().contains("expected etcd://"), "{err}");
+    let a = "etcd://10.0.0.1:2379";
+    assert_eq!(
+        ha::external_store(dir, Some(a)).unwrap().as_deref(),
+        Some(a)
+    );
+    assert_eq!(ha::external_store(dir, None).unwrap().as_deref(), Some(a));
+    let err = ha::external_store(dir, Some("etcd://10.0.0.2:2379")).unwrap_err();
+    assert!(err.to_string().contains("cannot change"), "{err}");
+}

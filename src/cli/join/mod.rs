@@ -32,18 +32,20 @@ use super::component::AGENT;
 use super::delete::parse_duration;
 use super::up;
 
+mod control;
+
 #[derive(Debug, Args)]
 pub struct JoinArgs {
     /// The control plane's address, `https://HOST:PORT`.
     #[arg(value_name = "SERVER")]
-    server: String,
+    pub(super) server: String,
     /// A bootstrap token (`bosun token create` on the first host).
     #[arg(long)]
-    token: Option<String>,
+    pub(super) token: Option<String>,
     /// The hash of the cluster CA's public key, `sha256:<hex>`, as `bosun
     /// up` and `bosun token create --print-join-command` print it.
     #[arg(long)]
-    ca_cert_hash: Option<String>,
+    pub(super) ca_cert_hash: Option<String>,
     /// Where the node's credential, the agent's data, pid and log live.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -56,7 +58,34 @@ pub struct JoinArgs {
     #[arg(long, default_value = "60s")]
     timeout: String,
     #[command(flatten)]
-    process: up::ProcessArgs,
+    pub(super) process: up::ProcessArgs,
+    /// Join as a further control plane (an API server, scheduler and
+    /// controller manager on the cluster's etcd) instead of as a node.
+    #[arg(long)]
+    pub(super) control_plane: bool,
+    /// With --control-plane: the key the uploaded cluster certificates are
+    /// encrypted with (64 hex digits, printed by `bosun up --ha`).
+    #[arg(long, requires = "control_plane", value_name = "HEX")]
+    pub(super) certificate_key: Option<String>,
+    /// With --control-plane: the cluster's etcd, `etcd://HOST:PORT[,...]`.
+    #[arg(long, requires = "control_plane", value_name = "URL")]
+    pub(super) store: Option<String>,
+    /// With --control-plane: the port the API server listens on.
+    #[arg(long, default_value_t = 6443)]
+    pub(super) control_plane_port: u16,
+    /// The cluster's other control planes (`https://HOST:PORT`,
+    /// comma-separated): the agent fails over between them and SERVER.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "URL",
+        conflicts_with = "control_plane"
+    )]
+    pub(super) api_servers: Vec<String>,
+    /// With --control-plane: the address other hosts reach this API
+    /// server at (added to its certificate).
+    #[arg(long, value_name = "ADDR")]
+    pub(super) advertise_address: Option<std::net::IpAddr>,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -71,7 +100,11 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
              (from its --cluster-cidr); a node's own credential may not choose it"
         );
     }
-    let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let dir = match (&args.data_dir, args.control_plane) {
+        (Some(d), _) => d.clone(),
+        (None, true) => home_dir().join(".bosun").join("join-control-plane"),
+        (None, false) => default_data_dir(),
+    };
     let timeout = parse_duration(&args.timeout)?;
     args.process.check()?;
     let server = url::Url::parse(&args.server)
@@ -81,6 +114,9 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
         .to_string()
         .trim_end_matches('/')
         .to_string();
+    if args.control_plane {
+        return control::join_control_plane(args, &server, &dir, timeout).await;
+    }
     let node = args.node.name()?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir.canonicalize().unwrap_or(dir);
@@ -130,19 +166,19 @@ pub async fn join(args: &JoinArgs) -> Result<bool> {
 }
 
 /// A kube client for `server` from a kubeconfig document.
-async fn client_of(kubeconfig: Value) -> Result<kube::Client> {
+pub(super) async fn client_of(kubeconfig: Value) -> Result<kube::Client> {
     let kc: kube::config::Kubeconfig = serde_json::from_value(kubeconfig)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
     Ok(kube::Client::try_from(config)?)
 }
 
-fn b64(s: &str) -> String {
+pub(super) fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 /// Reads cluster-info from `server` without trusting it yet and returns
 /// its CA if the CA's hash is `hash`.
-async fn discover_ca(server: &str, hash: &str) -> Result<String> {
+pub(super) async fn discover_ca(server: &str, hash: &str) -> Result<String> {
     let client = client_of(json!({
         "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": true}}],
         "users": [{"name": "anonymous", "user": {}}],
@@ -260,6 +296,9 @@ async fn start_agent(
         args.port.to_string(),
     ];
     agent_args.extend(args.node.agent_args());
+    if !args.api_servers.is_empty() {
+        agent_args.extend(["--api-servers".to_string(), args.api_servers.join(",")]);
+    }
     std::fs::write(dir.join(super::purge::NODE_FILE), node)?;
     let launch = args.process.launch(
         &agent_args,
