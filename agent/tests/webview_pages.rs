@@ -4,9 +4,10 @@
 //! side by side while `kubectl set image` rolls it (written to
 //! docs/ui-workload.png), then the revisions with their images; the admin
 //! scales it through the page's confirmation dialog and the API has the
-//! new count; a pod's page follows its container's log live; the HPA page
-//! draws its chart; a view-only ServiceAccount sees no action buttons, and
-//! a forged scale with its token gets 403.
+//! new count, then undoes the rollout (revision 1's template) and restarts
+//! it (the restartedAt annotation); a pod's page follows its container's
+//! log live; the HPA page draws its chart; a view-only ServiceAccount sees
+//! no action buttons, and a forged scale with its token gets 403.
 
 mod browser;
 mod cluster;
@@ -221,7 +222,13 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     // From the overview: a web pod's card, its owner (a ReplicaSet) leads
     // to the Deployment's page.
     let card = "li.pod[data-key^='default/web-'] dd:last-of-type";
-    wait_js::<bool>(&c, &page, "a web pod's card", &format!("!!document.querySelector(\"{card}\")")).await;
+    wait_js::<bool>(
+        &c,
+        &page,
+        "a web pod's card",
+        &format!("!!document.querySelector(\"{card}\")"),
+    )
+    .await;
     click(&page, card).await;
     let hash: String = wait_js(
         &c,
@@ -237,10 +244,17 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     })
     .await;
     let buttons = action_buttons(&c, &page).await;
-    assert_eq!(buttons, ["Scale", "Restart", "Undo rollout"], "the admin's actions");
+    assert_eq!(
+        buttons,
+        ["Scale", "Restart", "Undo rollout"],
+        "the admin's actions"
+    );
 
     // The rollout: old and new ReplicaSets' pods side by side, live.
-    kubectl(&c, &["set", "image", "deployment/web", &format!("web={V2}")]);
+    kubectl(
+        &c,
+        &["set", "image", "deployment/web", &format!("web={V2}")],
+    );
     let mid = wait_columns(&c, &page, "revisions 1 and 2 side by side", |cols| {
         let both = cols.len() == 2
             && cols[0].revision == "1"
@@ -250,6 +264,20 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
             && cols.iter().all(|col| !col.pods.is_empty());
         both.then(|| format!("{cols:?}"))
     })
+    .await;
+    eprintln!("mid-rollout: {mid}");
+    // The screenshot once a new pod is ready beside the old ones.
+    wait_columns(
+        &c,
+        &page,
+        "a ready revision 2 pod beside revision 1's",
+        |cols| {
+            let shown = cols.len() == 2
+                && !cols[0].pods.is_empty()
+                && cols[1].pods.iter().any(|p| p.1 == "pod ok");
+            shown.then_some(())
+        },
+    )
     .await;
     let path = repo_root().join("docs").join("ui-workload.png");
     page.save_screenshot(
@@ -261,7 +289,6 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     )
     .await
     .unwrap_or_else(|e| panic!("screenshot {}: {e}", path.display()));
-    eprintln!("mid-rollout: {mid}");
     wait_columns(&c, &page, "revision 2's three ready pods alone", |cols| {
         settled(cols, "2", V2).then_some(())
     })
@@ -284,11 +311,27 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
 
     // Scale through the page, after confirming.
     click(&page, "#page button[data-action=scale]").await;
-    wait_js::<bool>(&c, &page, "the scale dialog", "document.getElementById('confirm').open").await;
-    let asked: String = eval(&page, "document.getElementById('confirm-title').textContent").await;
+    wait_js::<bool>(
+        &c,
+        &page,
+        "the scale dialog",
+        "document.getElementById('confirm').open",
+    )
+    .await;
+    let asked: String = eval(
+        &page,
+        "document.getElementById('confirm-title').textContent",
+    )
+    .await;
     assert_eq!(asked, "Scale Deployment web");
-    eval::<bool>(&page, "(document.getElementById('confirm-input').select(), true)").await;
-    page.execute(InsertTextParams::new("4")).await.expect("type 4");
+    eval::<bool>(
+        &page,
+        "(document.getElementById('confirm-input').select(), true)",
+    )
+    .await;
+    page.execute(InsertTextParams::new("4"))
+        .await
+        .expect("type 4");
     click(&page, "#confirm-ok").await;
     c.poll("the Deployment scaled to 4", LONG, || async {
         (replicas(&client).await == 4).then_some(())
@@ -307,6 +350,56 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
         (cols.len() == 1 && cols[0].pods.len() == 4).then_some(())
     })
     .await;
+
+    // Undo, as kubectl rollout undo: the template of revision 1 again.
+    click(&page, "#page button[data-action=undo]").await;
+    wait_js::<bool>(
+        &c,
+        &page,
+        "the undo dialog",
+        "document.getElementById('confirm').open",
+    )
+    .await;
+    let text: String = eval(&page, "document.getElementById('confirm-text').textContent").await;
+    assert_eq!(text, format!("Roll back to revision 1 ({V1})."));
+    click(&page, "#confirm-ok").await;
+    c.poll("the Deployment back on v1", LONG, || async {
+        let d = Api::<Deployment>::namespaced(client.clone(), "default")
+            .get("web")
+            .await
+            .ok()?;
+        let d = serde_json::to_value(d).unwrap();
+        (d.pointer("/spec/template/spec/containers/0/image")? == V1).then_some(())
+    })
+    .await;
+    // Restart: the template's restartedAt annotation, as kubectl sets it.
+    click(&page, "#page button[data-action=restart]").await;
+    wait_js::<bool>(
+        &c,
+        &page,
+        "the restart dialog",
+        "document.getElementById('confirm').open",
+    )
+    .await;
+    click(&page, "#confirm-ok").await;
+    let at = c
+        .poll("the restartedAt annotation", LONG, || async {
+            let d = Api::<Deployment>::namespaced(client.clone(), "default")
+                .get("web")
+                .await
+                .ok()?;
+            let d = serde_json::to_value(d).unwrap();
+            let at = d.pointer(
+                "/spec/template/metadata/annotations/kubectl.kubernetes.io~1restartedAt",
+            )?;
+            Some(at.as_str()?.to_string())
+        })
+        .await;
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(&at).is_ok(),
+        "{at:?} is RFC 3339"
+    );
+    assert_eq!(replicas(&client).await, 4);
 
     // A pod's page: the container, and its log followed live.
     go(&page, "#/pod/default/logger").await;
@@ -344,7 +437,14 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     // The HPA's page: its chart from a watch.
     kubectl(
         &c,
-        &["autoscale", "deployment", "web", "--min=1", "--max=5", "--cpu-percent=50"],
+        &[
+            "autoscale",
+            "deployment",
+            "web",
+            "--min=1",
+            "--max=5",
+            "--cpu-percent=50",
+        ],
     );
     go(&page, "#/hpa/default/web").await;
     let series: u32 = wait_js(
@@ -356,7 +456,11 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     )
     .await;
     assert!(series >= 2, "current and desired replicas drawn: {series}");
-    let label: String = eval(&page, "document.querySelector('#page svg.chart title').textContent").await;
+    let label: String = eval(
+        &page,
+        "document.querySelector('#page svg.chart title').textContent",
+    )
+    .await;
     assert!(label.starts_with("Replicas: Current replicas "), "{label}");
 
     // A view-only ServiceAccount: the pages, and no action buttons.
@@ -378,7 +482,10 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
         (cols.len() == 1 && cols[0].pods.len() == 4).then_some(())
     })
     .await;
-    assert!(action_buttons(&c, &tab).await.is_empty(), "no buttons for a viewer");
+    assert!(
+        action_buttons(&c, &tab).await.is_empty(),
+        "no buttons for a viewer"
+    );
     go(&tab, "#/pod/default/logger").await;
     wait_js::<bool>(
         &c,
@@ -388,7 +495,10 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
          document.querySelector('#page pre.log').textContent.includes('the go file is here')",
     )
     .await;
-    assert!(action_buttons(&c, &tab).await.is_empty(), "no buttons for a viewer");
+    assert!(
+        action_buttons(&c, &tab).await.is_empty(),
+        "no buttons for a viewer"
+    );
     let forged: u16 = eval(
         &tab,
         "fetch('/apis/apps/v1/namespaces/default/deployments/web/scale', {method: 'PATCH',

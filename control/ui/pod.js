@@ -116,7 +116,7 @@
         pick.replaceChildren(...names.map((n) => { const o = el('option', null, n); o.value = n; return o; }));
       }
       if (streamed) return;
-      const st = (pod.status.containerStatuses || []).find((c) => c.name === pick.value) || {};
+      const st = ((pod.status || {}).containerStatuses || []).find((c) => c.name === pick.value) || {};
       if ((st.state || {}).running || (st.state || {}).terminated) follow(pick.value);
       else logState.textContent = 'Waiting for ' + pick.value + ' to start…';
     }

@@ -134,16 +134,30 @@
     let pods = new Map();
     let crs = new Map();
 
-    // The Deployment's ReplicaSet of the revision before the current one,
-    // as kubectl rollout undo picks it.
+    // The ReplicaSet of the second highest revision, as kubectl rollout
+    // undo picks it.
     function previous() {
-      const cur = obj ? Number((obj.metadata.annotations || {})['deployment.kubernetes.io/revision'] || 0) : 0;
-      let best = null;
-      for (const rs of sets.values()) {
-        const r = rsRevision(rs);
-        if (r < cur && (!best || r > rsRevision(best))) best = rs;
-      }
-      return best;
+      const list = [...sets.values()].sort((a, b) => rsRevision(b) - rsRevision(a));
+      return list.length > 1 ? list[1] : null;
+    }
+
+    // Templates equal but for the ReplicaSet's pod-template-hash label.
+    function sameTemplate(a, b) {
+      const norm = (v) => {
+        if (Array.isArray(v)) return v.map(norm);
+        if (v && typeof v === 'object') {
+          const o = {};
+          for (const key of Object.keys(v).sort()) o[key] = norm(v[key]);
+          return o;
+        }
+        return v;
+      };
+      const strip = (t) => {
+        const c = JSON.parse(JSON.stringify(t || {}));
+        if (c.metadata && c.metadata.labels) delete c.metadata.labels['pod-template-hash'];
+        return JSON.stringify(norm(c));
+      };
+      return strip(a) === strip(b);
     }
 
     async function undo() {
@@ -151,6 +165,9 @@
       if (d.spec.paused) throw new Error('you cannot rollback a paused deployment; resume it first');
       const prev = previous();
       if (!prev) throw new Error('no rollout history found for deployment "' + name + '"');
+      if (sameTemplate(prev.spec.template, d.spec.template)) {
+        return 'Skipped: the current template already matches revision ' + rsRevision(prev) + '.';
+      }
       const tpl = JSON.parse(JSON.stringify(prev.spec.template));
       if (tpl.metadata && tpl.metadata.labels) delete tpl.metadata.labels['pod-template-hash'];
       const annotations = {};

@@ -74,7 +74,11 @@ pub const ASSETS: &[Asset] = &[
     asset!("/ui/app.css", "app.css", "text/css; charset=utf-8"),
     asset!("/ui/pages.css", "pages.css", "text/css; charset=utf-8"),
     asset!("/ui/pages.js", "pages.js", "text/javascript; charset=utf-8"),
-    asset!("/ui/workload.js", "workload.js", "text/javascript; charset=utf-8"),
+    asset!(
+        "/ui/workload.js",
+        "workload.js",
+        "text/javascript; charset=utf-8"
+    ),
     asset!("/ui/pod.js", "pod.js", "text/javascript; charset=utf-8"),
     asset!("/ui/hpa.js", "hpa.js", "text/javascript; charset=utf-8"),
 ];
