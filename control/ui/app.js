@@ -402,6 +402,28 @@
     showOverview(user);
   }
 
+  // The other pages (pages.js and the files after it) read the cluster
+  // through these; they are told when the user signs in and out.
+  // Their files are fetched once the user has signed in, so the sign-in
+  // page's first load stays index.html, app.js and app.css.
+  window.bosun = { api, follow, describe, el };
+  let pagesLoading = false;
+  const pages = (what) => {
+    if (window.bosunPages) { window.bosunPages[what](); return; }
+    if (what !== 'signedIn' || pagesLoading) return;
+    pagesLoading = true;
+    const css = document.createElement('link');
+    css.rel = 'stylesheet'; css.href = '/ui/pages.css';
+    document.head.append(css);
+    const files = ['pages', 'workload', 'pod', 'hpa'];
+    for (const f of files) {
+      const s = document.createElement('script');
+      s.src = '/ui/' + f + '.js'; s.async = false; // in this order
+      if (f === files[files.length - 1]) s.onload = () => { if (session) pages('signedIn'); };
+      document.head.append(s);
+    }
+  };
+
   function showOverview(user) {
     $('signin').hidden = true;
     $('overview').hidden = false;
@@ -414,6 +436,7 @@
     follow('/api/v1/nodes', nodeHandlers, session.signal);
     restartPods();
     loadNamespaces(session.signal);
+    pages('signedIn');
   }
 
   function signOut(message) {
@@ -429,6 +452,7 @@
     $('signin').hidden = false;
     $('signin-error').textContent = message || '';
     $('token').value = '';
+    pages('signedOut');
   }
 
   document.addEventListener('DOMContentLoaded', () => {

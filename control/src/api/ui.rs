@@ -72,6 +72,15 @@ pub const ASSETS: &[Asset] = &[
     asset!("/ui/", "index.html", "text/html; charset=utf-8"),
     asset!("/ui/app.js", "app.js", "text/javascript; charset=utf-8"),
     asset!("/ui/app.css", "app.css", "text/css; charset=utf-8"),
+    asset!("/ui/pages.css", "pages.css", "text/css; charset=utf-8"),
+    asset!("/ui/pages.js", "pages.js", "text/javascript; charset=utf-8"),
+    asset!(
+        "/ui/workload.js",
+        "workload.js",
+        "text/javascript; charset=utf-8"
+    ),
+    asset!("/ui/pod.js", "pod.js", "text/javascript; charset=utf-8"),
+    asset!("/ui/hpa.js", "hpa.js", "text/javascript; charset=utf-8"),
 ];
 
 /// Whether `path` is the view's (and so answered by [`serve`] without
@@ -168,6 +177,11 @@ mod tests {
             ("/ui/", "text/html"),
             ("/ui/app.js", "text/javascript"),
             ("/ui/app.css", "text/css"),
+            ("/ui/pages.css", "text/css"),
+            ("/ui/pages.js", "text/javascript"),
+            ("/ui/workload.js", "text/javascript"),
+            ("/ui/pod.js", "text/javascript"),
+            ("/ui/hpa.js", "text/javascript"),
         ] {
             let r = get(path, &[]);
             assert_eq!(r.status(), StatusCode::OK, "{path}");
