@@ -290,7 +290,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     ));
     tasks.spawn(kubernetesservice::start(
         apiserver_client.clone(),
-        api_service,
+        api_service.clone(),
     ));
     tasks.spawn(api::allocate::claims::repair(
         store.clone(),
@@ -334,6 +334,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let _ = elected_stop.send(true);
         while elected.join_next().await.is_some() {}
         tasks.shutdown().await;
+        // Out of the kubernetes Service's endpoints at once, not after
+        // its identity Lease's TTL.
+        if let Err(e) = kubernetesservice::leave(&apiserver_client, &api_service).await {
+            tracing::warn!(error = %e, "taking this server out of the kubernetes endpoints");
+        }
     })
     .await;
     if stopped.is_err() {

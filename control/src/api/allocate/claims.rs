@@ -251,3 +251,131 @@ pub async fn repair_once(
     *leaked = still;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EmbeddedStore, StoreOptions};
+
+    fn svc(name: &str, uid: &str, ip: &str, node_port: Option<i64>) -> Value {
+        let mut ports = json!([{"port": 80}]);
+        if let Some(p) = node_port {
+            ports[0]["nodePort"] = json!(p);
+        }
+        json!({"metadata": {"namespace": "default", "name": name, "uid": uid},
+               "spec": {"clusterIP": ip, "clusterIPs": [ip], "ports": ports}})
+    }
+
+    fn store() -> Arc<dyn Store> {
+        Arc::new(EmbeddedStore::in_memory(StoreOptions::default()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn of_two_concurrent_claims_of_one_address_one_wins_and_the_other_keeps_nothing() {
+        let store = store();
+        let a = svc("a", "uid-a", "10.96.0.7", Some(30001));
+        let b = svc("b", "uid-b", "10.96.0.7", Some(30002));
+        let (ta, tb) = tokio::join!(
+            claim_all(store.as_ref(), &a),
+            claim_all(store.as_ref(), &b)
+        );
+        let (ta, tb) = (ta.unwrap(), tb.unwrap());
+        assert!(
+            ta.is_empty() != tb.is_empty(),
+            "exactly one wins: {ta:?} {tb:?}"
+        );
+        let loser_port = if ta.is_empty() { 30002 } else { 30001 };
+        let (ports, _) = store.list(PORT_PREFIX).await.unwrap();
+        let ports: Vec<&str> = ports.iter().map(|kv| kv.key.as_str()).collect();
+        assert!(
+            !ports.contains(&format!("{PORT_PREFIX}{loser_port}").as_str()),
+            "the loser's node port stayed claimed: {ports:?}"
+        );
+        // Claiming again what one holds already is fine.
+        let winner = if ta.is_empty() { &a } else { &b };
+        assert!(claim_all(store.as_ref(), winner).await.unwrap().is_empty());
+        release(store.as_ref(), winner).await;
+        assert!(store.list(IP_PREFIX).await.unwrap().0.is_empty());
+    }
+
+    #[tokio::test]
+    async fn repair_claims_for_services_without_and_frees_leaks_after_three_runs() {
+        let store = store();
+        let services = bosun::resources::by_name("services").unwrap();
+        let held = svc("held", "uid-h", "10.96.0.8", Some(30010));
+        store
+            .create(
+                &services.storage_key(Some("default"), "held"),
+                serde_json::to_vec(&held).unwrap(),
+            )
+            .await
+            .unwrap();
+        let gone = svc("gone", "uid-g", "10.96.0.9", None);
+        assert!(claim_all(store.as_ref(), &gone).await.unwrap().is_empty());
+        let mut leaked = HashMap::new();
+        let keys = |store: Arc<dyn Store>| async move {
+            let mut keys: Vec<String> = store.list("/registry/ranges/").await.unwrap().0
+                .into_iter().map(|kv| kv.key).collect();
+            keys.sort();
+            keys
+        };
+        repair_once(store.as_ref(), &mut leaked).await.unwrap();
+        assert_eq!(
+            keys(store.clone()).await,
+            [
+                format!("{IP_PREFIX}10.96.0.8"),
+                format!("{IP_PREFIX}10.96.0.9"),
+                format!("{PORT_PREFIX}30010")
+            ]
+        );
+        repair_once(store.as_ref(), &mut leaked).await.unwrap();
+        assert!(keys(store.clone()).await.contains(&format!("{IP_PREFIX}10.96.0.9")));
+        repair_once(store.as_ref(), &mut leaked).await.unwrap();
+        assert_eq!(
+            keys(store.clone()).await,
+            [format!("{IP_PREFIX}10.96.0.8"), format!("{PORT_PREFIX}30010")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_create_that_fails_or_is_a_dry_run_and_a_delete_release_the_claims() {
+        use k8s_openapi::api::core::v1::Service;
+        use kube::api::{DeleteParams, PostParams};
+        let api = crate::toolkit::testing::TestApi::start().await;
+        let claimed = |store: Arc<dyn Store>| async move {
+            store.list("/registry/ranges/").await.unwrap().0.len()
+        };
+        let body = |ns: &str| -> Service {
+            serde_json::from_value(json!({"metadata": {"name": "web", "namespace": ns},
+                "spec": {"type": "NodePort", "ports": [{"port": 80}]}}))
+            .unwrap()
+        };
+        let missing = api.api::<Service>(Some("no-such-namespace"));
+        missing
+            .create(&PostParams::default(), &body("no-such-namespace"))
+            .await
+            .unwrap_err();
+        let dry = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let services = api.api::<Service>(Some("default"));
+        services.create(&dry, &body("default")).await.unwrap();
+        crate::toolkit::testing::eventually(
+            "the failed and the dry-run creates' claims released",
+            Duration::from_secs(10),
+            || async { (claimed(api.store.clone()).await == 0).then_some(()) },
+        )
+        .await;
+        services
+            .create(&PostParams::default(), &body("default"))
+            .await
+            .unwrap();
+        assert_eq!(claimed(api.store.clone()).await, 2, "cluster IP and node port");
+        services
+            .delete("web", &DeleteParams::default())
+            .await
+            .unwrap();
+        assert_eq!(claimed(api.store.clone()).await, 0);
+    }
+}
