@@ -14,8 +14,10 @@ use crate::api::{allocate, ApiState};
 
 pub struct ServiceStrategy;
 
-/// How often a create chooses again after losing its choice to another.
-const CLAIM_TRIES: usize = 8;
+/// How often a create chooses again after losing its choice to another
+/// (node ports are picked lowest first, so concurrent creates of NodePort
+/// Services lose to each other in turn).
+const CLAIM_TRIES: usize = 100;
 
 #[async_trait]
 impl Strategy for ServiceStrategy {
