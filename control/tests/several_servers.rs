@@ -71,14 +71,19 @@ async fn sigterm_hands_both_leases_to_the_other_server_at_once() {
     // The second campaigns but does not take a held lease.
     let leases: Api<Lease> = Api::namespaced(c2.clone(), "kube-system");
     let before = leases.get("kube-scheduler").await.unwrap().spec.unwrap();
-    assert_eq!(before.holder_identity.as_deref(), Some(first_scheduler.as_str()));
+    assert_eq!(
+        before.holder_identity.as_deref(),
+        Some(first_scheduler.as_str())
+    );
     assert!(
         first_scheduler.contains('_'),
         "holderIdentity is <hostname>_<uuid>: {first_scheduler}"
     );
-    wait_for("the second server's log to show it campaigning", Duration::from_secs(30), || {
-        two.log().contains("campaigning").then_some(())
-    });
+    wait_for(
+        "the second server's log to show it campaigning",
+        Duration::from_secs(30),
+        || two.log().contains("campaigning").then_some(()),
+    );
 
     let sent = Instant::now();
     one.terminate();

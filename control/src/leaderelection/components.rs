@@ -19,8 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::{
-    identity, LeaderElectionOptions, LeaderElector, Term, CONTROLLER_MANAGER_LEASE,
-    SCHEDULER_LEASE,
+    identity, LeaderElectionOptions, LeaderElector, Term, CONTROLLER_MANAGER_LEASE, SCHEDULER_LEASE,
 };
 use crate::auth::user::{self, UserInfo};
 use crate::manager::{self, ControllerOptions};
@@ -84,9 +83,11 @@ pub fn start(
     tracing::info!(%identity, "leader election: campaigning for the scheduler's and the controller manager's Leases");
     let components: [(&str, &str, fn(&str) -> bool); 2] = [
         (SCHEDULER_LEASE, user::KUBE_SCHEDULER, is_scheduler),
-        (CONTROLLER_MANAGER_LEASE, user::KUBE_CONTROLLER_MANAGER, |n| {
-            !is_scheduler(n)
-        }),
+        (
+            CONTROLLER_MANAGER_LEASE,
+            user::KUBE_CONTROLLER_MANAGER,
+            |n| !is_scheduler(n),
+        ),
     ];
     for (lease, user, which) in components {
         // Each candidate writes its Lease as its component's user, held

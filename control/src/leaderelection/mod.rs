@@ -132,12 +132,7 @@ pub struct LeaderElector {
 
 impl LeaderElector {
     /// A candidate for `kube-system/<name>` writing through `client`.
-    pub fn new(
-        client: Client,
-        name: &str,
-        identity: &str,
-        options: LeaderElectionOptions,
-    ) -> Self {
+    pub fn new(client: Client, name: &str, identity: &str, options: LeaderElectionOptions) -> Self {
         LeaderElector {
             api: Api::namespaced(client, NAMESPACE),
             name: name.to_string(),

@@ -275,10 +275,7 @@ mod tests {
         let store = store();
         let a = svc("a", "uid-a", "10.96.0.7", Some(30001));
         let b = svc("b", "uid-b", "10.96.0.7", Some(30002));
-        let (ta, tb) = tokio::join!(
-            claim_all(store.as_ref(), &a),
-            claim_all(store.as_ref(), &b)
-        );
+        let (ta, tb) = tokio::join!(claim_all(store.as_ref(), &a), claim_all(store.as_ref(), &b));
         let (ta, tb) = (ta.unwrap(), tb.unwrap());
         assert!(
             ta.is_empty() != tb.is_empty(),
@@ -314,8 +311,14 @@ mod tests {
         assert!(claim_all(store.as_ref(), &gone).await.unwrap().is_empty());
         let mut leaked = HashMap::new();
         let keys = |store: Arc<dyn Store>| async move {
-            let mut keys: Vec<String> = store.list("/registry/ranges/").await.unwrap().0
-                .into_iter().map(|kv| kv.key).collect();
+            let mut keys: Vec<String> = store
+                .list("/registry/ranges/")
+                .await
+                .unwrap()
+                .0
+                .into_iter()
+                .map(|kv| kv.key)
+                .collect();
             keys.sort();
             keys
         };
@@ -329,11 +332,16 @@ mod tests {
             ]
         );
         repair_once(store.as_ref(), &mut leaked).await.unwrap();
-        assert!(keys(store.clone()).await.contains(&format!("{IP_PREFIX}10.96.0.9")));
+        assert!(keys(store.clone())
+            .await
+            .contains(&format!("{IP_PREFIX}10.96.0.9")));
         repair_once(store.as_ref(), &mut leaked).await.unwrap();
         assert_eq!(
             keys(store.clone()).await,
-            [format!("{IP_PREFIX}10.96.0.8"), format!("{PORT_PREFIX}30010")]
+            [
+                format!("{IP_PREFIX}10.96.0.8"),
+                format!("{PORT_PREFIX}30010")
+            ]
         );
     }
 
@@ -371,7 +379,11 @@ mod tests {
             .create(&PostParams::default(), &body("default"))
             .await
             .unwrap();
-        assert_eq!(claimed(api.store.clone()).await, 2, "cluster IP and node port");
+        assert_eq!(
+            claimed(api.store.clone()).await,
+            2,
+            "cluster IP and node port"
+        );
         services
             .delete("web", &DeleteParams::default())
             .await

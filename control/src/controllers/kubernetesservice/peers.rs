@@ -150,7 +150,10 @@ pub async fn live(client: &Client) -> Result<Vec<SocketAddr>, kube::Error> {
         let Some(renewed) = spec.renew_time.as_ref().map(age) else {
             continue;
         };
-        let duration = f64::from(spec.lease_duration_seconds.unwrap_or(LEASE_DURATION_SECONDS));
+        let duration = f64::from(
+            spec.lease_duration_seconds
+                .unwrap_or(LEASE_DURATION_SECONDS),
+        );
         if renewed > duration {
             if let Some(name) = &lease.metadata.name {
                 let _ = leases.delete(name, &DeleteParams::default()).await;

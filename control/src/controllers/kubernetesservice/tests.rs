@@ -220,7 +220,10 @@ async fn the_endpoints_list_every_live_api_server_and_a_leaving_one_goes_at_once
     // The identity Leases, as upstream labels them.
     let leases = api
         .api::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"))
-        .list(&kube::api::ListParams::default().labels("apiserver.kubernetes.io/identity=kube-apiserver"))
+        .list(
+            &kube::api::ListParams::default()
+                .labels("apiserver.kubernetes.io/identity=kube-apiserver"),
+        )
         .await
         .unwrap();
     assert_eq!(leases.items.len(), 3);
