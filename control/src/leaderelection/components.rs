@@ -55,6 +55,9 @@ impl Term for ControllerTerm {
     }
 }
 
+/// Picks the `--controllers` loops one component runs.
+type Picks = fn(&str) -> bool;
+
 fn is_scheduler(name: &str) -> bool {
     name == "scheduler"
 }
@@ -81,7 +84,7 @@ pub fn start(
     }
     let identity = identity();
     tracing::info!(%identity, "leader election: campaigning for the scheduler's and the controller manager's Leases");
-    let components: [(&str, &str, fn(&str) -> bool); 2] = [
+    let components: [(&str, &str, Picks); 2] = [
         (SCHEDULER_LEASE, user::KUBE_SCHEDULER, is_scheduler),
         (
             CONTROLLER_MANAGER_LEASE,
