@@ -17,6 +17,7 @@
 pub mod api;
 pub mod auth;
 pub mod controllers;
+pub mod leaderelection;
 pub mod manager;
 pub mod observe;
 pub mod scheduler;

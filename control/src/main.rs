@@ -10,6 +10,7 @@ use bosun_control::controllers::nodeipam::NodeIpamOptions;
 use bosun_control::controllers::nodelifecycle::NodeLifecycleOptions;
 use bosun_control::controllers::podautoscaler::PodAutoscalerOptions;
 use bosun_control::controllers::podgc::PodGcOptions;
+use bosun_control::leaderelection::LeaderElectionOptions;
 use bosun_control::manager::ControllerOptions;
 use bosun_control::server::{self, Config};
 use bosun_control::snapshot::PeriodicOptions;
@@ -185,6 +186,24 @@ struct Args {
     #[arg(long, value_name = "MODE=LEVEL[:VERSION],...", default_value = "",
           value_parser = PodSecurityPolicy::parse_defaults)]
     pod_security_default: PodSecurityPolicy,
+    /// Run the scheduler and the controllers only while this process
+    /// holds their Leases in kube-system (`kube-scheduler`,
+    /// `kube-controller-manager`), as upstream's `--leader-elect`, so that
+    /// several control planes can share one etcd; `--leader-elect=false`
+    /// runs them unconditionally.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: bool,
+    /// How long a candidate waits after the holder's last renewal it saw
+    /// before taking the Lease over.
+    #[arg(long, default_value = "15s", value_parser = parse_positive_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the holder keeps trying to renew before it stops leading.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How long candidates wait between tries to acquire or renew.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    leader_elect_retry_period: Duration,
     #[command(flatten)]
     connections: ConnectionFlags,
 }
@@ -285,6 +304,16 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("error: {e}");
         std::process::exit(2);
     }
+    let leader_election = LeaderElectionOptions {
+        enabled: args.leader_elect,
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    };
+    if let Err(e) = leader_election.validate() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     let max_token = args.service_account_max_token_expiration.as_secs();
     if max_token != 0 && !(3600..=1 << 32).contains(&max_token) {
         eprintln!("error: --service-account-max-token-expiration must be between 1 hour and 2^32 seconds (0: no maximum)");
@@ -332,6 +361,7 @@ async fn main() -> anyhow::Result<()> {
             max_requests_inflight: args.max_requests_inflight + args.max_mutating_requests_inflight,
         },
         controllers,
+        leader_election,
         snapshots,
         shutdown_grace_period: args.shutdown_grace_period,
         connections: args.connections.limits(Limits::API_SERVER),

@@ -246,9 +246,20 @@ pub fn shared_in_process(
 /// Sets up every enabled controller, starts the shared caches and returns
 /// the controllers' loops (spawn them; abort them to stop).
 pub fn start(shared: &Arc<Shared>, options: &ControllerOptions) -> Vec<BoxFuture<'static, ()>> {
+    start_matching(shared, options, |_| true)
+}
+
+/// [`start`] for the enabled controllers `which` picks by name (the
+/// scheduler alone, or every controller but it, when each runs under its
+/// own elected Lease).
+pub fn start_matching(
+    shared: &Arc<Shared>,
+    options: &ControllerOptions,
+    which: impl Fn(&str) -> bool,
+) -> Vec<BoxFuture<'static, ()>> {
     let mut loops = Vec::new();
     for controller in CONTROLLERS {
-        if !options.enabled(controller.name) {
+        if !options.enabled(controller.name) || !which(controller.name) {
             continue;
         }
         let fut = (controller.start)(shared, options);

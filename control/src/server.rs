@@ -14,12 +14,12 @@ use crate::api::aggregator::{self, Aggregator};
 use crate::api::{self, ApiOptions, ApiState};
 use crate::auth;
 use crate::controllers::kubernetesservice::{self, KubernetesServiceOptions};
+use crate::leaderelection::{components, LeaderElectionOptions};
 use crate::manager::{self, ControllerOptions};
 use crate::observe;
 use crate::store::{EmbeddedStore, EtcdOptions, EtcdStore, Store, StoreError, StoreOptions};
 use crate::tls;
 use crate::tokens::TokenIssuer;
-use crate::toolkit::SystemClock;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -41,6 +41,8 @@ pub struct Config {
     pub api: ApiOptions,
     /// Which controllers (and the scheduler) run in this process.
     pub controllers: ControllerOptions,
+    /// Whether they run only while this process holds their Leases.
+    pub leader_election: LeaderElectionOptions,
     /// Periodic snapshots of the store (`--snapshot-interval`), if any.
     pub snapshots: Option<crate::snapshot::PeriodicOptions>,
     /// How long a SIGTERM may take: in-flight requests get this long to
@@ -255,18 +257,24 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     .await?;
     tracing::info!(%addr, data_dir = %config.data_dir.display(), "bosun-control is serving");
 
-    let shared = manager::shared_in_process(router.clone(), Arc::new(SystemClock));
     let controllers = ControllerOptions {
         root_ca: pki.ca_pem.clone(),
         cluster_signing_dir: Some(config.data_dir.clone()),
         ..config.controllers.clone()
     };
-    // Every task that talks to the API in process, so that shutdown can
-    // cancel them all.
+    // The scheduler and the controllers, elected (or not, with
+    // --leader-elect=false); stopped first on shutdown, through
+    // `elected_stop`, so that held Leases are released.
+    let (elected_stop, elected_stop_rx) = tokio::sync::watch::channel(false);
+    let mut elected = components::start(
+        router.clone(),
+        controllers,
+        &config.leader_election,
+        elected_stop_rx,
+    );
+    // Every other task that talks to the API in process, so that shutdown
+    // can cancel them all.
     let mut tasks = tokio::task::JoinSet::new();
-    for controller in manager::start(&shared, &controllers) {
-        tasks.spawn(controller);
-    }
     if config.bind.ip().is_loopback() && advertise.is_some_and(|a| !a.is_loopback()) {
         tracing::warn!(
             bind = %config.bind.ip(),
@@ -282,7 +290,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     ));
     tasks.spawn(kubernetesservice::start(
         apiserver_client.clone(),
-        api_service,
+        api_service.clone(),
+    ));
+    tasks.spawn(api::allocate::claims::repair(
+        store.clone(),
+        std::time::Duration::from_secs(30),
     ));
     tasks.spawn(rbac.follow());
     tasks.spawn(node_graph.follow());
@@ -319,8 +331,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // other in-process clients, while the API still answers them: ended
     // watches would only bring them back for more.
     let stopped = tokio::time::timeout_at(deadline, async {
+        let _ = elected_stop.send(true);
+        while elected.join_next().await.is_some() {}
         tasks.shutdown().await;
-        shared.informers.stop().await;
+        // Out of the kubernetes Service's endpoints at once, not after
+        // its identity Lease's TTL.
+        if let Err(e) = kubernetesservice::leave(&apiserver_client, &api_service).await {
+            tracing::warn!(error = %e, "taking this server out of the kubernetes endpoints");
+        }
     })
     .await;
     if stopped.is_err() {

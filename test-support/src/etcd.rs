@@ -139,3 +139,137 @@ impl Drop for Etcd {
         let _ = self.child.wait();
     }
 }
+
+/// A throwaway etcd cluster of several members on free loopback ports,
+/// their data in one temp dir; every member is killed (by its own pid)
+/// and the dir removed when the handle drops, also on panic.
+pub struct EtcdCluster {
+    // Dropped in this order: the processes, then their data dir.
+    members: Vec<Option<Child>>,
+    client_ports: Vec<u16>,
+    dir: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits until every one is healthy; None, with
+    /// the reason printed, when etcd is not installed.
+    pub fn start(n: usize) -> Option<EtcdCluster> {
+        if !installed() {
+            eprintln!("skipping: etcd is not installed (apt-get install -y etcd-server)");
+            return None;
+        }
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::try_start(n) {
+                Ok(cluster) => return Some(cluster),
+                Err(e) => last = e,
+            }
+        }
+        panic!("the etcd cluster did not start: {last}");
+    }
+
+    fn try_start(n: usize) -> Result<EtcdCluster, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("bosun-test-etcd-cluster.")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect();
+        let token = format!("bosun-test-{}", std::process::id());
+        let mut cluster = EtcdCluster {
+            members: Vec::new(),
+            client_ports: ports.iter().map(|(c, _)| *c).collect(),
+            dir,
+        };
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let client = format!("http://127.0.0.1:{client}");
+            let peer = format!("http://127.0.0.1:{peer}");
+            let log = std::fs::File::create(cluster.dir.path().join(format!("m{i}.log")))
+                .map_err(|e| e.to_string())?;
+            let child = dies_with_test("etcd")
+                .arg(format!("--name=m{i}"))
+                .arg(format!(
+                    "--data-dir={}",
+                    cluster.dir.path().join(format!("m{i}")).display()
+                ))
+                .arg(format!("--listen-client-urls={client}"))
+                .arg(format!("--advertise-client-urls={client}"))
+                .arg(format!("--listen-peer-urls={peer}"))
+                .arg(format!("--initial-advertise-peer-urls={peer}"))
+                .arg(format!("--initial-cluster={}", initial.join(",")))
+                .arg(format!("--initial-cluster-token={token}"))
+                .arg("--initial-cluster-state=new")
+                .arg("--log-level=warn")
+                .arg("--logger=zap")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("starting etcd: {e}"))?;
+            cluster.members.push(Some(child));
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            for m in cluster.members.iter_mut().flatten() {
+                if let Ok(Some(status)) = m.try_wait() {
+                    return Err(format!("an etcd member exited ({status})"));
+                }
+            }
+            if (0..n).all(|i| cluster.healthy(i)) {
+                return Ok(cluster);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err("the etcd cluster was not healthy after 60 s".into())
+    }
+
+    /// Member `i`'s `/health` says so (it has a leader and answers).
+    pub fn healthy(&self, i: usize) -> bool {
+        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.client_ports[i])) else {
+            return false;
+        };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        if conn
+            .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut out = String::new();
+        let _ = conn.read_to_string(&mut out);
+        out.contains("\"health\":\"true\"")
+    }
+
+    /// `--store` for bosun-control: every member.
+    pub fn store_url(&self) -> String {
+        let endpoints: Vec<String> = self
+            .client_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("etcd://{}", endpoints.join(","))
+    }
+
+    /// Kills member `i` with SIGKILL.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}

@@ -15,7 +15,7 @@ use super::error::{ApiError, ApiResult};
 use super::managed;
 use super::object::{self, meta_str, metadata_mut};
 use super::request::{dry_run, namespace_of, respond};
-use super::{admission, storage_resource, strategy, ApiRequest, ApiState};
+use super::{admission, allocate, storage_resource, strategy, ApiRequest, ApiState};
 
 async fn check_namespace(state: &ApiState, res: &ResourceInfo, ns: Option<&str>) -> ApiResult<()> {
     if !res.namespaced {
@@ -140,6 +140,12 @@ pub(super) async fn create_object(
     if errors.is_empty() {
         errors = strategy.allocate(state, &mut obj).await?;
     }
+    // What the allocation claimed goes again unless the object is stored.
+    let unclaim = allocate::claims::Unclaim::new(
+        &state.store,
+        errors.is_empty() && res.group.is_empty() && res.plural == "services",
+        &obj,
+    );
     if !errors.is_empty() {
         return Err(ApiError::invalid(res, &name, &errors));
     }
@@ -160,6 +166,7 @@ pub(super) async fn create_object(
         .create(&key, object::to_store(stored.as_ref().unwrap_or(&obj)))
         .await
         .map_err(|e| ApiError::from_store(e, res, &name))?;
+    unclaim.disarm();
     object::set_resource_version(&mut obj, rev);
     Ok(respond(req, StatusCode::CREATED, obj, &warnings))
 }

@@ -105,6 +105,11 @@ pub(super) async fn store_delete(
     mut last: Value,
 ) -> Result<Value, StoreError> {
     let rev = state.store.delete(&kv.key, kv.mod_revision).await?;
+    if kv.key.starts_with("/registry/services/") {
+        // Its cluster IP and node ports are free again (the allocation
+        // repair loop releases them if this does not).
+        super::allocate::claims::release(state.store.as_ref(), &last).await;
+    }
     object::set_resource_version(&mut last, rev);
     Ok(last)
 }

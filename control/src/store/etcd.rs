@@ -232,6 +232,34 @@ fn is_compacted(e: &etcd_client::Error) -> bool {
         .contains("required revision has been compacted")
 }
 
+/// Whether `e` failed before reaching any member: the client's balanced
+/// channel keeps sending to a member that is down (connection refused),
+/// so such a request, never received, is sent again and goes to another.
+fn unreached(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("tcp connect error")
+}
+
+/// How often a request that reached no member is sent again.
+const UNREACHED_TRIES: usize = 8;
+
+/// `request` until it reaches a member (see [`unreached`]).
+async fn reaching<T, F, Fut>(mut request: F) -> std::result::Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    let mut tries = 0;
+    loop {
+        match request().await {
+            Err(e) if unreached(&e) && tries + 1 < UNREACHED_TRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 pub struct EtcdStore {
     shared: Arc<Shared>,
     compactor: Option<tokio::task::JoinHandle<()>>,
@@ -291,7 +319,12 @@ impl EtcdStore {
     }
 
     async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse> {
-        self.shared.kv.clone().txn(txn).await.map_err(etcd_error)
+        reaching(|| {
+            let (mut kv, txn) = (self.shared.kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await
+        .map_err(etcd_error)
     }
 
     /// A compare-and-swap on `key`'s mod revision: `op` if it is at
@@ -335,7 +368,7 @@ impl EtcdStore {
             .prefix_key(prefix)
             .map_err(|e| etcd_client::Error::InvalidArgs(e.to_string()))?;
         let end = range_end(&start);
-        let mut kv = shared.kv.clone();
+        let kv = shared.kv.clone();
         let mut items = Vec::new();
         let mut from = start;
         let mut revision = 0;
@@ -346,7 +379,11 @@ impl EtcdStore {
             if revision != 0 {
                 options = options.with_revision(revision as i64);
             }
-            let resp = kv.get(from.clone(), Some(options)).await?;
+            let resp = reaching(|| {
+                let (mut kv, from, options) = (kv.clone(), from.clone(), options.clone());
+                async move { kv.get(from, Some(options)).await }
+            })
+            .await?;
             if revision == 0 {
                 revision = shared.seen(resp.header());
             }
@@ -371,13 +408,13 @@ impl EtcdStore {
 #[async_trait::async_trait]
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        let resp = self
-            .shared
-            .kv
-            .clone()
-            .get(self.shared.key(key)?, None)
-            .await
-            .map_err(etcd_error)?;
+        let etcd_key = self.shared.key(key)?;
+        let resp = reaching(|| {
+            let (mut kv, etcd_key) = (self.shared.kv.clone(), etcd_key.clone());
+            async move { kv.get(etcd_key, None).await }
+        })
+        .await
+        .map_err(etcd_error)?;
         self.shared.seen(resp.header());
         resp.kvs()
             .first()

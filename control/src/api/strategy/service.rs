@@ -7,24 +7,54 @@ use bosun::validation::FieldError;
 use serde_json::{json, Value};
 
 use super::Strategy;
-use crate::api::error::ApiResult;
+use crate::api::allocate::claims;
+use crate::api::error::{ApiError, ApiResult};
 use crate::api::request::list_all;
 use crate::api::{allocate, ApiState};
 
 pub struct ServiceStrategy;
+
+/// How often a create chooses again after losing its choice to another
+/// (node ports are picked lowest first, so concurrent creates of NodePort
+/// Services lose to each other in turn).
+const CLAIM_TRIES: usize = 100;
 
 #[async_trait]
 impl Strategy for ServiceStrategy {
     async fn allocate(&self, state: &ApiState, obj: &mut Value) -> ApiResult<Vec<FieldError>> {
         let res = bosun::resources::by_name("services").expect("served");
         let services = list_all(state, res).await?;
-        let (ips, ports) = allocate::held_by(&services);
-        Ok(
-            allocate::service(&state.options.service_range, obj, &ips, &ports)
-                .err()
-                .into_iter()
-                .collect(),
-        )
+        let (mut ips, mut ports) = allocate::held_by(&services);
+        // Chosen from what the listed Services hold, then claimed in the
+        // store; what another API server (or a concurrent create) claimed
+        // in between is taken as held and the choice made again.
+        let requested = obj.clone();
+        for _ in 0..CLAIM_TRIES {
+            *obj = requested.clone();
+            if let Err(e) = allocate::service(&state.options.service_range, obj, &ips, &ports) {
+                return Ok(vec![e]);
+            }
+            let taken = claims::claim_all(state.store.as_ref(), obj)
+                .await
+                .map_err(|e| ApiError::from_store(e, res, ""))?;
+            if taken.is_empty() {
+                return Ok(Vec::new());
+            }
+            for key in taken {
+                if let Some(ip) = key.strip_prefix(claims::IP_PREFIX) {
+                    ips.insert(ip.to_string());
+                } else if let Some(port) = key.strip_prefix(claims::PORT_PREFIX) {
+                    ports.extend(port.parse::<i64>().ok());
+                }
+            }
+        }
+        Err(ApiError::from_store(
+            crate::store::StoreError::Backend(
+                "could not claim a cluster IP or node port: too many concurrent allocations".into(),
+            ),
+            res,
+            "",
+        ))
     }
 
     fn prepare_for_update(&self, current: &Value, next: &mut Value) {

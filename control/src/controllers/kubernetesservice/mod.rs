@@ -14,17 +14,20 @@
 //!   missing, its ports and type put back when changed;
 //! - its Endpoints (labelled `endpointslice.kubernetes.io/skip-mirror`)
 //!   and its EndpointSlice (named `kubernetes`, without the managed-by
-//!   label, so the EndpointSlice controller leaves it alone): the
-//!   control plane's advertised address and secure port.
+//!   label, so the EndpointSlice controller leaves it alone): every live
+//!   API server's advertised address and secure port, from their identity
+//!   Leases ([`peers`], upstream's lease endpoint reconciler); a server
+//!   stopping takes itself out ([`leave`]).
 //!
 //! It runs in the API server's process, not as one of the `--controllers`:
 //! every control plane serves this Service. It looks again every 10s, as
 //! upstream does, and at once when one of the three objects changes.
 
+pub mod peers;
 #[cfg(test)]
 mod tests;
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -85,12 +88,30 @@ fn service_ports(o: &KubernetesServiceOptions) -> Value {
     json!([{"name": PORT_NAME, "protocol": "TCP", "port": SERVICE_PORT, "targetPort": o.port}])
 }
 
-fn endpoint_ports(o: &KubernetesServiceOptions) -> Value {
-    json!([{"name": PORT_NAME, "port": o.port, "protocol": "TCP"}])
-}
-
 /// The Endpoints as they should be, given an advertise address.
 pub fn desired_endpoints(o: &KubernetesServiceOptions, ip: IpAddr) -> Value {
+    endpoints_for(&[SocketAddr::new(ip, o.port)])
+}
+
+/// The Endpoints listing every live API server (sorted): one subset per
+/// secure port (one in any cluster whose servers share a port).
+pub fn endpoints_for(servers: &[SocketAddr]) -> Value {
+    let mut ports: Vec<u16> = servers.iter().map(|s| s.port()).collect();
+    ports.dedup();
+    ports.sort_unstable();
+    ports.dedup();
+    let subsets: Vec<Value> = ports
+        .iter()
+        .map(|port| {
+            let addresses: Vec<Value> = servers
+                .iter()
+                .filter(|s| s.port() == *port)
+                .map(|s| json!({"ip": s.ip().to_string()}))
+                .collect();
+            json!({"addresses": addresses,
+                   "ports": [{"name": PORT_NAME, "port": port, "protocol": "TCP"}]})
+        })
+        .collect();
     json!({
         "apiVersion": "v1",
         "kind": "Endpoints",
@@ -99,13 +120,28 @@ pub fn desired_endpoints(o: &KubernetesServiceOptions, ip: IpAddr) -> Value {
             "namespace": NAMESPACE,
             "labels": {SKIP_MIRROR_LABEL: "true"},
         },
-        "subsets": [{"addresses": [{"ip": ip.to_string()}], "ports": endpoint_ports(o)}],
+        "subsets": subsets,
     })
 }
 
 /// The EndpointSlice as it should be, given an advertise address.
 pub fn desired_slice(o: &KubernetesServiceOptions, ip: IpAddr) -> Value {
-    json!({
+    slice_for(&[SocketAddr::new(ip, o.port)]).expect("one server")
+}
+
+/// The EndpointSlice listing the live API servers of the lowest secure
+/// port and address family (a slice has one set of ports; servers on
+/// other ports, only possible when they share a host, are in the
+/// Endpoints alone). None without servers.
+pub fn slice_for(servers: &[SocketAddr]) -> Option<Value> {
+    let first = servers.iter().min_by_key(|s| (s.port(), s.is_ipv6()))?;
+    let same = |s: &&SocketAddr| s.port() == first.port() && s.is_ipv6() == first.is_ipv6();
+    let endpoints: Vec<Value> = servers
+        .iter()
+        .filter(same)
+        .map(|s| json!({"addresses": [s.ip().to_string()], "conditions": {"ready": true}}))
+        .collect();
+    Some(json!({
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
         "metadata": {
@@ -113,10 +149,10 @@ pub fn desired_slice(o: &KubernetesServiceOptions, ip: IpAddr) -> Value {
             "namespace": NAMESPACE,
             "labels": {SERVICE_NAME_LABEL: NAME},
         },
-        "addressType": if ip.is_ipv6() { "IPv6" } else { "IPv4" },
-        "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
-        "ports": endpoint_ports(o),
-    })
+        "addressType": if first.is_ipv6() { "IPv6" } else { "IPv4" },
+        "endpoints": endpoints,
+        "ports": [{"name": PORT_NAME, "port": first.port(), "protocol": "TCP"}],
+    }))
 }
 
 /// The ports as the Service format check compares them (name, port,
@@ -201,8 +237,41 @@ pub fn slice_repair(live: &Value, want: &Value) -> Result<Option<Value>, ()> {
     })))
 }
 
-/// One pass: the Service, then its Endpoints and EndpointSlice.
+/// One pass: this server's identity Lease renewed, the Service, then its
+/// Endpoints and EndpointSlice listing every live API server.
 pub async fn reconcile(client: &Client, o: &KubernetesServiceOptions) -> Result<(), kube::Error> {
+    let own = o.advertise.map(|ip| SocketAddr::new(ip, o.port));
+    if let Some(own) = own {
+        peers::renew(client, own).await?;
+    }
+    let mut servers = peers::live(client).await?;
+    servers.extend(own);
+    servers.sort();
+    servers.dedup();
+    reconcile_with(client, o, &servers).await
+}
+
+/// Takes this server out of the endpoints at once (on shutdown), as
+/// upstream's lease reconciler's `RemoveEndpoints`.
+pub async fn leave(client: &Client, o: &KubernetesServiceOptions) -> Result<(), kube::Error> {
+    let Some(ip) = o.advertise else {
+        return Ok(());
+    };
+    let own = SocketAddr::new(ip, o.port);
+    peers::remove(client, own).await?;
+    let servers: Vec<SocketAddr> = peers::live(client)
+        .await?
+        .into_iter()
+        .filter(|s| *s != own)
+        .collect();
+    reconcile_with(client, o, &servers).await
+}
+
+async fn reconcile_with(
+    client: &Client,
+    o: &KubernetesServiceOptions,
+    servers: &[SocketAddr],
+) -> Result<(), kube::Error> {
     let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
     match services.get_opt(NAME).await? {
         None => {
@@ -215,6 +284,20 @@ pub async fn reconcile(client: &Client, o: &KubernetesServiceOptions) -> Result<
         }
         Some(live) => {
             let live = serde_json::to_value(&live).expect("serializable");
+            // Servers on one host listen on different ports: the target
+            // port of any live one is right (the endpoints say which).
+            let target = live
+                .pointer("/spec/ports/0/targetPort")
+                .and_then(Value::as_u64);
+            let o = match target {
+                Some(t) if servers.iter().any(|s| u64::from(s.port()) == t) => {
+                    &KubernetesServiceOptions {
+                        port: t as u16,
+                        ..o.clone()
+                    }
+                }
+                _ => o,
+            };
             if let Some(patch) = service_repair(&live, o) {
                 tracing::info!("putting the kubernetes Service's ports back");
                 services
@@ -223,11 +306,11 @@ pub async fn reconcile(client: &Client, o: &KubernetesServiceOptions) -> Result<
             }
         }
     }
-    let Some(ip) = o.advertise else {
+    if o.advertise.is_none() {
         return Ok(());
-    };
+    }
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), NAMESPACE);
-    let want = desired_endpoints(o, ip);
+    let want = endpoints_for(servers);
     match endpoints.get_opt(NAME).await? {
         None => {
             let obj: Endpoints = serde_json::from_value(want).expect("Endpoints");
@@ -240,7 +323,7 @@ pub async fn reconcile(client: &Client, o: &KubernetesServiceOptions) -> Result<
         Some(live) => {
             let live = serde_json::to_value(&live).expect("serializable");
             if let Some(patch) = endpoints_repair(&live, &want) {
-                tracing::info!(%ip, "repairing the kubernetes Endpoints");
+                tracing::info!(?servers, "updating the kubernetes Endpoints");
                 endpoints
                     .patch(NAME, &PatchParams::default(), &Patch::Merge(patch))
                     .await?;
@@ -248,7 +331,9 @@ pub async fn reconcile(client: &Client, o: &KubernetesServiceOptions) -> Result<
         }
     }
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NAMESPACE);
-    let want = desired_slice(o, ip);
+    let Some(want) = slice_for(servers) else {
+        return Ok(());
+    };
     let create = |slices: Api<EndpointSlice>, want: Value| async move {
         let obj: EndpointSlice = serde_json::from_value(want).expect("an EndpointSlice");
         match slices.create(&PostParams::default(), &obj).await {
@@ -264,7 +349,7 @@ pub async fn reconcile(client: &Client, o: &KubernetesServiceOptions) -> Result<
             match slice_repair(&live, &want) {
                 Ok(None) => {}
                 Ok(Some(patch)) => {
-                    tracing::info!(%ip, "repairing the kubernetes EndpointSlice");
+                    tracing::info!(?servers, "updating the kubernetes EndpointSlice");
                     slices
                         .patch(NAME, &PatchParams::default(), &Patch::Merge(patch))
                         .await?;

@@ -164,3 +164,78 @@ fn the_default_advertise_address_follows_the_default_route() {
     let specific: IpAddr = "192.0.2.5".parse().unwrap();
     assert_eq!(default_advertise_address(specific), Some(specific));
 }
+
+#[tokio::test]
+async fn the_endpoints_list_every_live_api_server_and_a_leaving_one_goes_at_once() {
+    let api = TestApi::start().await;
+    let one = options("192.0.2.7");
+    let two = KubernetesServiceOptions {
+        port: 6444,
+        ..options("192.0.2.7")
+    };
+    let three = options("192.0.2.8");
+    for o in [&one, &two, &three] {
+        reconcile(&api.client, o).await.unwrap();
+    }
+    // Every pass now agrees on all three (no server writes only itself).
+    reconcile(&api.client, &one).await.unwrap();
+    let endpoints = || async {
+        let e = api
+            .api::<Endpoints>(Some(NAMESPACE))
+            .get(NAME)
+            .await
+            .unwrap();
+        let mut seen: Vec<String> = e
+            .subsets
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|s| {
+                let port = s.ports.unwrap()[0].port;
+                s.addresses
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |a| format!("{}:{port}", a.ip))
+            })
+            .collect();
+        seen.sort();
+        seen
+    };
+    assert_eq!(
+        endpoints().await,
+        ["192.0.2.7:6443", "192.0.2.7:6444", "192.0.2.8:6443"]
+    );
+    let slice = api
+        .api::<EndpointSlice>(Some(NAMESPACE))
+        .get(NAME)
+        .await
+        .unwrap();
+    let mut addresses: Vec<String> = slice
+        .endpoints
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|e| e.addresses)
+        .collect();
+    addresses.sort();
+    assert_eq!(addresses, ["192.0.2.7", "192.0.2.8"]);
+    // The identity Leases, as upstream labels them.
+    let leases = api
+        .api::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"))
+        .list(
+            &kube::api::ListParams::default()
+                .labels("apiserver.kubernetes.io/identity=kube-apiserver"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(leases.items.len(), 3);
+    // The Service's target port is left as any live server's.
+    let svc = api.api::<Service>(Some(NAMESPACE)).get(NAME).await.unwrap();
+    let before = svc.spec.unwrap().ports.unwrap()[0].target_port.clone();
+    reconcile(&api.client, &two).await.unwrap();
+    let svc = api.api::<Service>(Some(NAMESPACE)).get(NAME).await.unwrap();
+    assert_eq!(svc.spec.unwrap().ports.unwrap()[0].target_port, before);
+
+    leave(&api.client, &three).await.unwrap();
+    assert_eq!(endpoints().await, ["192.0.2.7:6443", "192.0.2.7:6444"]);
+    reconcile(&api.client, &one).await.unwrap();
+    assert_eq!(endpoints().await, ["192.0.2.7:6443", "192.0.2.7:6444"]);
+}

@@ -1,6 +1,8 @@
 //! What the API server assigns on create, as Kubernetes' registry does:
 //! a Service's cluster IP and node ports, a Job's controller-uid selector.
 
+pub mod claims;
+
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
