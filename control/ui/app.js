@@ -307,11 +307,20 @@
 
   function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
 
+  // At most this long of card work per frame: a list of 1000 pods is
+  // drawn over a few frames instead of freezing the tab for a second.
+  const FRAME_BUDGET_MS = 12;
+
   function flush() {
     flushing = false;
     const touched = new Set();
-    for (const [uid, pod] of queue) apply(uid, pod, touched);
-    queue.clear();
+    const until = performance.now() + FRAME_BUDGET_MS;
+    for (const [uid, pod] of queue) {
+      apply(uid, pod, touched);
+      queue.delete(uid);
+      if (performance.now() > until) break;
+    }
+    if (queue.size) schedule();
     for (const name of touched) {
       const c = columns.get(name);
       if (!c) continue;
@@ -325,7 +334,7 @@
     // Announced (a polite live region) only when the connection's state
     // changes, not at every pod count.
     setText($('conn'), connection);
-    if (!firstRender && podsLoaded && nodesLoaded) {
+    if (!firstRender && podsLoaded && nodesLoaded && !queue.size) {
       firstRender = true;
       $('columns').dataset.firstRenderMs = String(Math.round(performance.now()));
     }
