@@ -9,11 +9,15 @@
 mod browser;
 mod cluster;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use browser::netlog::End;
 use browser::{eval, Chromium};
-use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
+};
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::Page;
@@ -135,8 +139,10 @@ async fn wait_board<T>(
             return v;
         }
         if started.elapsed() > LONG {
+            let text: String = eval(page, "document.body.innerText").await;
+            let stats: serde_json::Value = eval(page, "window.bosunStats || null").await;
             panic!(
-                "timed out waiting for {what}\nboard: {b:#?}\ncontrol log:\n{}\nagent log:\n{}",
+                "timed out waiting for {what}\nboard: {b:#?}\npage text:\n{text}\npage stats: {stats}\ncontrol log:\n{}\nagent log:\n{}",
                 tail(&c.control_log(), 20),
                 tail(&c.agent_log(), 20)
             );
@@ -221,6 +227,152 @@ async fn api_pods(client: &kube::Client) -> BTreeSet<(String, String)> {
             )
         })
         .collect()
+}
+
+/// How the watch requests in chromium's net log ended (counted by end),
+/// once the log shows at least `reopened` of them broken by a network
+/// change (it is written behind the page); fails on any watch that the
+/// server ended or broke.
+async fn watch_ends(c: &Cluster, chrome: &Chromium, reopened: u64) -> BTreeMap<String, usize> {
+    let started = Instant::now();
+    loop {
+        let mut ends = BTreeMap::new();
+        let mut bad = Vec::new();
+        for r in chrome.url_requests() {
+            if !r.url.contains("watch=true") {
+                continue;
+            }
+            match &r.end {
+                End::Open | End::Cancelled => {}
+                End::Failed(e) if e == "ERR_NETWORK_CHANGED" => {}
+                other => bad.push(format!("{}: {other:?}", r.url)),
+            }
+            *ends.entry(format!("{:?}", r.end)).or_insert(0) += 1;
+        }
+        assert!(
+            bad.is_empty(),
+            "watches ended by the server or the connection, not by a network change:\n{}\ncontrol log:\n{}",
+            bad.join("\n"),
+            tail(&c.control_log(), 20)
+        );
+        let changed = ends
+            .get(&format!("{:?}", End::Failed("ERR_NETWORK_CHANGED".into())))
+            .copied()
+            .unwrap_or(0);
+        if changed as u64 >= reopened {
+            return ends;
+        }
+        assert!(
+            started.elapsed() < LONG,
+            "the page resumed {reopened} watches, chromium's net log shows {ends:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Tab from the top of the page: the skip link first, then on to a pod's
+/// card, which shows a focus ring.
+async fn keyboard_reaches_a_card(c: &Cluster, page: &Page) {
+    eval::<bool>(
+        page,
+        "(document.activeElement.blur(), window.scrollTo(0, 0), true)",
+    )
+    .await;
+    let mut path = Vec::new();
+    for _ in 0..30 {
+        for kind in [
+            DispatchKeyEventType::RawKeyDown,
+            DispatchKeyEventType::KeyUp,
+        ] {
+            let key = DispatchKeyEventParams::builder()
+                .r#type(kind)
+                .key("Tab")
+                .code("Tab")
+                .windows_virtual_key_code(9)
+                .build()
+                .unwrap();
+            page.execute(key).await.expect("press Tab");
+        }
+        let at: String = eval(
+            page,
+            "(document.activeElement.className || document.activeElement.tagName) + ''",
+        )
+        .await;
+        path.push(at.clone());
+        if at.starts_with("pod ") {
+            break;
+        }
+    }
+    assert_eq!(path[0], "skip", "the skip link comes first: {path:?}");
+    assert!(
+        path.last().unwrap().starts_with("pod "),
+        "Tab reaches a pod's card: {path:?}"
+    );
+    let ring: (String, String) = wait_js(
+        c,
+        page,
+        "the focused card's outline",
+        LONG,
+        "(() => { const s = getComputedStyle(document.activeElement);
+            return [s.outlineStyle, s.outlineWidth]; })()",
+    )
+    .await;
+    assert_eq!(ring, ("solid".to_string(), "3px".to_string()));
+}
+
+/// At a phone's 390x844 the columns stack, full width, and nothing
+/// scrolls sideways; docs/ui-phone.png shows it.
+async fn on_a_phone(c: &Cluster, page: &Page) {
+    let phone = |w: i64, h: i64, mobile: bool| {
+        SetDeviceMetricsOverrideParams::builder()
+            .width(w)
+            .height(h)
+            .device_scale_factor(1.0)
+            .mobile(mobile)
+            .build()
+            .unwrap()
+    };
+    page.execute(phone(390, 844, true))
+        .await
+        .expect("emulate a phone");
+    let layout: serde_json::Value = wait_js(
+        c,
+        page,
+        "the phone layout",
+        LONG,
+        "window.innerWidth === 390 && (() => {
+            const cols = [...document.querySelectorAll('#columns > section')]
+                .map(s => s.getBoundingClientRect());
+            return { scroll: document.documentElement.scrollWidth,
+                     widths: cols.map(r => Math.round(r.width)),
+                     lefts: cols.map(r => Math.round(r.left)),
+                     tops: cols.map(r => Math.round(r.top)) };
+        })()",
+    )
+    .await;
+    let nums = |k: &str| -> Vec<i64> {
+        layout[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect()
+    };
+    assert!(
+        layout["scroll"].as_i64().unwrap() <= 390,
+        "nothing wider than the screen: {layout}"
+    );
+    let (widths, lefts, tops) = (nums("widths"), nums("lefts"), nums("tops"));
+    assert!(widths.len() >= 2, "{layout}");
+    assert!(
+        widths.iter().all(|w| *w >= 360) && lefts.windows(2).all(|l| l[0] == l[1]),
+        "columns full width, one under another: {layout}"
+    );
+    assert!(tops.windows(2).all(|t| t[0] < t[1]), "{layout}");
+    screenshot(page, "ui-phone.png").await;
+    page.execute(phone(1280, 860, false))
+        .await
+        .expect("back to the desktop size");
 }
 
 async fn screenshot(page: &Page, name: &str) {
@@ -384,6 +536,19 @@ async fn the_web_view_follows_a_rollout_live_under_rbac() {
     eprintln!("web view after the rollout: {stats}");
     assert_eq!(stats["lists"]["/api/v1/pods"], 1, "{stats}");
     assert!(stats["events"].as_u64().unwrap() >= 6, "{stats}");
+    // Chromium breaks the watches itself whenever this host's addresses
+    // change (each pod's sandbox adds an interface): every watch that
+    // ended did so for that, none was ended by the server, and the page
+    // resumed each at once without saying "Reconnecting…".
+    let reopened: u64 = stats["watches"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap() - 1)
+        .sum();
+    let watches = watch_ends(&c, &chrome, reopened).await;
+    eprintln!("web view: {reopened} watches resumed; chromium's net log: {watches:?}");
+    assert_eq!(stats["shownDown"], 0, "{stats}");
     let same: bool = eval(&page, "window.sameDocument === true").await;
     assert!(same, "the page was not reloaded");
     assert!(last.iter().all(|p| !old.contains(&p.key)), "{last:?}");
@@ -415,6 +580,9 @@ async fn the_web_view_follows_a_rollout_live_under_rbac() {
         )
         .await;
     }
+
+    keyboard_reaches_a_card(&c, &page).await;
+    on_a_phone(&c, &page).await;
 
     // A view-only ServiceAccount: a new tab starts signed out, and the
     // token shows the pods (in a column named by their nodeName: `view`

@@ -12,8 +12,9 @@
   let session = null; // AbortController of the running watches
   let namespace = '';
   // What the page did, for tests and the curious: lists and watches
-  // opened per path, events applied, errors seen.
-  const stats = { lists: {}, watches: {}, events: 0, errors: [] };
+  // opened per path, events applied, errors seen, and how often the
+  // status line went from Live to "Reconnecting…".
+  const stats = { lists: {}, watches: {}, events: 0, errors: [], shownDown: 0 };
   window.bosunStats = stats;
 
   // ---- API -------------------------------------------------------------
@@ -49,6 +50,7 @@
     return r;
   }
 
+  const SHOW_DOWN_MS = 3000;
   const sleep = (ms, signal) => new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
     signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
@@ -59,8 +61,19 @@
   // that ends or breaks is resumed from the last resourceVersion seen;
   // only a 410 (that resourceVersion is too old) relists. 401 signs out;
   // 403 tells h.forbidden.
+  //
+  // Chromium on Linux closes every HTTP/2 connection when this host's IP
+  // addresses change (ERR_NETWORK_CHANGED in its net log), and each pod
+  // Docker starts on the browser's own host adds an interface: both
+  // watches then break together. A broken stream is resumed at once, and
+  // the page says "Reconnecting…" only when no watch answered for
+  // SHOW_DOWN_MS; another failure within that time waits with back-off.
   async function follow(path, h, signal) {
     let backoff = 500;
+    let quick = -Infinity; // when a break was last retried at once
+    let down = null; // timer that shows the page as not live
+    const up = () => { clearTimeout(down); down = null; h.live(true); };
+    signal.addEventListener('abort', () => clearTimeout(down), { once: true });
     let rv = null;
     while (!signal.aborted) {
       try {
@@ -77,7 +90,7 @@
         const sep = path.includes('?') ? '&' : '?';
         const r = await api(path + sep + 'watch=true&allowWatchBookmarks=true&resourceVersion=' +
           encodeURIComponent(rv), { signal });
-        h.live(true);
+        up();
         const gone = await readEvents(r, signal, (ev) => {
           const meta = ev.object && ev.object.metadata;
           if (meta && meta.resourceVersion) rv = meta.resourceVersion;
@@ -92,9 +105,13 @@
         if (e.status === 401) { signOut('The token is no longer accepted (401).'); return; }
         if (e.status === 403) { h.forbidden(e.message); return; }
         if (e.status === 410) { rv = null; continue; }
-        h.live(false);
-        await sleep(backoff, signal);
-        backoff = Math.min(backoff * 2, 10000);
+        if (!down) down = setTimeout(() => h.live(false), SHOW_DOWN_MS);
+        const now = performance.now();
+        if (now - quick > SHOW_DOWN_MS) quick = now;
+        else {
+          await sleep(backoff, signal);
+          backoff = Math.min(backoff * 2, 10000);
+        }
       }
     }
   }
@@ -269,8 +286,11 @@
     if (!old || old.restarts !== v.restarts) card.restarts.textContent = v.restarts;
     if (!old || old.ip !== v.ip) card.ip.textContent = v.ip;
     if (!old || old.owner !== v.owner) card.owner.textContent = v.owner;
-    card.el.setAttribute('aria-label', key + ': ' + v.text + ', restarts ' + v.restarts +
-      ', IP ' + v.ip + ', owner ' + v.owner);
+    if (!old || old.text !== v.text || old.restarts !== v.restarts || old.ip !== v.ip ||
+      old.owner !== v.owner) {
+      card.el.setAttribute('aria-label', key + ': ' + v.text + ', restarts ' + v.restarts +
+        ', IP ' + v.ip + ', owner ' + v.owner);
+    }
     if (!old || old.node !== v.node) {
       if (old) touched.add(old.node);
       touched.add(v.node);
@@ -285,11 +305,22 @@
     requestAnimationFrame(flush);
   }
 
+  function setText(e, text) { if (e.textContent !== text) e.textContent = text; }
+
+  // At most this long of card work per frame: a list of 1000 pods is
+  // drawn over a few frames instead of freezing the tab for a second.
+  const FRAME_BUDGET_MS = 12;
+
   function flush() {
     flushing = false;
     const touched = new Set();
-    for (const [uid, pod] of queue) apply(uid, pod, touched);
-    queue.clear();
+    const until = performance.now() + FRAME_BUDGET_MS;
+    for (const [uid, pod] of queue) {
+      apply(uid, pod, touched);
+      queue.delete(uid);
+      if (performance.now() > until) break;
+    }
+    if (queue.size) schedule();
     for (const name of touched) {
       const c = columns.get(name);
       if (!c) continue;
@@ -297,9 +328,13 @@
       c.count.textContent = n + (n === 1 ? ' pod' : ' pods');
       c.empty.hidden = n > 0;
     }
-    $('status').textContent = (live ? 'Live' : 'Reconnecting…') + ' · ' + cards.size + ' pods' +
-      (namespace ? ' in ' + namespace : ' in all namespaces');
-    if (!firstRender && podsLoaded && nodesLoaded) {
+    const connection = live ? 'Live' : 'Reconnecting…';
+    setText($('status'), connection + ' · ' + cards.size + ' pods' +
+      (namespace ? ' in ' + namespace : ' in all namespaces'));
+    // Announced (a polite live region) only when the connection's state
+    // changes, not at every pod count.
+    setText($('conn'), connection);
+    if (!firstRender && podsLoaded && nodesLoaded && !queue.size) {
       firstRender = true;
       $('columns').dataset.firstRenderMs = String(Math.round(performance.now()));
     }
@@ -319,8 +354,15 @@
       queue.set(p.metadata.uid, type === 'DELETED' ? null : p);
       schedule();
     },
-    live(on) { live = on; schedule(); },
-    forbidden(msg) { podsLoaded = true; $('status').textContent = 'Pods: ' + msg; },
+    live(on) {
+      if (live && !on) stats.shownDown += 1;
+      live = on; schedule();
+    },
+    forbidden(msg) {
+      podsLoaded = true;
+      $('status').textContent = 'Pods: ' + msg;
+      $('conn').textContent = 'Pods: ' + msg;
+    },
   };
   const nodeHandlers = {
     reset(items) {

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod netlog;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,6 +29,8 @@ pub fn chromium_binary() -> PathBuf {
     }
     panic!("chromium is not installed: scripts/test.sh installs it (apt-get install chromium)");
 }
+
+const NET_LOG: &str = "net-log.json";
 
 pub struct Chromium {
     pub browser: Browser,
@@ -62,6 +66,11 @@ impl Chromium {
         ])
         .arg(format!("--window-size={width},{height}"))
         .arg(format!("--user-data-dir={}", profile.display()))
+        // Its network log, to tell why a connection or a stream ended.
+        .arg(format!(
+            "--log-net-log={}",
+            dir.path().join(NET_LOG).display()
+        ))
         .arg("about:blank")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
@@ -119,6 +128,11 @@ impl Chromium {
     /// Chromium's own output so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("chromium.log")).unwrap_or_default()
+    }
+
+    /// Every URL request chromium made so far, from its network log.
+    pub fn url_requests(&self) -> Vec<netlog::Request> {
+        netlog::url_requests(&self.dir.path().join(NET_LOG))
     }
 
     /// A new tab at `url`, once its document has loaded (the
