@@ -182,7 +182,9 @@ pub trait Store: Send + Sync + 'static {
     async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)>;
 
     /// As [`Store::list`], but possibly from a cache behind the latest
-    /// write (a list with `resourceVersion=0`).
+    /// write (a list with `resourceVersion=0`). (A store that wraps
+    /// another must pass this and [`Store::list_from`] on: the defaults
+    /// would hide the inner store's own.)
     async fn list_stale(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
         self.list(prefix).await
     }
