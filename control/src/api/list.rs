@@ -9,13 +9,15 @@
 //! streamed row by row the same way; protobuf lists are built whole.
 //!
 //! Paging is by key, as kube-apiserver's: `continue` is an opaque token
-//! naming the key after which the next page starts, and a page reads only
-//! the objects it returns and the ones its selectors skip. Unlike
-//! kube-apiserver on etcd, later pages are read at the store's current
-//! revision, not at the first page's (the embedded store keeps no past
-//! versions of objects): an object changed between pages is seen as it is
-//! now. Every page says the first page's revision, so that a watch from
-//! it is sent every change made while the client paged (see [`select`]).
+//! naming the key after which the next page starts and the first page's
+//! revision. On etcd a later page is read at that revision (etcd keeps
+//! past values until it compacts them), so the pages make one consistent
+//! list; once the revision is compacted, the page is a 410 Expired as
+//! upstream's, whose Status carries a token that reads the rest at the
+//! latest revision. The embedded store keeps no past values: its later
+//! pages read the objects as they are now. Every page says the first
+//! page's revision, so that a watch from it is sent every change made
+//! while the client paged (see [`select`]).
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;

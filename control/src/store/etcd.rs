@@ -62,6 +62,9 @@ pub struct EtcdOptions {
     pub prefix: String,
     /// How often the history is compacted (0: never).
     pub compaction_interval: Duration,
+    /// Whether lists and watches are served from a watch cache per
+    /// resource (`--watch-cache`), or each from etcd.
+    pub watch_cache: bool,
 }
 
 impl EtcdOptions {
@@ -286,7 +289,7 @@ impl EtcdStore {
         let compactor = (!options.compaction_interval.is_zero())
             .then(|| tokio::spawn(compactor::run(shared.clone(), options.compaction_interval)));
         Ok(EtcdStore {
-            caches: cache::Caches::new(shared.clone()),
+            caches: cache::Caches::new(shared.clone(), options.watch_cache),
             shared,
             compactor,
         })

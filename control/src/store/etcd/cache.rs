@@ -55,6 +55,8 @@ const FIRST_SYNC: Duration = Duration::from_secs(5);
 /// The caches of one store, by resource prefix.
 pub(super) struct Caches {
     shared: Arc<Shared>,
+    /// `--watch-cache`: without it, no cache is made.
+    enabled: bool,
     by_prefix: Mutex<HashMap<String, Arc<Cache>>>,
 }
 
@@ -82,9 +84,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Caches {
-    pub(super) fn new(shared: Arc<Shared>) -> Caches {
+    pub(super) fn new(shared: Arc<Shared>, enabled: bool) -> Caches {
         Caches {
             shared,
+            enabled,
             by_prefix: Mutex::new(HashMap::new()),
         }
     }
@@ -93,6 +96,9 @@ impl Caches {
     /// for a while, if this is its first reader); None for a prefix wider
     /// than one resource.
     pub(super) async fn of(&self, prefix: &str) -> Option<Arc<Cache>> {
+        if !self.enabled {
+            return None;
+        }
         let resource = resource_prefix(prefix)?;
         let (cache, new) = {
             let mut caches = lock(&self.by_prefix);
