@@ -10,7 +10,12 @@
 # just built (e.g. a build of an older commit, for before/after figures).
 # BENCH_STORE=etcd runs bosun-control on the throwaway etcd (--store
 # etcd://..., under its own --etcd-prefix) instead of its embedded store;
-# the bare-etcd figures then come from the same etcd. BENCH_PROFILE=debug
+# the bare-etcd figures then come from the same etcd. BENCH_STORE=
+# etcd-nocache does so with --watch-cache=false (every list and watch read
+# from etcd). BENCH_STORE=all runs the embedded store, etcd and
+# etcd-nocache one after the other in one run beside the same etcd (the
+# bare-etcd figures beside the first on etcd; JSON per store in
+# $BENCH_JSON with -STORE before .json). BENCH_PROFILE=debug
 # builds and runs debug binaries (quicker to build; slower figures).
 # BENCH_PERF=FILE records bosun-control with `perf record -g` into FILE
 # while the benchmark runs (read it with `perf report -i FILE --no-children`).
@@ -22,6 +27,7 @@
 #   scripts/bench-api.sh
 #   BENCH_NO_ETCD=1 scripts/bench-api.sh --rate 200
 #   BENCH_STORE=etcd BENCH_PROFILE=debug scripts/bench-api.sh
+#   BENCH_STORE=all BENCH_PROFILE=debug scripts/bench-api.sh --rate 200 --duration 5
 #   BENCH_CONTROL_BIN=/work/base/target-rel/release/bosun-control scripts/bench-api.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -142,84 +148,119 @@ else
     etcd_args=(--etcd "http://127.0.0.1:$client_port" --etcd-pid "$etcd_pid")
 fi
 
-# --- bosun-control, on its embedded store or (BENCH_STORE=etcd) on the
-# etcd above, under a prefix of its own
-store_args=()
-if [ "${BENCH_STORE:-embedded}" = etcd ]; then
-    [ -n "$etcd_pid" ] || { echo "BENCH_STORE=etcd needs etcd (apt-get install -y etcd-server)" >&2; exit 1; }
-    store_args=(--store "etcd://127.0.0.1:$client_port" --etcd-prefix /bosun-bench)
-fi
-mkdir -p "$work/bosun"
-if [ -n "${BENCH_HEAPTRACK:-}" ]; then
-    # heaptrack runs the program as its child: that child is the server.
-    heaptrack -o "$BENCH_HEAPTRACK" "$control_bin" --data-dir "$work/bosun" --port 0 \
-        "${store_args[@]}" >"$work/heaptrack.log" 2>"$work/bosun.log" &
-    heaptrack_pid=$!
-    comm=$(basename "$control_bin" | cut -c1-15)
-    wait_until 30 "$heaptrack_pid" pgrep -P "$heaptrack_pid" -x "$comm"
-    bosun_pid=$(pgrep -P "$heaptrack_pid" -x "$comm")
-else
-    "$control_bin" --data-dir "$work/bosun" --port 0 "${store_args[@]}" 2>"$work/bosun.log" &
-    bosun_pid=$!
-fi
-wait_until 30 "$bosun_pid" test -s "$work/bosun/address"
-echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$work/bosun/address") store ${BENCH_STORE:-embedded}"
+# --- one benchmark of one bosun-control: $1 is its store (embedded, etcd,
+# etcd-nocache: on etcd with --watch-cache=false), the rest api_bench's
+# arguments. On etcd it runs under a prefix of its own.
+run_store() {
+    local store=$1
+    shift
+    local store_args=() bench_etcd_args=() data="$work/bosun-$store" out="$json_out"
+    local suffix=""
+    [ "$multi" = 1 ] && suffix="-$store" && out="${json_out%.json}-$store.json"
+    case "$store" in
+        etcd | etcd-nocache)
+            [ -n "$etcd_pid" ] || { echo "BENCH_STORE=$BENCH_STORE needs etcd (apt-get install -y etcd-server)" >&2; exit 1; }
+            store_args=(--store "etcd://127.0.0.1:$client_port" --etcd-prefix "/bosun-bench-$store")
+            [ "$store" = etcd-nocache ] && store_args+=(--watch-cache=false)
+            ;;
+    esac
+    # The bare-etcd figures: once per run, beside the first server on etcd
+    # (or the only server).
+    if [ "$store" != embedded ] || [ "$multi" = 0 ]; then
+        [ "$bare_done" = 0 ] && bench_etcd_args=("${etcd_args[@]}") && bare_done=1
+    fi
+    echo
+    echo "=== bosun-control on store: $store"
+    mkdir -p "$data"
+    if [ -n "${BENCH_HEAPTRACK:-}" ]; then
+        # heaptrack runs the program as its child: that child is the server.
+        heaptrack -o "$BENCH_HEAPTRACK$suffix" "$control_bin" --data-dir "$data" --port 0 \
+            "${store_args[@]}" >"$work/heaptrack.log" 2>"$work/bosun.log" &
+        heaptrack_pid=$!
+        comm=$(basename "$control_bin" | cut -c1-15)
+        wait_until 30 "$heaptrack_pid" pgrep -P "$heaptrack_pid" -x "$comm"
+        bosun_pid=$(pgrep -P "$heaptrack_pid" -x "$comm")
+    else
+        "$control_bin" --data-dir "$data" --port 0 "${store_args[@]}" 2>"$work/bosun.log" &
+        bosun_pid=$!
+    fi
+    wait_until 30 "$bosun_pid" test -s "$data/address"
+    echo "bosun-control ($control_bin) pid $bosun_pid on $(cat "$data/address") store $store"
 
-# --- memory sampler: the highest VmRSS seen, every 200 ms
-(
-    bosun_peak=0 etcd_peak=0
-    while :; do
-        v=$(vm_kib "$bosun_pid" VmRSS)
-        [ -n "$v" ] && [ "$v" -gt "$bosun_peak" ] && bosun_peak=$v && echo "$v" >"$work/rss.bosun"
-        if [ -n "$etcd_pid" ]; then
-            v=$(vm_kib "$etcd_pid" VmRSS)
-            [ -n "$v" ] && [ "$v" -gt "$etcd_peak" ] && etcd_peak=$v && echo "$v" >"$work/rss.etcd"
-        fi
-        sleep 0.2
-    done
-) &
-sampler_pid=$!
+    # --- memory sampler: the highest VmRSS seen, every 200 ms
+    rm -f "$work/rss.bosun" "$work/rss.etcd"
+    (
+        bosun_peak=0 etcd_peak=0
+        while :; do
+            v=$(vm_kib "$bosun_pid" VmRSS)
+            [ -n "$v" ] && [ "$v" -gt "$bosun_peak" ] && bosun_peak=$v && echo "$v" >"$work/rss.bosun"
+            if [ -n "$etcd_pid" ]; then
+                v=$(vm_kib "$etcd_pid" VmRSS)
+                [ -n "$v" ] && [ "$v" -gt "$etcd_peak" ] && etcd_peak=$v && echo "$v" >"$work/rss.etcd"
+            fi
+            sleep 0.2
+        done
+    ) &
+    sampler_pid=$!
 
-# --- the benchmark
-mkdir -p "$(dirname "$json_out")"
-if [ -n "${BENCH_PERF:-}" ]; then
-    perf record -q -F 999 -g -p "$bosun_pid" -o "$BENCH_PERF" 2>"$work/perf.log" &
-    perf_pid=$!
-fi
-"$bench_bin" --kubeconfig "$work/bosun/admin.kubeconfig" --server-pid "$bosun_pid" \
-    "${etcd_args[@]}" --json "$json_out" "$@"
-if [ -n "$perf_pid" ]; then
-    kill -INT "$perf_pid" 2>/dev/null || true
-    wait "$perf_pid" 2>/dev/null || true
-    perf_pid=""
-    echo "perf profile of bosun-control: $BENCH_PERF"
-fi
+    # --- the benchmark
+    mkdir -p "$(dirname "$out")"
+    if [ -n "${BENCH_PERF:-}" ]; then
+        perf record -q -F 999 -g -p "$bosun_pid" -o "$BENCH_PERF$suffix" 2>"$work/perf.log" &
+        perf_pid=$!
+    fi
+    "$bench_bin" --kubeconfig "$data/admin.kubeconfig" --server-pid "$bosun_pid" \
+        "${bench_etcd_args[@]}" --json "$out" "$@"
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid" 2>/dev/null || true
+        wait "$perf_pid" 2>/dev/null || true
+        perf_pid=""
+        echo "perf profile of bosun-control: $BENCH_PERF$suffix"
+    fi
 
-kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
-sampler_pid=""
+    kill "$sampler_pid" 2>/dev/null && { wait "$sampler_pid" 2>/dev/null || true; }
+    sampler_pid=""
 
-# --- memory, side by side
+    # --- memory, side by side
+    local bosun_hwm bosun_rss etcd_hwm="" etcd_rss="" du_bosun du_etcd
+    bosun_hwm=$(vm_kib "$bosun_pid" VmHWM)
+    bosun_rss=$(cat "$work/rss.bosun" 2>/dev/null || true)
+    if [ -n "$etcd_pid" ]; then
+        etcd_hwm=$(vm_kib "$etcd_pid" VmHWM)
+        etcd_rss=$(cat "$work/rss.etcd" 2>/dev/null || true)
+    fi
+    echo
+    printf '%-34s %14s %14s\n' "server memory ($store)" "bosun-control" "etcd"
+    printf '%-34s %14s %14s\n' "peak RSS (VmHWM at the end)" "$(mib "$bosun_hwm")" "$(mib "$etcd_hwm")"
+    printf '%-34s %14s %14s\n' "highest VmRSS sampled every 200 ms" "$(mib "$bosun_rss")" "$(mib "$etcd_rss")"
+    du_bosun=$(du -sk "$data" | awk '{print $1}')
+    du_etcd=$([ -d "$work/etcd" ] && du -sk "$work/etcd" | awk '{print $1}' || true)
+    printf '%-34s %14s %14s\n' "data dir on disk" "$(mib "$du_bosun")" "$(mib "$du_etcd")"
+    jq --argjson b "${bosun_hwm:-null}" --argjson bs "${bosun_rss:-null}" \
+        --argjson e "${etcd_hwm:-null}" --argjson es "${etcd_rss:-null}" \
+        --argjson bd "${du_bosun:-null}" --argjson ed "${du_etcd:-null}" --arg st "$store" \
+        '.store = $st | .script_memory = {bosun: {vm_hwm_kib: $b, sampled_vm_rss_kib: $bs, data_dir_kib: $bd},
+                            etcd: {vm_hwm_kib: $e, sampled_vm_rss_kib: $es, data_dir_kib: $ed}}' \
+        "$out" >"$out.tmp" && mv "$out.tmp" "$out"
+    echo "JSON results: $out"
+
+    stop bosun-control "$bosun_pid" "$heaptrack_pid"
+    bosun_pid=""
+    heaptrack_pid=""
+}
+
 mib() { [ -n "$1" ] && awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }' || echo "-"; }
-bosun_hwm=$(vm_kib "$bosun_pid" VmHWM)
-bosun_rss=$(cat "$work/rss.bosun" 2>/dev/null || true)
-etcd_hwm=""
-etcd_rss=""
-if [ -n "$etcd_pid" ]; then
-    etcd_hwm=$(vm_kib "$etcd_pid" VmHWM)
-    etcd_rss=$(cat "$work/rss.etcd" 2>/dev/null || true)
-fi
-echo
-printf '%-34s %14s %14s\n' "server memory" "bosun-control" "etcd"
-printf '%-34s %14s %14s\n' "peak RSS (VmHWM at the end)" "$(mib "$bosun_hwm")" "$(mib "$etcd_hwm")"
-printf '%-34s %14s %14s\n' "highest VmRSS sampled every 200 ms" "$(mib "$bosun_rss")" "$(mib "$etcd_rss")"
-du_bosun=$(du -sk "$work/bosun" | awk '{print $1}')
-du_etcd=$([ -d "$work/etcd" ] && du -sk "$work/etcd" | awk '{print $1}' || true)
-printf '%-34s %14s %14s\n' "data dir on disk" "$(mib "$du_bosun")" "$(mib "$du_etcd")"
-jq --argjson b "${bosun_hwm:-null}" --argjson bs "${bosun_rss:-null}" \
-    --argjson e "${etcd_hwm:-null}" --argjson es "${etcd_rss:-null}" \
-    --argjson bd "${du_bosun:-null}" --argjson ed "${du_etcd:-null}" \
-    '.script_memory = {bosun: {vm_hwm_kib: $b, sampled_vm_rss_kib: $bs, data_dir_kib: $bd},
-                        etcd: {vm_hwm_kib: $e, sampled_vm_rss_kib: $es, data_dir_kib: $ed}}' \
-    "$json_out" >"$json_out.tmp" && mv "$json_out.tmp" "$json_out"
-echo
-echo "JSON results: $json_out"
+
+# BENCH_STORE=all: the embedded store, etcd with the watch cache and etcd
+# without it, one after the other beside the same etcd.
+case "${BENCH_STORE:-embedded}" in
+    all) stores=(embedded etcd etcd-nocache) multi=1 ;;
+    etcd) stores=(etcd) multi=0 ;;
+    etcd-nocache) stores=(etcd-nocache) multi=0 ;;
+    embedded) stores=(embedded) multi=0 ;;
+    *) echo "BENCH_STORE=$BENCH_STORE: use embedded, etcd, etcd-nocache or all" >&2; exit 1 ;;
+esac
+bare_done=0
+for store in "${stores[@]}"; do
+    run_store "$store" "$@"
+done

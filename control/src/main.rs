@@ -55,6 +55,11 @@ struct Args {
     /// etcd: how often the history is compacted (e.g. 5m; 0: never).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    /// etcd: keep a watch cache per resource (kube-apiserver's
+    /// `--watch-cache`): lists and watches are served from it.
+    /// `--watch-cache=false` sends each of them to etcd.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    watch_cache: bool,
     /// How many past changes the embedded store keeps for watches to
     /// resume from.
     #[arg(long, default_value_t = 20_000)]
@@ -246,6 +251,7 @@ fn etcd_options(args: &Args) -> Result<Option<EtcdOptions>, String> {
         key_file: args.etcd_keyfile.clone(),
         prefix: EtcdOptions::parse_prefix(&args.etcd_prefix)?,
         compaction_interval: args.etcd_compaction_interval,
+        watch_cache: args.watch_cache,
     }))
 }
 

@@ -24,6 +24,16 @@ pub fn installed() -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("etcd").is_file()))
 }
 
+/// Whether the e2e tests run their control planes on etcd
+/// (`BOSUN_TEST_STORE=etcd`) instead of the embedded store.
+pub fn store_is_etcd() -> bool {
+    match std::env::var("BOSUN_TEST_STORE").as_deref() {
+        Ok("etcd") => true,
+        Ok("") | Ok("embedded") | Err(_) => false,
+        Ok(other) => panic!("BOSUN_TEST_STORE={other:?}: use etcd or embedded"),
+    }
+}
+
 /// A loopback port nobody listens on now (there is a small race, retried
 /// by [`Etcd::start`]).
 fn free_port() -> u16 {
@@ -107,6 +117,28 @@ impl Etcd {
         let mut out = String::new();
         let _ = conn.read_to_string(&mut out);
         out.contains("\"health\":\"true\"")
+    }
+
+    /// Compacts the member's history up to `revision` (through etcd's
+    /// HTTP gateway, as `etcdctl compact` would): reads and watches from
+    /// before it fail from then on.
+    pub fn compact(&self, revision: u64) {
+        let body = format!("{{\"revision\":\"{revision}\",\"physical\":true}}");
+        let mut conn = TcpStream::connect(("127.0.0.1", self.client_port)).expect("reaching etcd");
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("a timeout");
+        write!(
+            conn,
+            "POST /v3/kv/compaction HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("asking etcd to compact");
+        let mut out = String::new();
+        let _ = conn.read_to_string(&mut out);
+        assert!(
+            out.starts_with("HTTP/1.0 200") || out.contains("required revision has been compacted"),
+            "compacting etcd to {revision}: {out}"
+        );
     }
 
     /// `HOST:PORT` of the member.

@@ -9,13 +9,15 @@
 //! streamed row by row the same way; protobuf lists are built whole.
 //!
 //! Paging is by key, as kube-apiserver's: `continue` is an opaque token
-//! naming the key after which the next page starts, and a page reads only
-//! the objects it returns and the ones its selectors skip. Unlike
-//! kube-apiserver on etcd, later pages are read at the store's current
-//! revision, not at the first page's (the embedded store keeps no past
-//! versions of objects): an object changed between pages is seen as it is
-//! now. Every page says the first page's revision, so that a watch from
-//! it is sent every change made while the client paged (see [`select`]).
+//! naming the key after which the next page starts and the first page's
+//! revision. On etcd a later page is read at that revision (etcd keeps
+//! past values until it compacts them), so the pages make one consistent
+//! list; once the revision is compacted, the page is a 410 Expired as
+//! upstream's, whose Status carries a token that reads the rest at the
+//! latest revision. The embedded store keeps no past values: its later
+//! pages read the objects as they are now. Every page says the first
+//! page's revision, so that a watch from it is sent every change made
+//! while the client paged (see [`select`]).
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
@@ -33,7 +35,7 @@ use super::object;
 use super::request::namespace_of;
 use super::table::{self, IncludeObject};
 use super::{object_response, prefers_protobuf, ApiRequest, ApiState};
-use crate::store::KeyValue;
+use crate::store::{KeyValue, StoreError};
 
 /// How many bytes of encoded objects a streamed response holds before it
 /// hands them on.
@@ -58,16 +60,17 @@ pub(super) struct Page {
 
 /// kube-apiserver's continue token: base64 of
 /// `{"v":"meta.k8s.io/v1","rv":REV,"start":"KEY\u0000"}`, KEY relative to
-/// the list's prefix.
-fn encode_continue(revision: u64, after_key: &str) -> String {
-    let token =
-        json!({"v": "meta.k8s.io/v1", "rv": revision, "start": format!("{after_key}\u{0}")});
+/// the list's prefix. `rv` -1 (in the token a 410 answer carries) says to
+/// read the rest at the latest revision.
+fn encode_continue(revision: Option<u64>, start: &str) -> String {
+    let rv = revision.map_or(-1, |r| r as i64);
+    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
 /// The key (relative to the prefix) a continue token says to start at,
-/// and the revision of the list's first page.
-fn decode_continue(token: &str) -> ApiResult<(String, u64)> {
+/// and the revision of the list's first page (None: the latest).
+fn decode_continue(token: &str) -> ApiResult<(String, Option<u64>)> {
     let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
@@ -84,16 +87,55 @@ fn decode_continue(token: &str) -> ApiResult<(String, u64)> {
     if start.is_empty() || start.contains("..") || start.starts_with('/') {
         return Err(invalid("key is not a key"));
     }
-    let rv = token["rv"]
-        .as_u64()
-        .filter(|rv| *rv > 0)
-        .ok_or_else(|| invalid("incorrect encoded start resourceVersion"))?;
+    let rv = match token["rv"].as_i64() {
+        Some(-1) => None,
+        Some(rv) if rv > 0 => Some(rv as u64),
+        _ => return Err(invalid("incorrect encoded start resourceVersion")),
+    };
     Ok((start.to_string(), rv))
+}
+
+/// upstream's answer to a continue token whose revision has been
+/// compacted (apiserver/pkg/storage/etcd3's `inconsistentContinue`).
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a \
+consistent list result. You can start a new list without the continue parameter, or use the \
+continue token in this response to retrieve the remainder of the results. Continuing with the \
+provided token results in an inconsistent list - objects that were created, modified, or \
+deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// Why a page could not be read.
+pub(super) enum PageError {
+    Api(ApiError),
+    /// The continue token's revision has been compacted: 410, with a
+    /// token that reads the rest at the latest revision.
+    Expired {
+        retry: String,
+    },
+}
+
+impl From<ApiError> for PageError {
+    fn from(e: ApiError) -> Self {
+        PageError::Api(e)
+    }
+}
+
+impl From<PageError> for ApiError {
+    fn from(e: PageError) -> Self {
+        match e {
+            PageError::Api(e) => e,
+            PageError::Expired { .. } => ApiError::gone(INCONSISTENT_CONTINUE),
+        }
+    }
 }
 
 /// The stored objects under the request's prefix that its selectors
 /// match, from its `continue` token on and up to its `limit`.
 pub(super) async fn select(state: &ApiState, req: &ApiRequest) -> ApiResult<Page> {
+    Ok(select_page(state, req).await?)
+}
+
+/// As [`select`], telling a compacted continue token apart.
+async fn select_page(state: &ApiState, req: &ApiRequest) -> Result<Page, PageError> {
     let res = req.target.res;
     let filter = Filter::parse(res, req.param("labelSelector"), req.param("fieldSelector"))?;
     let prefix = list_prefix(req);
@@ -105,25 +147,45 @@ pub(super) async fn select(state: &ApiState, req: &ApiRequest) -> ApiResult<Page
         .param("limit")
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0);
-    let (kvs, revision) = state
-        .store
-        .list(&prefix)
-        .await
-        .map_err(|e| ApiError::from_store(e, res, ""))?;
+    let store_error = |e| ApiError::from_store(e, res, "");
+    let (kvs, revision) = match &start {
+        // A continued page: read at the first page's revision where the
+        // store keeps history (etcd), from the token's key on.
+        Some((key, rv)) => match state
+            .store
+            .list_from(&prefix, &format!("{prefix}{key}"), *rv)
+            .await
+        {
+            Ok(listed) => listed,
+            Err(StoreError::Compacted { .. }) => {
+                return Err(PageError::Expired {
+                    retry: encode_continue(None, key),
+                })
+            }
+            Err(e) => return Err(store_error(e).into()),
+        },
+        None if req.param("resourceVersion") == Some("0") => {
+            state.store.list_stale(&prefix).await.map_err(store_error)?
+        }
+        None => state.store.list(&prefix).await.map_err(store_error)?,
+    };
     let first = match &start {
         // The start key ends with a NUL: everything after the key itself.
         Some((start, _)) => kvs.partition_point(|kv| kv.key[prefix.len()..] < **start),
         None => 0,
     };
     // Every page of a list says the first page's revision, and later
-    // tokens carry it on: a client that watches from the list's revision
-    // (a reflector after a paged list) is then sent every change made
-    // while it paged, including changes to objects of pages it had
-    // already read. Objects of later pages may be newer than that
+    // tokens carry it on: on etcd, later pages are read at it; on the
+    // embedded store (which keeps no past values) they are read as the
+    // objects are now, and a client that watches from the list's
+    // revision (a reflector after a paged list) is then still sent every
+    // change made while it paged, including changes to objects of pages
+    // it had already read. Objects of later pages may be newer than that
     // revision; the watch then replays changes the client already has,
     // which it applies in order and ends up current. Watching from the
-    // last page's own revision instead would lose those changes.
-    let revision = start.as_ref().map_or(revision, |(_, rv)| *rv);
+    // last page's own revision instead would lose those changes. A token
+    // whose revision was compacted continues at the latest revision.
+    let revision = start.as_ref().and_then(|(_, rv)| *rv).unwrap_or(revision);
     let mut items = Vec::new();
     let mut rest = kvs.into_iter().skip(first);
     let mut more = false;
@@ -145,7 +207,8 @@ pub(super) async fn select(state: &ApiState, req: &ApiRequest) -> ApiResult<Page
     };
     if more {
         let last = page.items.last().expect("limit > 0");
-        page.continue_token = Some(encode_continue(revision, &last.key[prefix.len()..]));
+        let after = format!("{}\u{0}", &last.key[prefix.len()..]);
+        page.continue_token = Some(encode_continue(Some(revision), &after));
         // As kube-apiserver: counted only when every object would be returned.
         if filter.is_empty() {
             page.remaining = Some(rest.count() + 1);
@@ -183,7 +246,17 @@ fn list_metadata(page: &Page) -> Value {
 
 pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Response> {
     let res = req.target.res;
-    let page = select(state, req).await?;
+    let page = match select_page(state, req).await {
+        Ok(page) => page,
+        Err(PageError::Expired { retry }) => {
+            let err = ApiError::gone(INCONSISTENT_CONTINUE);
+            let mut status = err.status();
+            status["metadata"] = json!({"continue": retry});
+            let code = StatusCode::GONE;
+            return Ok(object_response(&req.headers, code, &status));
+        }
+        Err(PageError::Api(e)) => return Err(e),
+    };
     let meta = list_metadata(&page);
     if conversion::for_reads(req.target.custom.as_ref()).is_some() {
         return converted(state, req, page, meta).await;
@@ -336,7 +409,7 @@ mod tests {
 
     #[test]
     fn continue_tokens_are_kube_apiservers() {
-        let token = encode_continue(42, "default/web-7");
+        let token = encode_continue(Some(42), "default/web-7\u{0}");
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(&token)
             .unwrap();
@@ -347,9 +420,23 @@ mod tests {
         );
         assert_eq!(
             decode_continue(&token).unwrap(),
-            ("default/web-7\u{0}".to_string(), 42)
+            ("default/web-7\u{0}".to_string(), Some(42))
         );
-        for bad in ["", "!!", "bm90IGpzb24", &encode_continue(1, "/x")] {
+        // The token a 410 carries: the rest at the latest revision.
+        let retry = encode_continue(None, "default/web-7\u{0}");
+        assert_eq!(
+            decode_continue(&retry).unwrap(),
+            ("default/web-7\u{0}".to_string(), None)
+        );
+        let zero = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a"}"#);
+        for bad in [
+            "",
+            "!!",
+            "bm90IGpzb24",
+            &encode_continue(Some(1), "/x"),
+            &zero,
+        ] {
             let err = decode_continue(bad).unwrap_err();
             assert_eq!(err.code, 400, "{bad}");
             assert!(

@@ -68,6 +68,25 @@ impl Store for ObservedStore {
         r
     }
 
+    async fn list_stale(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
+        let started = Instant::now();
+        let r = self.inner.list_stale(prefix).await;
+        record("list", prefix, started);
+        r
+    }
+
+    async fn list_from(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Vec<KeyValue>, Revision)> {
+        let started = Instant::now();
+        let r = self.inner.list_from(prefix, start, revision).await;
+        record("list", prefix, started);
+        r
+    }
+
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision> {
         let started = Instant::now();
         let r = self.inner.create(key, value).await;

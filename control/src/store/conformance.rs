@@ -53,6 +53,7 @@ pub(super) async fn etcd_with(
         key_file: None,
         prefix: prefix.into(),
         compaction_interval: Duration::ZERO,
+        watch_cache: true,
     };
     Arc::new(
         super::EtcdStore::connect(&options, Duration::from_secs(10))

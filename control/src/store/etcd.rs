@@ -29,6 +29,9 @@ use etcd_client::{
 
 use super::{KeyValue, Result, Revision, Store, StoreError, Stored};
 
+mod cache;
+#[cfg(test)]
+mod cache_tests;
 mod compactor;
 mod watch;
 
@@ -59,6 +62,9 @@ pub struct EtcdOptions {
     pub prefix: String,
     /// How often the history is compacted (0: never).
     pub compaction_interval: Duration,
+    /// Whether lists and watches are served from a watch cache per
+    /// resource (`--watch-cache`), or each from etcd.
+    pub watch_cache: bool,
 }
 
 impl EtcdOptions {
@@ -243,7 +249,7 @@ fn unreached(e: &etcd_client::Error) -> bool {
 const UNREACHED_TRIES: usize = 8;
 
 /// `request` until it reaches a member (see [`unreached`]).
-async fn reaching<T, F, Fut>(mut request: F) -> std::result::Result<T, etcd_client::Error>
+pub(super) async fn reaching<T, F, Fut>(mut request: F) -> std::result::Result<T, etcd_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
@@ -262,6 +268,7 @@ where
 
 pub struct EtcdStore {
     shared: Arc<Shared>,
+    caches: cache::Caches,
     compactor: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -309,7 +316,11 @@ impl EtcdStore {
         }
         let compactor = (!options.compaction_interval.is_zero())
             .then(|| tokio::spawn(compactor::run(shared.clone(), options.compaction_interval)));
-        Ok(EtcdStore { shared, compactor })
+        Ok(EtcdStore {
+            caches: cache::Caches::new(shared.clone(), options.watch_cache),
+            shared,
+            compactor,
+        })
     }
 
     /// Compacts etcd's history up to `revision`: watches from before it
@@ -356,52 +367,92 @@ impl EtcdStore {
             }),
         }
     }
+}
 
-    /// One linearizable list, read in pages pinned to the first one's
-    /// revision.
-    async fn list_once(
-        &self,
-        prefix: &str,
-    ) -> std::result::Result<(Vec<KeyValue>, Revision), etcd_client::Error> {
-        let shared = &self.shared;
-        let start = shared
-            .prefix_key(prefix)
-            .map_err(|e| etcd_client::Error::InvalidArgs(e.to_string()))?;
-        let end = range_end(&start);
-        let kv = shared.kv.clone();
-        let mut items = Vec::new();
-        let mut from = start;
-        let mut revision = 0;
-        loop {
-            let mut options = GetOptions::new()
-                .with_range(end.clone())
-                .with_limit(LIST_PAGE);
-            if revision != 0 {
-                options = options.with_revision(revision as i64);
+/// One list, read in pages pinned to the first one's revision: of the
+/// keys under `prefix` from `start` on (a bosun key, inclusive), at
+/// `revision` (None: a linearizable read of the latest).
+pub(super) async fn list_range(
+    shared: &Shared,
+    prefix: &str,
+    start: Option<&str>,
+    revision: Option<Revision>,
+) -> std::result::Result<(Vec<KeyValue>, Revision), etcd_client::Error> {
+    let invalid = |e: StoreError| etcd_client::Error::InvalidArgs(e.to_string());
+    let first = shared.prefix_key(prefix).map_err(invalid)?;
+    let end = range_end(&first);
+    let mut from = match start {
+        Some(start) => shared.key(start).map_err(invalid)?.max(first),
+        None => first,
+    };
+    let kv = shared.kv.clone();
+    let mut items = Vec::new();
+    let mut revision = revision.unwrap_or(0);
+    loop {
+        let mut options = GetOptions::new()
+            .with_range(end.clone())
+            .with_limit(LIST_PAGE);
+        if revision != 0 {
+            options = options.with_revision(revision as i64);
+        }
+        let resp = reaching(|| {
+            let (mut kv, from, options) = (kv.clone(), from.clone(), options.clone());
+            async move { kv.get(from, Some(options)).await }
+        })
+        .await?;
+        let seen = shared.seen(resp.header());
+        if revision == 0 {
+            revision = seen;
+        }
+        for item in resp.kvs() {
+            items.push(shared.key_value(item).map_err(invalid)?);
+        }
+        match resp.kvs().last() {
+            Some(last) if resp.more() => {
+                from = last.key().to_vec();
+                from.push(0);
             }
-            let resp = reaching(|| {
-                let (mut kv, from, options) = (kv.clone(), from.clone(), options.clone());
-                async move { kv.get(from, Some(options)).await }
-            })
-            .await?;
-            if revision == 0 {
-                revision = shared.seen(resp.header());
-            }
-            for item in resp.kvs() {
-                items.push(
-                    shared
-                        .key_value(item)
-                        .map_err(|e| etcd_client::Error::InvalidArgs(e.to_string()))?,
-                );
-            }
-            match resp.kvs().last() {
-                Some(last) if resp.more() => {
-                    from = last.key().to_vec();
-                    from.push(0);
-                }
-                _ => return Ok((items, revision)),
+            _ => return Ok((items, revision)),
+        }
+    }
+}
+
+/// A list error as the store's.
+fn list_error(e: etcd_client::Error, requested: Revision) -> StoreError {
+    match e {
+        e if is_compacted(&e) => StoreError::Compacted {
+            requested,
+            oldest: 0,
+        },
+        etcd_client::Error::InvalidArgs(e) => StoreError::Backend(e),
+        e => etcd_error(e),
+    }
+}
+
+impl EtcdStore {
+    /// A list read from etcd, not the watch cache.
+    pub async fn list_uncached(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
+        // A later page whose revision was compacted meanwhile: read again
+        // from the start, at the current revision.
+        for _ in 0..3 {
+            match list_range(&self.shared, prefix, None, None).await {
+                Ok(listed) => return Ok(listed),
+                Err(e) if is_compacted(&e) => continue,
+                Err(e) => return Err(list_error(e, 0)),
             }
         }
+        Err(StoreError::Backend(format!(
+            "listing {prefix}: compacted three times while reading"
+        )))
+    }
+
+    /// A watch of etcd itself, not of the watch cache.
+    pub async fn watch_uncached(
+        &self,
+        prefix: &str,
+        after: Revision,
+    ) -> Result<super::EventStream> {
+        watch::watch(self.shared.clone(), prefix, after).await
     }
 }
 
@@ -423,19 +474,32 @@ impl Store for EtcdStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
-        // A later page whose revision was compacted meanwhile: read again
-        // from the start, at the current revision.
-        for _ in 0..3 {
-            match self.list_once(prefix).await {
-                Ok(listed) => return Ok(listed),
-                Err(e) if is_compacted(&e) => continue,
-                Err(etcd_client::Error::InvalidArgs(e)) => return Err(StoreError::Backend(e)),
-                Err(e) => return Err(etcd_error(e)),
+        if let Some(cache) = self.caches.of(prefix).await {
+            if let Some(listed) = cache.list(&self.shared, prefix).await? {
+                return Ok(listed);
             }
         }
-        Err(StoreError::Backend(format!(
-            "listing {prefix}: compacted three times while reading"
-        )))
+        self.list_uncached(prefix).await
+    }
+
+    async fn list_stale(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
+        if let Some(cache) = self.caches.of(prefix).await {
+            if let Some(listed) = cache.snapshot(prefix) {
+                return Ok(listed);
+            }
+        }
+        self.list_uncached(prefix).await
+    }
+
+    async fn list_from(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Vec<KeyValue>, Revision)> {
+        list_range(&self.shared, prefix, Some(start), revision)
+            .await
+            .map_err(|e| list_error(e, revision.unwrap_or(0)))
     }
 
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision> {
@@ -467,7 +531,12 @@ impl Store for EtcdStore {
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<super::EventStream> {
-        watch::watch(self.shared.clone(), prefix, after).await
+        if let Some(cache) = self.caches.of(prefix).await {
+            if let Some(stream) = cache.watch(prefix, after) {
+                return Ok(stream);
+            }
+        }
+        self.watch_uncached(prefix, after).await
     }
 
     fn current_revision(&self) -> Revision {

@@ -181,6 +181,32 @@ pub trait Store: Send + Sync + 'static {
     /// revision the listing is consistent with.
     async fn list(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)>;
 
+    /// As [`Store::list`], but possibly from a cache behind the latest
+    /// write (a list with `resourceVersion=0`). (A store that wraps
+    /// another must pass this and [`Store::list_from`] on: the defaults
+    /// would hide the inner store's own.)
+    async fn list_stale(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
+        self.list(prefix).await
+    }
+
+    /// The values under `prefix` whose keys are `start` or after it, as
+    /// they were at `revision` (None: now), with the revision read: a
+    /// continued page of a list. Fails with [`StoreError::Compacted`]
+    /// once `revision` has been compacted. A store that keeps no past
+    /// values (the embedded one) reads them as they are now.
+    async fn list_from(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: Option<Revision>,
+    ) -> Result<(Vec<KeyValue>, Revision)> {
+        let _ = revision;
+        let (mut items, rev) = self.list(prefix).await?;
+        let first = items.partition_point(|kv| kv.key.as_str() < start);
+        items.drain(..first);
+        Ok((items, rev))
+    }
+
     /// Stores `value` at a key that must not exist; returns its revision.
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision>;
 

@@ -19,6 +19,10 @@ pub struct ControlPlane {
     child: Option<Child>,
     extra_args: Vec<String>,
     pub addr: String,
+    /// The etcd the control plane keeps its objects in, if any
+    /// (`BOSUN_TEST_STORE=etcd`, or [`ControlPlane::start_on_etcd`]);
+    /// stopped after the control plane.
+    pub etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
 /// Controllers that write objects of their own (pods, replica sets, revisions,
@@ -61,12 +65,40 @@ impl ControlPlane {
     }
 
     /// The same on a data dir the test made (a restored snapshot's).
+    /// With `BOSUN_TEST_STORE=etcd` (and no `--store` of the test's own),
+    /// on a throwaway etcd.
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Self {
+        let own_store = extra.iter().any(|a| a.starts_with("--store"));
+        let etcd = (bosun_test_support::etcd::store_is_etcd() && !own_store).then(|| {
+            bosun_test_support::etcd::Etcd::start()
+                .expect("BOSUN_TEST_STORE=etcd, but etcd is not installed")
+        });
+        Self::start_on(dir, extra, etcd)
+    }
+
+    /// On a throwaway etcd whatever `BOSUN_TEST_STORE` says; None (the
+    /// reason printed) when etcd is not installed.
+    pub fn start_on_etcd(extra: &[&str]) -> Option<Self> {
+        let etcd = bosun_test_support::etcd::Etcd::start()?;
+        let dir = tempfile::tempdir().expect("temp dir");
+        Some(Self::start_on(dir, extra, Some(etcd)))
+    }
+
+    fn start_on(
+        dir: tempfile::TempDir,
+        extra: &[&str],
+        etcd: Option<bosun_test_support::etcd::Etcd>,
+    ) -> Self {
+        let mut extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        if let Some(etcd) = &etcd {
+            extra_args.extend(["--store".to_string(), etcd.store_url()]);
+        }
         let mut cp = ControlPlane {
             dir,
             child: None,
-            extra_args: extra.iter().map(|s| s.to_string()).collect(),
+            extra_args,
             addr: String::new(),
+            etcd,
         };
         cp.spawn();
         cp
