@@ -42,6 +42,13 @@ if [ "$profile" = release ]; then
 else
     cargo build --quiet -p bosun-control --bin bosun-control --example api_bench
 fi
+# The profilers asked for, installed from Debian's packages if missing.
+need=()
+[ -n "${BENCH_PERF:-}" ] && ! command -v perf >/dev/null && need+=(linux-perf)
+[ -n "${BENCH_HEAPTRACK:-}" ] && ! command -v heaptrack >/dev/null && need+=(heaptrack)
+if [ "${#need[@]}" -gt 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 control_bin="${BENCH_CONTROL_BIN:-$CARGO_TARGET_DIR/$profile/bosun-control}"
 [ -x "$control_bin" ] || { echo "no bosun-control binary at $control_bin" >&2; exit 1; }
 bench_bin="$CARGO_TARGET_DIR/$profile/examples/api_bench"

@@ -4,21 +4,30 @@
 //! factory), plus a stream of deletions, which shared reflector streams do
 //! not carry.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{self, ReflectHandle, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-/// How many changes a shared cache buffers for its slowest subscriber
-/// before the watch waits.
-const SUBSCRIBER_BUFFER: usize = 4096;
+/// How many changes the pod cache buffers for its slowest subscriber
+/// before its watch waits: pods are the one type whose changes come by
+/// the thousand at once (a rollout, a relist of every pod) to a dozen
+/// subscribers.
+const POD_SUBSCRIBER_BUFFER: usize = 4096;
+
+/// The same for every other cache. The buffer is allocated whole when the
+/// cache is made (~100 bytes a slot), so 4096 slots cost each of the ~30
+/// cached types 0.4 MiB whether or not anyone subscribes; a full buffer
+/// only makes the watch wait for its subscribers, it loses nothing.
+const SUBSCRIBER_BUFFER: usize = 256;
 
 /// The bounds a resource type needs to be cached.
 pub trait Cached:
@@ -72,7 +81,12 @@ fn type_key<K: Cached>() -> String {
 }
 
 fn new_entry<K: Cached>() -> Entry {
-    let (reader, writer) = reflector::store_shared::<K>(SUBSCRIBER_BUFFER);
+    let buffer = if TypeId::of::<K>() == TypeId::of::<Pod>() {
+        POD_SUBSCRIBER_BUFFER
+    } else {
+        SUBSCRIBER_BUFFER
+    };
+    let (reader, writer) = reflector::store_shared::<K>(buffer);
     let writer = Arc::new(Mutex::new(Some(writer)));
     let deletions: Deletions<K> = Arc::default();
     let start_writer = writer.clone();
@@ -125,6 +139,47 @@ fn new_entry<K: Cached>() -> Entry {
 /// the API server then keeps the stored ones.
 fn trim<K: Cached>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
+    if let Some(pod) = (obj as &mut dyn Any).downcast_mut::<Pod>() {
+        trim_pod(pod);
+    }
+}
+
+/// What the pod cache keeps of a pod's volumes: those that name a claim
+/// (a `persistentVolumeClaim` or an `ephemeral` one), the only volumes a
+/// controller or the scheduler reads, and the containers' mounts of them.
+/// The others, the service-account token's projected volume above all,
+/// are the largest part of a typed pod in memory (a `Volume` holds every
+/// kind of volume source inline) and no controller writes a cached pod
+/// back whole (they patch), so nothing stored loses them.
+fn trim_pod(pod: &mut Pod) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    let Some(volumes) = spec.volumes.as_mut() else {
+        return;
+    };
+    volumes.retain(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+    let kept: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
+    if volumes.is_empty() {
+        spec.volumes = None;
+    } else {
+        volumes.shrink_to_fit();
+    }
+    let containers = spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten());
+    for c in containers {
+        let Some(mounts) = c.volume_mounts.as_mut() else {
+            continue;
+        };
+        mounts.retain(|m| kept.contains(&m.name));
+        if mounts.is_empty() {
+            c.volume_mounts = None;
+        } else {
+            mounts.shrink_to_fit();
+        }
+    }
 }
 
 /// Waits until `store` has its first full list.
@@ -372,9 +427,86 @@ mod tests {
         })
         .await;
         assert_eq!(cached.metadata.managed_fields, None);
+        // Volumes that name no claim are not kept either (the next test);
+        // everything else is.
         let mut expected = stored.clone();
         expected.metadata.managed_fields = None;
-        assert_eq!(*cached, expected);
+        let mut cached = (*cached).clone();
+        for pod in [&mut expected, &mut cached] {
+            let spec = pod.spec.as_mut().unwrap();
+            spec.volumes = None;
+            spec.containers[0].volume_mounts = None;
+        }
+        assert_eq!(cached, expected);
+    }
+
+    /// The pod cache keeps the volumes that name a claim, which the
+    /// scheduler and the volume controllers read, and drops the others
+    /// (the service account's projected token above all) with their
+    /// mounts; the stored pod keeps them all.
+    #[tokio::test]
+    async fn the_pod_cache_keeps_only_volumes_that_name_a_claim() {
+        let api = TestApi::start().await;
+        let shared = api.shared();
+        let pods = shared.informers.store::<Pod>();
+        shared.informers.start();
+        shared.informers.wait_ready().await;
+        let mount = |name: &str| serde_json::json!({"name": name, "mountPath": format!("/{name}")});
+        let _: Pod = api
+            .create(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "db", "namespace": "default"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "i",
+                        "volumeMounts": [mount("data"), mount("settings"), mount("scratch")]}],
+                    "initContainers": [{"name": "init", "image": "i",
+                        "volumeMounts": [mount("scratch"), mount("data")]}],
+                    "volumes": [
+                        {"name": "settings", "configMap": {"name": "settings"}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                        {"name": "scratch", "emptyDir": {}},
+                    ]}
+            }))
+            .await;
+        let names = |pod: &Pod| -> Vec<String> {
+            let spec = pod.spec.as_ref().unwrap();
+            spec.volumes
+                .iter()
+                .flatten()
+                .map(|v| v.name.clone())
+                .collect()
+        };
+        let mounts = |c: &k8s_openapi::api::core::v1::Container| -> Vec<String> {
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| m.name.clone())
+                .collect()
+        };
+        let stored = api.api::<Pod>(Some("default")).get("db").await.unwrap();
+        assert!(
+            ["settings", "data", "scratch"]
+                .iter()
+                .all(|v| names(&stored).contains(&v.to_string())),
+            "the stored pod has all its volumes: {:?}",
+            names(&stored)
+        );
+        let cached = eventually("the pod in the cache", Duration::from_secs(5), || async {
+            pods.state().into_iter().next()
+        })
+        .await;
+        assert_eq!(names(&cached), ["data"]);
+        let spec = cached.spec.as_ref().unwrap();
+        assert_eq!(mounts(&spec.containers[0]), ["data"]);
+        assert_eq!(mounts(&spec.init_containers.as_ref().unwrap()[0]), ["data"]);
+        assert_eq!(
+            spec.volumes.as_ref().unwrap()[0]
+                .persistent_volume_claim
+                .as_ref()
+                .unwrap()
+                .claim_name,
+            "data"
+        );
     }
 
     #[tokio::test]
