@@ -144,6 +144,201 @@ fn remote_ports(pid: i32) -> Vec<u16> {
         .collect()
 }
 
+/// The control plane (0-based) whose log says it took the Lease as
+/// `identity` (`<hostname>_<uuid>`, made at each start).
+fn holder_of(dir: &Path, identity: &str) -> Option<usize> {
+    (0..MEMBERS).find(|&i| {
+        std::fs::read_dir(control_dir(dir, i))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("control.log"))
+            .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|log| log.contains(identity)))
+    })
+}
+
+const ROLLING: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: rolling}
+spec:
+  replicas: 3
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector: {matchLabels: {app: rolling}}
+  template:
+    metadata: {labels: {app: rolling}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: bosun.local/busybox:1.35
+        command: [sleep, '3600']
+        env: [{name: V, value: '1'}]
+        readinessProbe: {exec: {command: ['true']}, initialDelaySeconds: 3, periodSeconds: 1}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: scaled}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: scaled}}
+  template:
+    metadata: {labels: {app: scaled}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: c, image: bosun.local/busybox:1.35, command: [sleep, '3600']}
+";
+
+/// Starts a rolling update, SIGKILLs the control plane holding the
+/// controller manager's Lease (never `down`, already dead), scales a
+/// second Deployment at once, and waits for both Leases to move to the
+/// one left and for both Deployments to finish through it. Returns the
+/// killed control plane.
+fn leader_killed_mid_rollout(
+    dir: &Path,
+    down: usize,
+    ports: &[u16],
+    kubectl: &dyn Fn(&[&str]) -> Run,
+    tmp: &Path,
+) -> usize {
+    let holder = |via: &str, lease: &str| {
+        kubectl(&[
+            "--server",
+            via,
+            "get",
+            "lease",
+            "-n",
+            "kube-system",
+            lease,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
+        .stdout
+    };
+    let any_up = format!(
+        "https://127.0.0.1:{}",
+        ports[(0..MEMBERS).find(|&i| i != down).unwrap()]
+    );
+    // Both Leases held by one of the two left (after the first kill a
+    // new holder may still be taking over).
+    let mut leader = None;
+    wait_for(
+        "both Leases held by a live control plane",
+        Duration::from_secs(60),
+        || {
+            let cm = holder(&any_up, "kube-controller-manager");
+            let sched = holder(&any_up, "kube-scheduler");
+            leader = holder_of(dir, &cm).filter(|&i| i != down);
+            leader.is_some() && holder_of(dir, &sched).is_some_and(|i| i != down)
+        },
+    );
+    let leader = leader.unwrap();
+    let last = (0..MEMBERS).find(|&i| i != down && i != leader).unwrap();
+    let via = format!("https://127.0.0.1:{}", ports[last]);
+    let run = |args: &[&str]| {
+        let mut all = vec!["--server", via.as_str()];
+        all.extend_from_slice(args);
+        kubectl(&all)
+    };
+    let manifest = tmp.join("rolling.yaml");
+    std::fs::write(&manifest, ROLLING).unwrap();
+    run(&["apply", "-f", manifest.to_str().unwrap()]).ok();
+    for d in ["rolling", "scaled"] {
+        run(&[
+            "rollout",
+            "status",
+            &format!("deployment/{d}"),
+            "--timeout=240s",
+        ])
+        .ok();
+    }
+    let before = [
+        holder(&via, "kube-controller-manager"),
+        holder(&via, "kube-scheduler"),
+    ];
+    // The rolling update starts (its new ReplicaSet exists) before the kill.
+    run(&["set", "env", "deployment/rolling", "V=2"]).ok();
+    wait_for(
+        "the rolling update's new ReplicaSet",
+        Duration::from_secs(60),
+        || {
+            run(&["get", "rs", "-l", "app=rolling", "-o", "name"])
+                .stdout
+                .lines()
+                .count()
+                == 2
+        },
+    );
+    let leader_dir = control_dir(dir, leader);
+    let supervisor = read_pid(&leader_dir.join("control.supervisor.pid")).unwrap();
+    let control = read_pid(&leader_dir.join("control.pid")).unwrap();
+    sigkill(supervisor);
+    sigkill(control);
+    let killed_at = std::time::Instant::now();
+    run(&["scale", "deployment/scaled", "--replicas=4"]).ok();
+    // Both Leases move to the control plane left.
+    let mut moved = [None, None];
+    wait_for(
+        "both Leases taken over by the control plane left",
+        Duration::from_secs(60),
+        || {
+            for (i, lease) in ["kube-controller-manager", "kube-scheduler"]
+                .iter()
+                .enumerate()
+            {
+                let now = holder(&via, lease);
+                if moved[i].is_none() && !now.is_empty() && now != before[i] {
+                    moved[i] = Some(killed_at.elapsed());
+                }
+            }
+            moved.iter().all(Option::is_some)
+        },
+    );
+    eprintln!(
+        "leadership handed over after the SIGKILL: controller manager in {:.1} s, scheduler in {:.1} s",
+        moved[0].unwrap().as_secs_f64(),
+        moved[1].unwrap().as_secs_f64()
+    );
+    // Upstream's defaults (a 15 s lease, renewals every 2 s): the
+    // candidates follow the Lease and take it as it runs out, at most the
+    // lease duration after the holder's last renewal, which came before
+    // the kill (a retry period of slack for a loaded machine).
+    for took in moved.iter().flatten() {
+        assert!(
+            *took <= Duration::from_secs(17),
+            "the handover took {took:?}"
+        );
+    }
+    for d in ["rolling", "scaled"] {
+        run(&[
+            "rollout",
+            "status",
+            &format!("deployment/{d}"),
+            "--timeout=240s",
+        ])
+        .ok();
+    }
+    let ready = run(&[
+        "get",
+        "deployment/scaled",
+        "-o",
+        "jsonpath={.status.readyReplicas}",
+    ]);
+    assert_eq!(ready.ok(), "4");
+    let sets = run(&[
+        "get",
+        "rs",
+        "-l",
+        "app=rolling",
+        "-o",
+        "jsonpath={range .items[*]}{.status.replicas}{\" \"}{end}",
+    ]);
+    let mut counts: Vec<&str> = sets.ok().split_whitespace().collect();
+    counts.sort();
+    assert_eq!(counts, ["0", "3"], "the rolling update did not finish");
+    leader
+}
+
 /// The ports of the control planes, from their address files.
 fn control_ports(dir: &Path) -> Vec<u16> {
     (0..MEMBERS)
@@ -357,6 +552,12 @@ fn an_ha_cluster_keeps_its_node_ready_and_runs_pods_while_an_api_server_is_kille
         let get = host.bosun(&["get", "pod", "after-kill", "-o", "name"]);
         assert_eq!(get.ok().trim(), "pod/after-kill");
     }
+
+    // The leader of the two left is killed in the middle of a rolling
+    // update and a scale: another takes the controllers and the
+    // scheduler over, and both finish.
+    let killed = leader_killed_mid_rollout(&dir, victim, &ports, &kubectl, tmp.path());
+    assert_ne!(killed, victim);
 
     // down and up again: every member and control plane comes back on
     // its ports, and the objects are still there (they live in etcd).

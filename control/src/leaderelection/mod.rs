@@ -24,8 +24,15 @@
 //! in a network partition takes part again once it heals). On SIGTERM the
 //! holder stops its term and then releases the Lease (upstream's
 //! `ReleaseOnCancel`: holder emptied, `leaseDurationSeconds` 1), so a
-//! planned restart hands over within one retry period of another
-//! candidate rather than after the whole lease duration.
+//! planned restart hands over at once rather than after the whole lease
+//! duration.
+//!
+//! Candidates also watch the Lease between their tries (client-go only
+//! polls): the record's last change is then seen when it is written, not
+//! up to a jittered retry period later, and a candidate tries the moment
+//! the lease runs out by its clock or is released. After a holder's
+//! SIGKILL the handover takes the lease duration less the time since its
+//! last renewal, not up to two retry periods more.
 
 #[cfg(test)]
 mod tests;
@@ -35,6 +42,7 @@ pub mod components;
 use std::future::Future;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
@@ -152,7 +160,12 @@ impl LeaderElector {
         Fut: Future<Output = T>,
     {
         loop {
-            // Campaign.
+            // Campaign: try every retry period, and between tries follow
+            // the record through a watch, so that its last change is seen
+            // when it happens (not up to a jittered retry period later)
+            // and the try comes the moment the lease runs out or is
+            // released.
+            let mut changes = self.record_changes();
             loop {
                 if *stop.borrow() {
                     return;
@@ -160,12 +173,17 @@ impl LeaderElector {
                 if self.try_once().await {
                     break;
                 }
-                let wait = jittered(self.options.retry_period);
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stop.changed() => {}
+                let next = Instant::now() + jittered(self.options.retry_period);
+                loop {
+                    let until = self.expiry().map_or(next, |at| at.min(next));
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(until) => break,
+                        Some(record) = changes.next() => self.observe(record),
+                        _ = stop.changed() => break,
+                    }
                 }
             }
+            drop(changes);
             tracing::info!(lease = %self.name, identity = %self.identity, "acquired the lease; leading");
             let term = lead().await;
             let stopping = tokio::select! {
@@ -284,6 +302,45 @@ impl LeaderElector {
         self.observed
             .as_ref()
             .is_none_or(|(_, seen)| seen.elapsed() < duration)
+    }
+
+    /// When the record of another holder runs out by this candidate's
+    /// clock (now if it was released; None while this one holds it or
+    /// before anything was read).
+    fn expiry(&self) -> Option<Instant> {
+        let (record, seen) = self.observed.as_ref()?;
+        let holder = record.holder_identity.as_deref().unwrap_or_default();
+        if holder == self.identity {
+            return None;
+        }
+        if holder.is_empty() {
+            return Some(Instant::now());
+        }
+        let duration = record
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(s.max(0) as u64))
+            .unwrap_or(self.options.lease_duration);
+        Some(*seen + duration)
+    }
+
+    /// The Lease's record each time the API reports it written (a watch
+    /// of this one Lease, backing off on errors).
+    fn record_changes(&self) -> futures::stream::BoxStream<'static, LeaseSpec> {
+        use kube::runtime::{watcher, WatchStreamExt};
+        watcher::watcher(
+            self.api.clone(),
+            watcher::Config::default().fields(&format!("metadata.name={}", self.name)),
+        )
+        .default_backoff()
+        .filter_map(|e| async move {
+            match e {
+                Ok(watcher::Event::Apply(l)) | Ok(watcher::Event::InitApply(l)) => {
+                    Some(l.spec.unwrap_or_default())
+                }
+                _ => None,
+            }
+        })
+        .boxed()
     }
 
     /// Remembers `record`, and when it changed.

@@ -158,3 +158,48 @@ fn the_flags_are_checked_as_upstream() {
     assert!(bad.validate().unwrap_err().contains("lease-duration"));
     assert!(identity().contains('_'));
 }
+
+#[tokio::test]
+async fn a_candidate_follows_the_lease_and_takes_it_the_moment_it_runs_out() {
+    // Tries 2-4.4 s apart: by polling alone, b would see a's last renewal
+    // and the lease running out up to that much late.
+    let slow = LeaderElectionOptions {
+        enabled: true,
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_millis(2900),
+        retry_period: Duration::from_secs(2),
+    };
+    let api = TestApi::start().await;
+    let mut a = LeaderElector::new(api.client.clone(), SCHEDULER_LEASE, "host_a", slow.clone());
+    assert!(a.try_acquire_or_renew().await.unwrap());
+    let (led_tx, mut led) = tokio::sync::mpsc::unbounded_channel();
+    let (_stop, rx) = watch::channel(false);
+    let b = LeaderElector::new(api.client.clone(), SCHEDULER_LEASE, "host_b", slow);
+    tokio::spawn(b.run(rx, move || {
+        let led_tx = led_tx.clone();
+        async move {
+            led_tx.send(Instant::now()).unwrap();
+            CountedTerm(Arc::new(AtomicUsize::new(0)))
+        }
+    }));
+    // a renews every 300 ms, then is gone (as after a SIGKILL) before b's
+    // second try (at least 2 s after its first, made as it started): a
+    // candidate that only polled would see the last renewal over a
+    // second late, and take over that much later.
+    let mut last = Instant::now();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(a.try_acquire_or_renew().await.unwrap());
+        last = Instant::now();
+    }
+    let taken = tokio::time::timeout(Duration::from_secs(20), led.recv())
+        .await
+        .expect("b never took the lease")
+        .unwrap();
+    let after = taken.duration_since(last);
+    assert!(
+        after >= Duration::from_millis(2800) && after <= Duration::from_millis(3700),
+        "b took the lease {after:?} after a's last renewal, not when its 3 s ran out"
+    );
+    assert_eq!(lease(&api).await.holder_identity.as_deref(), Some("host_b"));
+}

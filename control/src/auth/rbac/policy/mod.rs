@@ -239,8 +239,15 @@ fn scheduler_rules() -> Vec<PolicyRule> {
     vec![
         events(),
         rule(&["create"], &["coordination.k8s.io"], &["leases"]),
+        // Upstream's get and update, and (bosun's) list and watch of the
+        // one Lease: candidates follow it to take over the moment it runs
+        // out (`leaderelection`).
         named(
-            rule(&["get", "update"], &["coordination.k8s.io"], &["leases"]),
+            rule(
+                &["get", "update", "list", "watch"],
+                &["coordination.k8s.io"],
+                &["leases"],
+            ),
             &["kube-scheduler"],
         ),
         rule(READ, &[""], &["nodes"]),
@@ -291,8 +298,15 @@ fn controller_manager_rules() -> Vec<PolicyRule> {
         // The shared informers.
         rule(&["list", "watch"], &["*"], &["*"]),
         rule(&["create"], &["coordination.k8s.io"], &["leases"]),
+        // Upstream's get and update, and (bosun's) list and watch of the
+        // one Lease: candidates follow it to take over the moment it runs
+        // out (`leaderelection`).
         named(
-            rule(&["get", "update"], &["coordination.k8s.io"], &["leases"]),
+            rule(
+                &["get", "update", "list", "watch"],
+                &["coordination.k8s.io"],
+                &["leases"],
+            ),
             &["kube-controller-manager"],
         ),
         rule(&["create"], &[""], &["secrets", "serviceaccounts"]),
