@@ -249,7 +249,9 @@ fn unreached(e: &etcd_client::Error) -> bool {
 const UNREACHED_TRIES: usize = 8;
 
 /// `request` until it reaches a member (see [`unreached`]).
-pub(super) async fn reaching<T, F, Fut>(mut request: F) -> std::result::Result<T, etcd_client::Error>
+pub(super) async fn reaching<T, F, Fut>(
+    mut request: F,
+) -> std::result::Result<T, etcd_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
