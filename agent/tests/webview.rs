@@ -13,11 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use browser::netlog::End;
-use browser::{eval, Chromium};
+use browser::{eval, sign_in, Chromium};
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
-use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
-};
+use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, DispatchKeyEventType};
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::page::ScreenshotParams;
 use chromiumoxide::Page;
@@ -98,7 +96,7 @@ async fn board(page: &Page) -> Vec<Column> {
 }
 
 /// Polls `js` in `page` until it gives a value that is not falsy,
-/// failing after `deadline` with the page's board and the cluster's logs.
+/// failing after `deadline` with the page's text and the cluster's logs.
 async fn wait_js<T: DeserializeOwned>(
     c: &Cluster,
     page: &Page,
@@ -106,23 +104,14 @@ async fn wait_js<T: DeserializeOwned>(
     deadline: Duration,
     js: &str,
 ) -> T {
-    let started = Instant::now();
-    loop {
-        // (chromiumoxide reads a null as no value at all.)
-        let v: serde_json::Value = eval(page, &format!("(({js}) || false)")).await;
-        if v != serde_json::Value::Bool(false) {
-            return serde_json::from_value(v).expect("the expected shape");
-        }
-        if started.elapsed() > deadline {
-            let body: String = eval(page, "document.body.innerText").await;
-            panic!(
-                "timed out after {deadline:?} waiting for {what}\npage text:\n{body}\ncontrol log:\n{}\nagent log:\n{}",
-                tail(&c.control_log(), 20),
-                tail(&c.agent_log(), 20)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    browser::wait_js(page, what, deadline, js, || {
+        format!(
+            "control log:\n{}\nagent log:\n{}",
+            tail(&c.control_log(), 20),
+            tail(&c.agent_log(), 20)
+        )
+    })
+    .await
 }
 
 /// Polls the board until `check` holds of it.
@@ -140,7 +129,7 @@ async fn wait_board<T>(
         }
         if started.elapsed() > LONG {
             let text: String = eval(page, "document.body.innerText").await;
-            let stats: serde_json::Value = eval(page, "window.bosunStats || null").await;
+            let stats: String = eval(page, "JSON.stringify(window.bosunStats || null)").await;
             panic!(
                 "timed out waiting for {what}\nboard: {b:#?}\npage text:\n{text}\npage stats: {stats}\ncontrol log:\n{}\nagent log:\n{}",
                 tail(&c.control_log(), 20),
@@ -149,22 +138,6 @@ async fn wait_board<T>(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// Pastes `token` into the sign-in form and submits it.
-async fn sign_in(page: &Page, token: &str) {
-    let field = page.find_element("#token").await.expect("the token field");
-    eval::<bool>(page, "(document.getElementById('token').value = '', true)").await;
-    field.click().await.expect("focus the token field");
-    page.execute(InsertTextParams::new(token))
-        .await
-        .expect("paste the token");
-    page.find_element("#signin-form button[type=submit]")
-        .await
-        .expect("the sign-in button")
-        .click()
-        .await
-        .expect("click sign in");
 }
 
 fn web_cards<'a>(b: &'a [Column], node: &str) -> Vec<&'a Card> {

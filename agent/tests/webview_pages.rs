@@ -14,7 +14,7 @@ mod cluster;
 
 use std::time::{Duration, Instant};
 
-use browser::{eval, Chromium};
+use browser::{eval, sign_in, Chromium};
 use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::page::ScreenshotParams;
@@ -77,42 +77,16 @@ fn kubectl(c: &Cluster, args: &[&str]) -> String {
 }
 
 /// Polls `js` in `page` until it gives a value that is not falsy; fails
-/// after `deadline` with the page's text and the cluster's logs.
+/// after a long while with the page's text and the cluster's logs.
 async fn wait_js<T: DeserializeOwned>(c: &Cluster, page: &Page, what: &str, js: &str) -> T {
-    let started = Instant::now();
-    loop {
-        let v: serde_json::Value = eval(page, &format!("(({js}) || false)")).await;
-        if v != serde_json::Value::Bool(false) {
-            return serde_json::from_value(v).expect("the expected shape");
-        }
-        if started.elapsed() > LONG {
-            let body: String = eval(page, "document.body.innerText").await;
-            panic!(
-                "timed out after {LONG:?} waiting for {what}\npage text:\n{body}\ncontrol log:\n{}\nagent log:\n{}",
-                tail(&c.control_log(), 20),
-                tail(&c.agent_log(), 20)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn sign_in(page: &Page, token: &str) {
-    page.find_element("#token")
-        .await
-        .expect("the token field")
-        .click()
-        .await
-        .expect("focus the token field");
-    page.execute(InsertTextParams::new(token))
-        .await
-        .expect("paste the token");
-    page.find_element("#signin-form button[type=submit]")
-        .await
-        .expect("the sign-in button")
-        .click()
-        .await
-        .expect("click sign in");
+    browser::wait_js(page, what, LONG, js, || {
+        format!(
+            "control log:\n{}\nagent log:\n{}",
+            tail(&c.control_log(), 20),
+            tail(&c.agent_log(), 20)
+        )
+    })
+    .await
 }
 
 async fn click(page: &Page, selector: &str) {

@@ -35,11 +35,14 @@
         }));
         break;
       } catch (e) {
-        // A connection the server closed as the request went out fails
-        // without an answer (browsers retry no POST): try twice more.
-        if (attempt >= 2 || (opts.signal && opts.signal.aborted)) throw e;
+        // A connection the server closed as the request went out, or one
+        // chromium dropped on a change of the host's addresses (a burst
+        // of them while pods start or stop on this host, see follow()),
+        // fails without an answer (browsers retry no POST): try again for
+        // a few seconds, backing off.
+        if (attempt >= 7 || (opts.signal && opts.signal.aborted)) throw e;
         stats.errors.push(path + ': ' + e.message + ' (retried)');
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        await new Promise((resolve) => setTimeout(resolve, Math.min(200 * 2 ** attempt, 1000)));
       }
     }
     if (!r.ok) {

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chromiumoxide::browser::Browser;
+use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::handler::viewport::Viewport;
 use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::Page;
@@ -215,4 +216,48 @@ pub async fn eval<T: DeserializeOwned>(page: &Page, js: &str) -> T {
         .unwrap_or_else(|e| panic!("evaluating {js}: {e}"))
         .into_value()
         .unwrap_or_else(|e| panic!("the value of {js}: {e}"))
+}
+
+/// Polls `js` in `page` until it gives a value that is not falsy; fails
+/// after `deadline` with the page's text and `context()` (the cluster's
+/// logs).
+pub async fn wait_js<T: DeserializeOwned>(
+    page: &Page,
+    what: &str,
+    deadline: Duration,
+    js: &str,
+    context: impl Fn() -> String,
+) -> T {
+    let started = Instant::now();
+    loop {
+        // (chromiumoxide reads a null as no value at all.)
+        let v: serde_json::Value = eval(page, &format!("(({js}) || false)")).await;
+        if v != serde_json::Value::Bool(false) {
+            return serde_json::from_value(v).expect("the expected shape");
+        }
+        if started.elapsed() > deadline {
+            let body: String = eval(page, "document.body.innerText").await;
+            panic!(
+                "timed out after {deadline:?} waiting for {what}\npage text:\n{body}\n{}",
+                context()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Pastes `token` into the web view's sign-in form and submits it.
+pub async fn sign_in(page: &Page, token: &str) {
+    let field = page.find_element("#token").await.expect("the token field");
+    eval::<bool>(page, "(document.getElementById('token').value = '', true)").await;
+    field.click().await.expect("focus the token field");
+    page.execute(InsertTextParams::new(token))
+        .await
+        .expect("paste the token");
+    page.find_element("#signin-form button[type=submit]")
+        .await
+        .expect("the sign-in button")
+        .click()
+        .await
+        .expect("click sign in");
 }

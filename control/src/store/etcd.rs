@@ -245,11 +245,38 @@ fn unreached(e: &etcd_client::Error) -> bool {
     e.to_string().contains("tcp connect error")
 }
 
+/// Whether a read failed because its member went away while it was in
+/// flight (the connection reset or closed under it).
+fn lost_in_flight(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("transport error")
+}
+
 /// How often a request that reached no member is sent again.
 const UNREACHED_TRIES: usize = 8;
 
-/// `request` until it reaches a member (see [`unreached`]).
-pub(super) async fn reaching<T, F, Fut>(
+/// `request` until it reaches a member (see [`unreached`]): for writes,
+/// which are sent again only when they cannot have been received.
+pub(super) async fn reaching<T, F, Fut>(request: F) -> std::result::Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    retrying(unreached, request).await
+}
+
+/// `request`, a read, until it is answered: sent again also when its
+/// member died with it in flight (a read changes nothing, so sending it
+/// twice is harmless).
+pub(super) async fn reading<T, F, Fut>(request: F) -> std::result::Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    retrying(|e| unreached(e) || lost_in_flight(e), request).await
+}
+
+async fn retrying<T, F, Fut>(
+    again: fn(&etcd_client::Error) -> bool,
     mut request: F,
 ) -> std::result::Result<T, etcd_client::Error>
 where
@@ -259,7 +286,7 @@ where
     let mut tries = 0;
     loop {
         match request().await {
-            Err(e) if unreached(&e) && tries + 1 < UNREACHED_TRIES => {
+            Err(e) if again(&e) && tries + 1 < UNREACHED_TRIES => {
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -397,7 +424,7 @@ pub(super) async fn list_range(
         if revision != 0 {
             options = options.with_revision(revision as i64);
         }
-        let resp = reaching(|| {
+        let resp = reading(|| {
             let (mut kv, from, options) = (kv.clone(), from.clone(), options.clone());
             async move { kv.get(from, Some(options)).await }
         })
@@ -462,7 +489,7 @@ impl EtcdStore {
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         let etcd_key = self.shared.key(key)?;
-        let resp = reaching(|| {
+        let resp = reading(|| {
             let (mut kv, etcd_key) = (self.shared.kv.clone(), etcd_key.clone());
             async move { kv.get(etcd_key, None).await }
         })

@@ -350,8 +350,8 @@ impl Cache {
 /// resource's prefix itself, which holds no object).
 async fn current_revision(shared: &Shared, prefix: &str) -> Result<Revision> {
     let key = shared.key(prefix)?;
-    // Sent again if it went to a member that is down (`reaching`).
-    let resp = super::reaching(|| {
+    // Sent again if its member is down or dies with it in flight.
+    let resp = super::reading(|| {
         let (mut kv, key) = (shared.kv.clone(), key.clone());
         async move { kv.get(key, Some(GetOptions::new().with_keys_only())).await }
     })
