@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use browser::netlog::End;
-use browser::{eval, sign_in, Chromium};
+use browser::{ensure_scripted, eval, sign_in, Chromium};
 use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
 use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, DispatchKeyEventType};
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
@@ -377,6 +377,7 @@ async fn the_web_view_follows_a_rollout_live_under_rbac() {
 
     // Anonymous: the sign-in page, and the API answers 401.
     let page = chrome.open(&format!("{base}/ui/")).await;
+    ensure_scripted(&page).await;
     let signin: bool = eval(
         &page,
         "!document.getElementById('signin').hidden && document.getElementById('overview').hidden",
@@ -439,6 +440,7 @@ async fn the_web_view_follows_a_rollout_live_under_rbac() {
     // Reloaded, the tab signs itself in from sessionStorage: the time to
     // the first render of the board.
     page.reload().await.expect("reload");
+    ensure_scripted(&page).await;
     wait_board(&c, &page, "the board after a reload", |b| {
         ready_web_cards(b, &c.node, &rs1)
     })
@@ -573,6 +575,7 @@ async fn the_web_view_follows_a_rollout_live_under_rbac() {
     );
     let viewer = kubectl(&c, &["create", "token", "viewer"]);
     let tab = chrome.open(&format!("{base}/ui/")).await;
+    ensure_scripted(&tab).await;
     let signin: bool = eval(&tab, "!document.getElementById('signin').hidden").await;
     assert!(signin, "a new tab starts signed out");
     sign_in(&tab, viewer.trim()).await;

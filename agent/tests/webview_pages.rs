@@ -14,7 +14,7 @@ mod cluster;
 
 use std::time::{Duration, Instant};
 
-use browser::{eval, sign_in, Chromium};
+use browser::{ensure_scripted, eval, sign_in, Chromium};
 use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::page::ScreenshotParams;
@@ -191,6 +191,7 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     let admin = std::fs::read_to_string(data.join("admin-token")).unwrap();
     let chrome = Chromium::launch(1280, 900).await;
     let page = chrome.open(&format!("{base}/ui/")).await;
+    ensure_scripted(&page).await;
     sign_in(&page, admin.trim()).await;
 
     // From the overview: a web pod's card, its owner (a ReplicaSet) leads
@@ -451,6 +452,7 @@ async fn workload_pod_and_hpa_pages_follow_the_cluster_and_act_under_rbac() {
     );
     let viewer = kubectl(&c, &["create", "token", "viewer"]);
     let tab = chrome.open(&format!("{base}/ui/{WORKLOAD}")).await;
+    ensure_scripted(&tab).await;
     sign_in(&tab, viewer.trim()).await;
     wait_columns(&c, &tab, "the viewer's four pods", |cols| {
         (cols.len() == 1 && cols[0].pods.len() == 4).then_some(())

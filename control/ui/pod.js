@@ -72,7 +72,9 @@
     let stream = null; // AbortController of the log being followed
     let streamed = '';  // container whose log was opened
 
-    async function follow(container) {
+    let resumes = 0;    // streams resumed after breaking, since the last data
+    async function follow(container, resuming) {
+      if (!resuming) resumes = 0;
       if (stream) stream.abort();
       stream = new AbortController();
       signal.addEventListener('abort', () => stream.abort(), { once: true });
@@ -81,6 +83,7 @@
       pre.textContent = '';
       again.hidden = true;
       logState.textContent = 'Following ' + container + '…';
+      let resumed = false;
       try {
         const r = await window.bosun.api(self + '/log?follow=true&tailLines=1000&container=' + enc(container),
           { signal: mine, headers: { Accept: '*/*' } });
@@ -91,6 +94,7 @@
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
+          resumes = 0;
           const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
           let text = pre.textContent + dec.decode(value, { stream: true });
           if (text.length > MAX_LOG) text = text.slice(text.length - MAX_LOG);
@@ -100,10 +104,20 @@
         if (!mine.aborted) logState.textContent = 'The log stream of ' + container + ' ended.';
       } catch (e) {
         if (mine.aborted) return;
+        // A stream broken under way (chromium drops every connection when
+        // this host's addresses change, as a pod starting here makes them;
+        // see app.js's follow()): follow again, which reads the last 1000
+        // lines afresh, so nothing is lost or shown twice.
+        if (e instanceof TypeError && resumes < 10) {
+          resumes++;
+          resumed = true;
+          setTimeout(() => { if (!mine.aborted) follow(container, true); }, 300);
+          return;
+        }
         logState.textContent = 'Log of ' + container + ': ' + e.message;
       } finally {
         delete pre.dataset.following;
-        if (!mine.aborted) again.hidden = false;
+        if (!mine.aborted && !resumed) again.hidden = false;
       }
     }
     again.addEventListener('click', () => follow(pick.value));

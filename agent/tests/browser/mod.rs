@@ -261,3 +261,26 @@ pub async fn sign_in(page: &Page, token: &str) {
         .await
         .expect("click sign in");
 }
+
+/// Waits until the web view's script has run in `page` (it sets
+/// `window.bosunStats` first thing), reloading it if it has not within
+/// 15 s: chromium on Linux fails the loads in flight when this host's
+/// addresses change, and every pod started or removed on this host
+/// changes them, so a page loaded during a rollout can come without its
+/// script (a user would press reload).
+pub async fn ensure_scripted(page: &Page) {
+    for _ in 0..3 {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(15) {
+            if eval::<bool>(page, "!!window.bosunStats").await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eprintln!(
+            "the web view's script did not run (a load broken by a network change?): reloading"
+        );
+        page.reload().await.expect("reload");
+    }
+    panic!("the web view's script did not run after three loads");
+}
