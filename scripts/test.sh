@@ -185,7 +185,9 @@ for m in map(json.loads, sys.stdin):
 (cd agent && exec "$beside_exe" "$beside") >"$beside_log" 2>&1 &
 beside_pid=$!
 status=0
-cargo test --workspace -- --test-threads="${BOSUN_TEST_THREADS:-2}" --skip "$beside" || status=$?
+# Every test binary runs even after one fails, so a run shows all that
+# fail, not only the first.
+cargo test --workspace --no-fail-fast -- --test-threads="${BOSUN_TEST_THREADS:-2}" --skip "$beside" || status=$?
 beside_status=0
 wait "$beside_pid" || beside_status=$?
 echo "== agent/tests/cronjob.rs (run beside the others)"
