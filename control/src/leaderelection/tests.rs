@@ -70,6 +70,41 @@ async fn a_lease_no_longer_renewed_is_taken_over_after_its_duration() {
 
 struct CountedTerm(Arc<AtomicUsize>);
 
+/// How many terms an elector has started and stopped.
+struct Terms {
+    started: Arc<AtomicUsize>,
+    stopped: Arc<AtomicUsize>,
+}
+
+impl Terms {
+    /// Runs `elector` until `stop` says so, counting its terms.
+    fn run(
+        elector: LeaderElector,
+        stop: watch::Receiver<bool>,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let terms = Terms {
+            started: Arc::new(AtomicUsize::new(0)),
+            stopped: Arc::new(AtomicUsize::new(0)),
+        };
+        let (s1, s2) = (terms.started.clone(), terms.stopped.clone());
+        let running = tokio::spawn(elector.run(stop, move || {
+            let (s1, s2) = (s1.clone(), s2.clone());
+            async move {
+                s1.fetch_add(1, Ordering::SeqCst);
+                CountedTerm(s2)
+            }
+        }));
+        (terms, running)
+    }
+
+    async fn wait_started(&self, what: &str) {
+        crate::toolkit::testing::eventually(what, Duration::from_secs(10), || async {
+            (self.started.load(Ordering::SeqCst) == 1).then_some(())
+        })
+        .await;
+    }
+}
+
 impl Term for CountedTerm {
     async fn stop(self) {
         self.0.fetch_add(1, Ordering::SeqCst);
@@ -79,27 +114,15 @@ impl Term for CountedTerm {
 #[tokio::test]
 async fn stopping_ends_the_term_and_releases_the_lease_for_the_next_at_once() {
     let api = TestApi::start().await;
-    let started = Arc::new(AtomicUsize::new(0));
-    let stopped = Arc::new(AtomicUsize::new(0));
     let (stop, rx) = watch::channel(false);
     let a = LeaderElector::new(api.client.clone(), SCHEDULER_LEASE, "host_a", fast());
-    let (s1, s2) = (started.clone(), stopped.clone());
-    let running = tokio::spawn(a.run(rx, move || {
-        let (s1, s2) = (s1.clone(), s2.clone());
-        async move {
-            s1.fetch_add(1, Ordering::SeqCst);
-            CountedTerm(s2)
-        }
-    }));
-    crate::toolkit::testing::eventually("a leads", Duration::from_secs(10), || async {
-        (started.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    let (terms, running) = Terms::run(a, rx);
+    terms.wait_started("a leads").await;
     let mut b = LeaderElector::new(api.client.clone(), SCHEDULER_LEASE, "host_b", fast());
     assert!(!b.try_acquire_or_renew().await.unwrap());
     stop.send(true).unwrap();
     running.await.unwrap();
-    assert_eq!(stopped.load(Ordering::SeqCst), 1);
+    assert_eq!(terms.stopped.load(Ordering::SeqCst), 1);
     let released = lease(&api).await;
     assert_eq!(released.holder_identity, None);
     assert_eq!(released.lease_duration_seconds, Some(1));
@@ -111,22 +134,10 @@ async fn stopping_ends_the_term_and_releases_the_lease_for_the_next_at_once() {
 #[tokio::test]
 async fn a_holder_that_cannot_renew_stops_its_term_and_campaigns_again() {
     let api = TestApi::start().await;
-    let started = Arc::new(AtomicUsize::new(0));
-    let stopped = Arc::new(AtomicUsize::new(0));
     let (_stop, rx) = watch::channel(false);
     let a = LeaderElector::new(api.client.clone(), SCHEDULER_LEASE, "host_a", fast());
-    let (s1, s2) = (started.clone(), stopped.clone());
-    tokio::spawn(a.run(rx, move || {
-        let (s1, s2) = (s1.clone(), s2.clone());
-        async move {
-            s1.fetch_add(1, Ordering::SeqCst);
-            CountedTerm(s2)
-        }
-    }));
-    crate::toolkit::testing::eventually("a leads", Duration::from_secs(10), || async {
-        (started.load(Ordering::SeqCst) == 1).then_some(())
-    })
-    .await;
+    let (terms, _running) = Terms::run(a, rx);
+    terms.wait_started("a leads").await;
     // Someone else writes itself in as the holder (as a candidate that
     // took over while a was cut off would).
     let leases = api.api::<Lease>(Some(NAMESPACE));
@@ -138,7 +149,7 @@ async fn a_holder_that_cannot_renew_stops_its_term_and_campaigns_again() {
         .await
         .unwrap();
     crate::toolkit::testing::eventually("a stops leading", Duration::from_secs(10), || async {
-        (stopped.load(Ordering::SeqCst) == 1).then_some(())
+        (terms.stopped.load(Ordering::SeqCst) == 1).then_some(())
     })
     .await;
     assert_eq!(

@@ -263,3 +263,55 @@ pub async fn raw(
 pub fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
 }
+
+/// How many writes reached the store after `since` (a resourceVersion)
+/// besides the Leases' (leader election and each API server's identity
+/// Lease are renewed in the background, so the store's revision moves on
+/// its own), and the revision to count from next. Every write is one
+/// revision on both stores: the writes are the revisions between `since`
+/// and a marker Lease written now, less the Lease changes a watch from
+/// `since` sees up to the marker.
+pub async fn writes_besides_leases(client: &Client, since: &str) -> (u64, String) {
+    use futures::StreamExt;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{PostParams, WatchEvent, WatchParams};
+    static MARKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let all: Api<Lease> = Api::all(client.clone());
+    let mut changes = all
+        .watch(&WatchParams::default().disable_bookmarks(), since)
+        .await
+        .expect("watch leases")
+        .boxed();
+    let n = MARKERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let marker: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("writes-marker-{n}")}
+    }))
+    .unwrap();
+    let marker = Api::<Lease>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &marker)
+        .await
+        .expect("marker lease");
+    let upto: u64 = marker.metadata.resource_version.unwrap().parse().unwrap();
+    let mut leases = 0;
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), changes.next())
+            .await
+            .expect("the marker lease's event within 30 s")
+            .expect("lease watch open")
+            .expect("lease event");
+        let lease = match event {
+            WatchEvent::Added(l) | WatchEvent::Modified(l) | WatchEvent::Deleted(l) => l,
+            other => panic!("lease watch: {other:?}"),
+        };
+        let rv: u64 = lease.metadata.resource_version.unwrap().parse().unwrap();
+        if rv > upto {
+            break;
+        }
+        leases += 1;
+        if rv == upto {
+            break;
+        }
+    }
+    let since: u64 = since.parse().unwrap();
+    (upto - since - leases, upto.to_string())
+}
