@@ -91,26 +91,9 @@ pub async fn join_control_plane(
     )?;
     let mut started = CONTROL.start(&dir, &launch)?;
     let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(failure) = CONTROL.failure(&dir, &mut started)? {
-            let log = CONTROL.log_tail(&dir, 20);
-            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
-            bail!(
-                "{failure} before becoming ready; last lines of {}:\n{log}",
-                CONTROL.log_location(&dir)
-            );
-        }
-        if up::read_trimmed(&dir.join("address")).is_some()
-            && up::ready(&dir.join("admin.kubeconfig")).await
-        {
-            break;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let log = CONTROL.log_tail(&dir, 20);
-            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
-            bail!("bosun-control did not become ready within {timeout:?}; last lines:\n{log}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    if let Err(e) = up::wait_control_ready(&dir, &mut started, deadline).await {
+        let _ = CONTROL.stop(&dir, Duration::from_secs(10));
+        return Err(e);
     }
     // It listens on every interface: the address says 0.0.0.0:PORT.
     let address = up::read_trimmed(&dir.join("address")).unwrap_or_default();

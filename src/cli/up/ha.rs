@@ -28,7 +28,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{read_trimmed, ready, ProcessArgs};
+use super::{read_trimmed, ProcessArgs};
 use crate::cli::component::{find_executable, Started, CONTROL, ETCD};
 use crate::cli::{certs, clusters, failover};
 
@@ -293,30 +293,7 @@ impl Layout {
         }
         let deadline = tokio::time::Instant::now() + timeout;
         for (own, started) in &mut waiting {
-            loop {
-                if let Some(failure) = CONTROL.failure(own, started)? {
-                    bail!(
-                        "{failure} before becoming ready; last lines of {}:\n{}",
-                        CONTROL.log_location(own),
-                        CONTROL.log_tail(own, 20)
-                    );
-                }
-                if read_trimmed(&own.join("address")).is_some()
-                    && ready(&own.join("admin.kubeconfig")).await
-                {
-                    break;
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    bail!(
-                        "the control plane in {} did not become ready within {timeout:?}; last \
-                         lines of {}:\n{}",
-                        own.display(),
-                        CONTROL.log_location(own),
-                        CONTROL.log_tail(own, 20)
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            super::wait_control_ready(own, started, deadline).await?;
         }
         Ok(())
     }

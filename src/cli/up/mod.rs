@@ -217,6 +217,40 @@ pub(super) async fn ready(admin_kubeconfig: &Path) -> bool {
     )
 }
 
+/// Waits until the control plane started in `dir` serves: its address
+/// written and its `/readyz` answering the admin kubeconfig. Fails with
+/// the last lines of its log if it exits first or `deadline` passes; the
+/// caller stops what it started.
+pub(super) async fn wait_control_ready(
+    dir: &Path,
+    started: &mut Started,
+    deadline: tokio::time::Instant,
+) -> Result<()> {
+    loop {
+        if let Some(failure) = CONTROL.failure(dir, started)? {
+            bail!(
+                "{failure} before becoming ready; last lines of {}:\n{}",
+                CONTROL.log_location(dir),
+                CONTROL.log_tail(dir, 20)
+            );
+        }
+        if read_trimmed(&dir.join("address")).is_some()
+            && ready(&dir.join("admin.kubeconfig")).await
+        {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the control plane in {} did not become ready in time; last lines of {}:\n{}",
+                dir.display(),
+                CONTROL.log_location(dir),
+                CONTROL.log_tail(dir, 20)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub(super) fn read_trimmed(path: &Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -402,32 +436,12 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     )?;
     let mut started = CONTROL.start(&dir, &launch)?;
     let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(failure) = CONTROL.failure(&dir, &mut started)? {
-            let log = CONTROL.log_tail(&dir, 20);
-            let location = CONTROL.log_location(&dir);
-            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
-            if let Some(layout) = &ha {
-                let _ = layout.stop(&dir, Duration::from_secs(10));
-            }
-            bail!("{failure} before becoming ready; last lines of {location}:\n{log}");
+    if let Err(e) = wait_control_ready(&dir, &mut started, deadline).await {
+        let _ = CONTROL.stop(&dir, Duration::from_secs(10));
+        if let Some(layout) = &ha {
+            let _ = layout.stop(&dir, Duration::from_secs(10));
         }
-        if read_trimmed(&address_file).is_some() && ready(&admin_kubeconfig).await {
-            break;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            let log = CONTROL.log_tail(&dir, 20);
-            let location = CONTROL.log_location(&dir);
-            let _ = CONTROL.stop(&dir, Duration::from_secs(10));
-            if let Some(layout) = &ha {
-                let _ = layout.stop(&dir, Duration::from_secs(10));
-            }
-            bail!(
-                "bosun-control did not become ready within {}; last lines of {location}:\n{log}",
-                args.timeout,
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        return Err(e);
     }
     if let Some(layout) = &ha {
         if let Err(e) = layout
