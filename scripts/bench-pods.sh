@@ -27,7 +27,6 @@ if [ ${#BINS[@]} = 0 ]; then
   BINS=("$PWD/${CARGO_TARGET_DIR:-target}/release")
 fi
 bash scripts/build-images.sh >/dev/null
-PAUSE=$(docker images --format '{{.Repository}}:{{.Tag}}' bosun.local/pause | head -1)
 
 # Two /24s no Docker network uses yet (other clusters on this host).
 used=$(docker network inspect $(docker network ls -q) \
@@ -43,6 +42,7 @@ PLAIN_CIDR=${free[1]}
 
 WORK=$(mktemp -d)
 NODE="bench-$$"
+PAUSE=""
 NET="bosun-$NODE"
 PLAIN_NET="bench-plain-$$"
 CONTROL_PID=""
@@ -108,13 +108,17 @@ EOF
 }
 
 # bosun: create N pods, wait until every one is Ready.
+# Also leaves when the round began and when `kubectl create` returned in
+# $WORK/round (Unix seconds), for the timeline's offsets.
 bosun_round() {
   local n=$1
   pods_yaml "$n" >"$WORK/pods.yaml"
   local t0; t0=$(now)
   kubectl create -f "$WORK/pods.yaml" >/dev/null
+  local tc; tc=$(now)
   kubectl wait --for=condition=Ready pod -l bench=yes --timeout=180s >/dev/null
   local t1; t1=$(now)
+  echo "$t0 $tc $t1" >"$WORK/round"
   elapsed "$t0" "$t1"
 }
 
@@ -133,6 +137,12 @@ plain_pod() {
 }
 plain_round() {
   local n=$1 mode=$2
+  # The agent carries the pause image and imports it with its first pod
+  # (a bosun round runs first); plain docker uses the same image.
+  if [ -z "$PAUSE" ]; then
+    PAUSE=$(docker images --format '{{.Repository}}:{{.Tag}}' bosun.local/pause | head -1)
+    [ -n "$PAUSE" ] || { echo "no bosun.local/pause image after the agent's first pod" >&2; exit 1; }
+  fi
   local t0; t0=$(now)
   if [ "$mode" = serial ]; then
     for i in $(seq "$n"); do plain_pod "$i"; done
@@ -163,11 +173,29 @@ timeline_medians() {
         print "" }'
 }
 
+# Where a round's time went on the wall clock, ms after `kubectl create`
+# began: when it returned, when the agent saw each pod (timeline's
+# seen_at; median/max), when the agent wrote each Ready (median/max), when
+# `kubectl wait` returned. Reads the round's timeline lines on stdin.
+round_offsets() {
+  read -r t0 tc t1 <"$WORK/round"
+  awk -v t0="$t0" -v tc="$tc" -v t1="$t1" '
+    function med(a, m,   x, y, t) {
+      for (x = 1; x <= m; x++) for (y = x + 1; y <= m; y++) if (a[y] < a[x]) { t = a[x]; a[x] = a[y]; a[y] = t }
+      return a[int((m + 1) / 2)] "/" a[m] }
+    match($0, /seen_at=[0-9]+/) {
+      seen = substr($0, RSTART + 8, RLENGTH - 8) - t0 * 1000
+      r = 0; if (match($0, /ready=[0-9]+/)) r = substr($0, RSTART + 6, RLENGTH - 6)
+      n++; s[n] = int(seen); d[n] = int(seen + r) }
+    END { if (n) printf "create_returned=%d seen=%s ready_written=%s wait_returned=%d\n",
+      (tc - t0) * 1000, med(s, n), med(d, n), (t1 - t0) * 1000 }'
+}
+
 measure() {
   local bin=$1
   start "$bin"
   declare -A results
-  local timeline=""
+  local timeline="" offsets=""
   for n in 1 20; do
     b=(); s=(); p=()
     for _ in $(seq "$ROUNDS"); do
@@ -176,7 +204,9 @@ measure() {
       [ "$n" = 20 ] && agent_rss=$(rss_kb "$AGENT_PID")
       bosun_clear
       if [ "$n" = 20 ]; then
-        timeline+="$(tail -n +"$from" "$WORK/agent.log" | grep 'pod start timeline' || true)"$'\n'
+        local lines; lines=$(tail -n +"$from" "$WORK/agent.log" | grep 'pod start timeline' || true)
+        timeline+="$lines"$'\n'
+        offsets+="$(printf '%s\n' "$lines" | round_offsets)"$'\n'
       fi
       s+=("$(plain_round "$n" serial)"); plain_clear
       p+=("$(plain_round "$n" parallel)"); plain_clear
@@ -185,8 +215,11 @@ measure() {
     results[$n,serial]=$(printf '%s\n' "${s[@]}" | median)
     results[$n,parallel]=$(printf '%s\n' "${p[@]}" | median)
   done
-  local agent_hwm control_hwm
+  local agent_hwm control_hwm agent_after
   agent_hwm=$(hwm_kb "$AGENT_PID"); control_hwm=$(hwm_kb "$CONTROL_PID")
+  # The last bosun round's pods were deleted before the plain docker
+  # rounds ran: what the agent keeps of the bursts once they are over.
+  agent_after=$(rss_kb "$AGENT_PID")
 
   echo
   echo "== $bin"
@@ -197,12 +230,16 @@ measure() {
   done
   echo "20 pods: bosun / docker run all at once: $(awk -v a="${results[20,bosun]}" -v b="${results[20,parallel]}" 'BEGIN { printf "%.2f", a / b }')x"
   echo
-  echo "bosun-agent memory: VmRSS with 20 pods running $((agent_rss / 1024)) MiB; peak (VmHWM) $((agent_hwm / 1024)) MiB"
+  echo "bosun-agent memory: VmRSS with 20 pods running $((agent_rss / 1024)) MiB; peak (VmHWM) $((agent_hwm / 1024)) MiB; after the rounds, no pods $((agent_after / 1024)) MiB"
   echo "bosun-control memory: peak (VmHWM) $((control_hwm / 1024)) MiB"
   if [ -n "$(printf '%s' "$timeline" | tr -d '\n')" ]; then
     printf '%s' "$timeline" >"$WORK/timeline.log"
     echo "agent start timeline, 20-pod rounds, ms after the agent saw each pod (median/max):"
     echo "  $(timeline_medians "$WORK/timeline.log")"
+  fi
+  if [ -n "$(printf '%s' "$offsets" | tr -d '\n')" ]; then
+    echo "20-pod rounds on the wall clock, ms after kubectl create began (pods: median/max):"
+    printf '%s' "$offsets" | sed '/^$/d; s/^/  /'
   fi
   stop_all
 }

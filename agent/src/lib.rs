@@ -7,6 +7,7 @@ pub mod events;
 pub mod hollow;
 pub mod ingress;
 pub mod loadbalancer;
+pub mod memory;
 pub mod metrics;
 pub mod netpol;
 pub mod network;

@@ -332,8 +332,19 @@ async fn purge(node: &str, docker_host: Option<&str>) -> anyhow::Result<()> {
 /// replaced by the next agent or removed by `--purge`).
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // Before any thread starts: a few malloc arenas, not eight per core
+    // (`MALLOC_ARENA_MAX` overrides; tokio's `TOKIO_WORKER_THREADS` sets
+    // its worker threads, one per core by default).
+    bosun_agent::memory::limit_arenas();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     // hickory-server logs every query at info; keep it to warnings unless
     // BOSUN_LOG names it.
     let filter = std::env::var("BOSUN_LOG").unwrap_or_else(|_| "info".into());

@@ -129,8 +129,23 @@ impl Agent {
         let mut known: HashSet<String> = HashSet::new();
         let mut init: Option<HashSet<String>> = None;
         let mut synced_once = false;
-        let mut relist = tokio::time::interval(self.cfg.relist_period);
+        // The relist runs in its own task (as the kubelet's PLEG does), so
+        // a slow list of the node's containers (inspecting a burst's new
+        // ones under a loaded engine) never holds up the pods' watch
+        // events; its results come here.
+        let (relisted_tx, mut relisted) = tokio::sync::mpsc::channel(1);
+        let relister = tokio::spawn(relist(
+            self.rt.clone(),
+            self.cfg.node_name.clone(),
+            self.cfg.relist_period,
+            relisted_tx,
+        ));
         let mut last_seen: Fingerprint = HashMap::new();
+        // Whether the node's containers changed since the heap was last
+        // trimmed.
+        let mut churned = false;
+        // The removal of gone pods' containers under way, if any.
+        let mut removing: Option<tokio::task::JoinHandle<()>> = None;
 
         loop {
             tokio::select! {
@@ -159,23 +174,36 @@ impl Agent {
                     Some(Err(e)) => tracing::warn!(error = %e, "watching pods; retrying"),
                     None => break,
                 },
-                _ = relist.tick() => {
+                Some(containers) = relisted.recv() => {
                     workers.forget_finished();
-                    let containers = match self.rt.list_containers(&self.cfg.node_name).await {
-                        Ok(c) => c,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "listing containers");
-                            continue;
-                        }
-                    };
                     let seen = fingerprint(&containers);
                     workers.poke(|uid| seen.get(uid) != last_seen.get(uid));
-                    if synced_once {
-                        self.remove_orphans(&containers, &known, &workers).await;
+                    let idle = removing.as_ref().is_none_or(|r| r.is_finished());
+                    if synced_once && idle {
+                        let orphans = orphans(containers, &known, &workers);
+                        if !orphans.is_empty() {
+                            let (rt, cfg) = (self.rt.clone(), self.cfg.clone());
+                            removing = Some(tokio::spawn(remove_orphans(rt, cfg, orphans)));
+                        }
+                    }
+                    // Once a burst of starts or stops has settled (a
+                    // relist with nothing changed), what its syncs and
+                    // finished workers freed goes back to the system: the
+                    // RSS stays flat across rolling updates instead of
+                    // keeping each burst's high-water mark.
+                    if seen != last_seen {
+                        churned = true;
+                    } else if churned {
+                        churned = false;
+                        crate::memory::trim();
                     }
                     last_seen = seen;
                 }
             }
+        }
+        relister.abort();
+        if let Some(r) = removing {
+            r.abort();
         }
         heartbeat.abort();
         volume_cleanup.abort();
@@ -270,32 +298,61 @@ impl Agent {
             }
         })
     }
+}
 
-    /// Containers of pods this node no longer has (and no worker is
-    /// finishing) are removed.
-    async fn remove_orphans(
-        &self,
-        containers: &[ContainerInfo],
-        known: &HashSet<String>,
-        workers: &PodWorkers,
-    ) {
-        let orphans: Vec<&ContainerInfo> = containers
-            .iter()
-            .filter(|c| !known.contains(&c.pod.uid) && !workers.contains(&c.pod.uid))
-            .collect();
-        let mut uids = HashSet::new();
-        for c in orphans {
-            tracing::info!(pod = %c.pod.name, container = %c.name, "removing a container of a pod that is gone");
-            let grace = if c.role == Role::Sandbox { 0 } else { 2 };
-            let _ = self
-                .rt
-                .stop_container(&c.id, Duration::from_secs(grace))
-                .await;
-            let _ = self.rt.remove_container(&c.id).await;
-            uids.insert(c.pod.uid.clone());
+/// Lists the node's containers every `period` and sends them on `out`
+/// until the receiver is gone; a failed list is logged and skipped.
+async fn relist(
+    rt: Arc<dyn ContainerRuntime>,
+    node: String,
+    period: Duration,
+    out: tokio::sync::mpsc::Sender<Vec<ContainerInfo>>,
+) {
+    let mut tick = tokio::time::interval(period);
+    // A list slower than the period is followed by a full period's rest,
+    // not by a catch-up burst of lists.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match rt.list_containers(&node).await {
+            Ok(containers) => {
+                if out.send(containers).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing containers"),
         }
-        for uid in uids {
-            crate::volumes::teardown(&self.cfg, &uid);
-        }
+    }
+}
+
+/// The containers of pods this node no longer has (and no worker is
+/// finishing).
+fn orphans(
+    containers: Vec<ContainerInfo>,
+    known: &HashSet<String>,
+    workers: &PodWorkers,
+) -> Vec<ContainerInfo> {
+    containers
+        .into_iter()
+        .filter(|c| !known.contains(&c.pod.uid) && !workers.contains(&c.pod.uid))
+        .collect()
+}
+
+/// Removes containers of pods that are gone, and their volumes.
+async fn remove_orphans(
+    rt: Arc<dyn ContainerRuntime>,
+    cfg: Arc<AgentConfig>,
+    orphans: Vec<ContainerInfo>,
+) {
+    let mut uids = HashSet::new();
+    for c in orphans {
+        tracing::info!(pod = %c.pod.name, container = %c.name, "removing a container of a pod that is gone");
+        let grace = if c.role == Role::Sandbox { 0 } else { 2 };
+        let _ = rt.stop_container(&c.id, Duration::from_secs(grace)).await;
+        let _ = rt.remove_container(&c.id).await;
+        uids.insert(c.pod.uid);
+    }
+    for uid in uids {
+        crate::volumes::teardown(&cfg, &uid);
     }
 }

@@ -274,6 +274,66 @@ async fn deleting_a_pod_stops_and_removes_its_containers() {
     assert!(!volume_dir.exists(), "emptyDir removed with the pod");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_deleted_while_the_agent_is_away_loses_its_containers_when_it_is_back() {
+    let mut c = Cluster::start();
+    let client = c.client().await;
+    let mut p = pod("away", "Always", json!([sh("app", "sleep 3600")]));
+    p["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+    p["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    let created = c.create_pod(&client, p).await;
+    c.create_pod(
+        &client,
+        pod("stays", "Always", json!([sh("app", "sleep 3600")])),
+    )
+    .await;
+    for name in ["away", "stays"] {
+        c.wait_pod(&client, name, "Running", UP, |p| {
+            phase(p) == "Running" && ready(p)
+        })
+        .await;
+    }
+    let volume_dir = c
+        .dir
+        .path()
+        .join("agent/pods")
+        .join(created.metadata.uid.unwrap());
+    assert!(volume_dir.exists());
+    let stays = c.docker_ids(&["io.bosun.pod.name=stays"]);
+    assert_eq!(stays.len(), 2, "sandbox and app of the pod that stays");
+
+    c.stop_agent();
+    // Force-deleted while no agent runs: the object goes at once and only
+    // the containers are left, for the agent's relist to find.
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    api.delete("away", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    c.poll("the pod object to go", Duration::from_secs(60), || async {
+        matches!(api.get_opt("away").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert_eq!(c.docker_ids(&["io.bosun.pod.name=away"]).len(), 2);
+
+    c.start_agent();
+    c.poll("the gone pod's containers to be removed", UP, || async {
+        c.docker_ids(&["io.bosun.pod.name=away"])
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    c.poll("the gone pod's volumes to be removed", UP, || async {
+        (!volume_dir.exists()).then_some(())
+    })
+    .await;
+    let mut still = c.docker_ids(&["io.bosun.pod.name=stays"]);
+    still.sort();
+    let mut stays = stays;
+    stays.sort();
+    assert_eq!(still, stays, "the other pod's containers are left alone");
+}
+
 fn container_ids(c: &Cluster) -> Vec<String> {
     let mut ids = c.docker_ids(&[]);
     ids.sort();

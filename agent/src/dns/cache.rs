@@ -63,7 +63,7 @@ pub fn spawn(
             drop(old);
             // What the old zone and the watch events of the window held
             // is free now but still in the RSS until malloc gives it back.
-            super::memory::trim();
+            crate::memory::trim();
         })),
     ]
 }

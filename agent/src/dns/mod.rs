@@ -19,13 +19,13 @@
 //! - [`pods`]: what DNS keeps of a Pod.
 //! - [`cache`]: the Pod watch and the subscription to the shared
 //!   Services/EndpointSlices, which rebuild the [`zone::Zone`] once per
-//!   burst of changes (within 100 ms).
+//!   burst of changes (within 100 ms); the heap a rebuild frees goes
+//!   back to the system ([`crate::memory`]).
 //! - [`server`]: the hickory-server request handler: answers from the
 //!   zone, forwards the rest with a short timeout (SERVFAIL on failure).
 //! - [`udp`]: the UDP workers: answers the zone gave before are sent
 //!   again from their encoded bytes (the fast path); the rest goes to the
 //!   handler (the general path). TCP is hickory-server's.
-//! - [`memory`]: giving the heap freed by a rebuild back to the system.
 //! - [`upstream`]: the host's upstream resolvers and search domains, from
 //!   where the real ones are listed (never a systemd stub, never
 //!   ourselves).
@@ -33,7 +33,6 @@
 pub mod arena;
 pub mod cache;
 pub mod lookup;
-pub mod memory;
 pub mod pods;
 pub mod server;
 pub mod udp;

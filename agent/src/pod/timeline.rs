@@ -6,19 +6,23 @@
 //!
 //! ```text
 //! BOSUN_LOG=info,bosun_agent::pod::timeline=debug bosun-agent ...
-//! DEBUG bosun_agent::pod::timeline: pod start timeline pod=default/web-1
+//! DEBUG bosun_agent::pod::timeline: pod start timeline pod=default/web-1 seen_at=1796643071250
 //!   steps="volumes=2 sandbox=301 sandbox_inspected=340 image=344 created=420 started=655 ... ready=702"
 //! ```
 //!
-//! Each step keeps its first time only; a step that ran more than once
-//! (a retried sync) shows when it first finished.
+//! `seen_at` is the wall-clock time (Unix milliseconds) the worker saw the
+//! pod, so a benchmark can tell how long the pod took to reach the agent
+//! after it was created. Each step keeps its first time only; a step that
+//! ran more than once (a retried sync) shows when it first finished.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// When each step of one pod's first start finished, after `seen`.
 #[derive(Debug)]
 pub struct Timeline {
     seen: Instant,
+    /// `seen` on the wall clock, in Unix milliseconds.
+    seen_at: u64,
     marks: Vec<(&'static str, Duration)>,
     done: bool,
 }
@@ -32,8 +36,14 @@ impl Default for Timeline {
 impl Timeline {
     /// A timeline that starts when the pod was seen.
     pub fn new(seen: Instant) -> Self {
+        let ago = seen.elapsed();
+        let seen_at = SystemTime::now()
+            .checked_sub(ago)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as u64);
         Timeline {
             seen,
+            seen_at,
             marks: Vec::new(),
             done: false,
         }
@@ -66,7 +76,7 @@ impl Timeline {
             return;
         }
         self.done = true;
-        tracing::debug!(pod, steps = %self.steps(), "pod start timeline");
+        tracing::debug!(pod, seen_at = self.seen_at, steps = %self.steps(), "pod start timeline");
         self.marks = Vec::new();
     }
 
@@ -100,6 +110,15 @@ mod tests {
             .and_then(|v| v.parse().ok())
             .unwrap();
         assert!(ms >= 50, "{steps}");
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        assert!(
+            t.seen_at <= now_ms - 50 && t.seen_at > now_ms - 5_000,
+            "seen_at {} now {now_ms}",
+            t.seen_at
+        );
     }
 
     #[test]
