@@ -17,6 +17,9 @@
 #   PHASE_TIMEOUT=900      seconds each phase may take
 #   CARGO_TARGET_DIR       where this tree's release build goes (default target-rel)
 #   NEW_BIN=DIR            take bosun-agent and bosun from DIR instead of building
+#   BENCH_KEEP=DIR         copy each run's control.log and /metrics there
+#                          (N-control.log, N-metrics.txt, N counting runs;
+#                          the log also when a phase times out)
 #
 # Prints, per control binary, exactly one line on stdout (progress on stderr):
 #   scale: N nodes, M pods Running in S s; scheduler P pods/s; startup p50/p99 A/B ms; API mutating p99 C ms; control RSS peak R MiB; CPU T s
@@ -58,6 +61,11 @@ WORK="" CONTROL_PID="" HOLLOW_PID=""
 cleanup() {
   stop "$HOLLOW_PID"; HOLLOW_PID=""
   stop "$CONTROL_PID"; CONTROL_PID=""
+  if [ -n "$WORK" ] && [ -n "${BENCH_KEEP:-}" ]; then
+    RUN_NO=$((${RUN_NO:-0} + 1))
+    cp "$WORK/control.log" "$BENCH_KEEP/$RUN_NO-control.log" 2>/dev/null || true
+    cp "$WORK/metrics.txt" "$BENCH_KEEP/$RUN_NO-metrics.txt" 2>/dev/null || true
+  fi
   [ -n "$WORK" ] && rm -rf "$WORK"
   WORK=""
 }

@@ -143,15 +143,25 @@ pub fn suggested_priority_levels() -> Vec<Value> {
 
 /// The suggested flow schemas of Kubernetes 1.32.
 pub fn suggested_flow_schemas() -> Vec<Value> {
-    let leases = |subjects: Value| {
+    // Leader election's objects: Leases anywhere, and the Endpoints and
+    // ConfigMaps older electors locked (in `lock_namespaces`).
+    let election = |subjects: Value, lock_namespaces: &str| {
         json!([{
             "subjects": subjects,
-            "resourceRules": [{
-                "verbs": ["get", "create", "update"],
-                "apiGroups": ["coordination.k8s.io"],
-                "resources": ["leases"],
-                "namespaces": ["*"],
-            }],
+            "resourceRules": [
+                {
+                    "verbs": ["get", "create", "update"],
+                    "apiGroups": [""],
+                    "resources": ["endpoints", "configmaps"],
+                    "namespaces": [lock_namespaces],
+                },
+                {
+                    "verbs": ["get", "create", "update"],
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "namespaces": ["*"],
+                },
+            ],
         }])
     };
     vec![
@@ -173,10 +183,14 @@ pub fn suggested_flow_schemas() -> Vec<Value> {
             "leader-election",
             100,
             Some("ByUser"),
-            leases(json!([
-                user("system:kube-controller-manager"),
-                user("system:kube-scheduler"),
-            ])),
+            election(
+                json!([
+                    user("system:kube-controller-manager"),
+                    user("system:kube-scheduler"),
+                    kube_system_sa("*"),
+                ]),
+                "kube-system",
+            ),
         ),
         fs(
             "endpoint-controller",
@@ -199,7 +213,7 @@ pub fn suggested_flow_schemas() -> Vec<Value> {
             "leader-election",
             200,
             Some("ByUser"),
-            leases(json!([kube_system_sa("*")])),
+            election(json!([kube_system_sa("*")]), "*"),
         ),
         fs(
             "system-node-high",

@@ -211,35 +211,45 @@ pub fn in_process_client_for(
     Client::new(service, "default")
 }
 
+/// Who the shared informers (and kube-controller-manager's own requests,
+/// its leader election among them) are to the API: upstream's
+/// `system:kube-controller-manager`.
+pub fn controller_manager_user() -> crate::auth::UserInfo {
+    crate::auth::UserInfo::authenticated(crate::auth::user::KUBE_CONTROLLER_MANAGER, &[])
+}
+
+/// Who the scheduler is to the API: `system:kube-scheduler`.
+pub fn scheduler_user() -> crate::auth::UserInfo {
+    crate::auth::UserInfo::authenticated(crate::auth::user::KUBE_SCHEDULER, &[])
+}
+
+/// Who a controller is to the API: its service account `account` in
+/// kube-system (kube-controller-manager's
+/// `--use-service-account-credentials`).
+pub fn controller_user(account: &str) -> crate::auth::UserInfo {
+    crate::auth::UserInfo::service_account("kube-system", account, "")
+}
+
 /// What the controllers and the scheduler share when they run in
 /// process with `router`'s API, each as its upstream user: the shared
 /// informers as system:kube-controller-manager, the scheduler as
 /// system:kube-scheduler, each controller as its service account in
 /// kube-system (kube-controller-manager's `--use-service-account-credentials`),
-/// held to the bootstrap policy's roles.
+/// held to the bootstrap policy's roles, and so classified by flow control
+/// as upstream's are (`workload-high`, apart from the nodes' `system`).
 pub fn shared_in_process(
     router: axum::Router,
     clock: Arc<dyn crate::toolkit::Clock>,
 ) -> Arc<Shared> {
-    use crate::auth::user::{self, UserInfo};
     let kcm = bosun::fieldmanager::KUBE_CONTROLLER_MANAGER;
-    let informers = in_process_client_for(
-        router.clone(),
-        UserInfo::authenticated(user::KUBE_CONTROLLER_MANAGER, &[]),
-        kcm,
-    );
+    let informers = in_process_client_for(router.clone(), controller_manager_user(), kcm);
     let scheduler = in_process_client_for(
         router.clone(),
-        UserInfo::authenticated(user::KUBE_SCHEDULER, &[]),
+        scheduler_user(),
         bosun::fieldmanager::KUBE_SCHEDULER,
     );
-    let controllers = move |account: &str| {
-        in_process_client_for(
-            router.clone(),
-            UserInfo::service_account("kube-system", account, ""),
-            kcm,
-        )
-    };
+    let controllers =
+        move |account: &str| in_process_client_for(router.clone(), controller_user(account), kcm);
     Shared::with_clients(informers, scheduler, Some(Arc::new(controllers)), clock)
 }
 

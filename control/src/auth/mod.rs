@@ -242,10 +242,10 @@ async fn ingress_tls_secret(store: &dyn Store, a: &Attributes<'_>) -> Result<boo
 }
 
 /// Reads what the Node authorizer needs for `a`: whether a pod of the
-/// node references the object asked for from the node graph (as of the
-/// store's revision now, so a pod bound a moment ago counts), the pods
-/// from the store only if the graph cannot answer; the object written from
-/// the store.
+/// node references the object asked for from the node graph alone (as of
+/// the store's revision now, so a pod bound a moment ago counts, unless
+/// the graph cannot catch up in time); the object written from the
+/// store.
 async fn node_facts(
     store: &dyn Store,
     graph: &NodeGraph,
@@ -262,20 +262,7 @@ async fn node_facts(
                 return Ok(facts);
             }
             let at = store.current_revision();
-            facts.referenced = graph.has_path(resource, ns, name, node, at).await;
-            if facts.referenced.is_some() {
-                return Ok(facts);
-            }
-            let pods = bosun::resources::by_kind("v1", "Pod").expect("served");
-            let (kvs, _) = store
-                .list(&pods.storage_prefix())
-                .await
-                .map_err(|e| format!("reading the node's pods: {e}"))?;
-            facts.pods = kvs
-                .iter()
-                .filter_map(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
-                .filter(|p| p["spec"]["nodeName"].as_str() == Some(node))
-                .collect();
+            facts.referenced = Some(graph.has_path(resource, ns, name, node, at).await);
         }
         node::Needs::Object => {
             let res = bosun::resources::by_path(a.group, "v1", a.resource)

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use super::{
     identity, LeaderElectionOptions, LeaderElector, Term, CONTROLLER_MANAGER_LEASE, SCHEDULER_LEASE,
 };
-use crate::auth::user::{self, UserInfo};
+use crate::auth::UserInfo;
 use crate::manager::{self, ControllerOptions};
 use crate::toolkit::{Shared, SystemClock};
 
@@ -84,22 +84,18 @@ pub fn start(
     }
     let identity = identity();
     tracing::info!(%identity, "leader election: campaigning for the scheduler's and the controller manager's Leases");
-    let components: [(&str, &str, Picks); 2] = [
-        (SCHEDULER_LEASE, user::KUBE_SCHEDULER, is_scheduler),
+    let components: [(&str, UserInfo, Picks); 2] = [
+        (SCHEDULER_LEASE, manager::scheduler_user(), is_scheduler),
         (
             CONTROLLER_MANAGER_LEASE,
-            user::KUBE_CONTROLLER_MANAGER,
+            manager::controller_manager_user(),
             |n| !is_scheduler(n),
         ),
     ];
     for (lease, user, which) in components {
         // Each candidate writes its Lease as its component's user, held
         // to the bootstrap policy's rules on its own Lease.
-        let client = manager::in_process_client_for(
-            router.clone(),
-            UserInfo::authenticated(user, &[]),
-            lease,
-        );
+        let client = manager::in_process_client_for(router.clone(), user, lease);
         let elector = LeaderElector::new(client, lease, &identity, election.clone());
         let (router, controllers) = (router.clone(), controllers.clone());
         running.spawn(elector.run(stop.clone(), move || {

@@ -264,3 +264,161 @@ fn seats_are_shared_by_shares() {
     assert_eq!(nominal_seats(40, 1, 246), 1);
     assert_eq!(nominal_seats(600, 0, 245), 0);
 }
+
+/// The (schema, level) a request is classified to, by name.
+async fn classified(fc: &FlowControl, store: &dyn Store, d: &RequestDigest) -> (String, String) {
+    let admitted = fc.admit(d).await.ok().flatten().expect("classified");
+    let name_of = |plural: &'static str, uid: String| async move {
+        let (kvs, _) = store.list(&ensure::prefix(plural)).await.unwrap();
+        kvs.iter()
+            .map(|kv| serde_json::from_slice::<Value>(&kv.value).unwrap())
+            .find(|v| v["metadata"]["uid"] == uid.as_str())
+            .unwrap()["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    (
+        name_of("flowschemas", admitted.flow_schema_uid.clone()).await,
+        name_of(
+            "prioritylevelconfigurations",
+            admitted.priority_level_uid.clone(),
+        )
+        .await,
+    )
+}
+
+#[tokio::test]
+async fn the_in_process_components_are_classified_as_upstreams_apart_from_the_nodes() {
+    use crate::manager::{controller_manager_user, controller_user, scheduler_user};
+    let store = store();
+    let fc = FlowControl::new(store.clone(), 600);
+    fc.start().await.unwrap();
+    let s = store.as_ref();
+    let as_user = |u: crate::auth::UserInfo, method: &str, path: &str, watch: bool| RequestDigest {
+        user: u.name,
+        groups: u.groups,
+        what: resource_request(method, path, watch).unwrap(),
+    };
+    let account = |controller: &str| {
+        crate::auth::rbac::policy::controller_account(controller)
+            .expect("a controller's account")
+            .to_string()
+    };
+    let lease =
+        |name: &str| format!("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}");
+    let cases = [
+        // The ReplicaSet controller's pod writes.
+        (
+            as_user(
+                controller_user(&account("replicaset")),
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                false,
+            ),
+            ("kube-system-service-accounts", "workload-high"),
+        ),
+        (
+            as_user(
+                controller_user(&account("replicaset")),
+                "DELETE",
+                "/api/v1/namespaces/default/pods/web-1",
+                false,
+            ),
+            ("kube-system-service-accounts", "workload-high"),
+        ),
+        // The scheduler's bindings.
+        (
+            as_user(
+                scheduler_user(),
+                "POST",
+                "/api/v1/namespaces/default/pods/web-1/binding",
+                false,
+            ),
+            ("kube-scheduler", "workload-high"),
+        ),
+        // The shared informers' lists and watches.
+        (
+            as_user(controller_manager_user(), "GET", "/api/v1/pods", true),
+            ("kube-controller-manager", "workload-high"),
+        ),
+        // The endpoints controller's writes (its own schema upstream).
+        (
+            as_user(
+                controller_user(&account("endpoints")),
+                "PUT",
+                "/api/v1/namespaces/default/endpoints/web",
+                false,
+            ),
+            ("endpoint-controller", "workload-high"),
+        ),
+        // Leader election, by either component or a kube-system service
+        // account, of a Lease or an older Endpoints lock in kube-system.
+        (
+            as_user(
+                controller_manager_user(),
+                "PUT",
+                &lease("kube-controller-manager"),
+                false,
+            ),
+            ("system-leader-election", "leader-election"),
+        ),
+        (
+            as_user(scheduler_user(), "GET", &lease("kube-scheduler"), false),
+            ("system-leader-election", "leader-election"),
+        ),
+        (
+            as_user(
+                controller_user("cloud-controller-manager"),
+                "PUT",
+                &lease("cloud-controller-manager"),
+                false,
+            ),
+            ("system-leader-election", "leader-election"),
+        ),
+        (
+            as_user(
+                controller_user("x"),
+                "PUT",
+                "/api/v1/namespaces/kube-system/endpoints/lock",
+                false,
+            ),
+            ("system-leader-election", "leader-election"),
+        ),
+        (
+            as_user(
+                controller_user("x"),
+                "PUT",
+                "/api/v1/namespaces/web/configmaps/lock",
+                false,
+            ),
+            ("workload-leader-election", "leader-election"),
+        ),
+    ];
+    for (digest, (schema, level)) in &cases {
+        let got = classified(&fc, s, digest).await;
+        assert_eq!(
+            (got.0.as_str(), got.1.as_str()),
+            (*schema, *level),
+            "{} {:?}",
+            digest.user,
+            digest.what
+        );
+    }
+    // The agents' status writes go to another level: controller writes
+    // never wait behind them for a seat.
+    let node = RequestDigest {
+        user: "system:node:n1".into(),
+        groups: vec!["system:nodes".into(), "system:authenticated".into()],
+        what: resource_request(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/web-1/status",
+            false,
+        )
+        .unwrap(),
+    };
+    assert_eq!(
+        classified(&fc, s, &node).await,
+        ("system-nodes".to_string(), "system".to_string())
+    );
+}

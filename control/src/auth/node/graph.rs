@@ -7,8 +7,8 @@
 //! its vertices are pods, nodes, Secrets, ConfigMaps, ServiceAccounts,
 //! PersistentVolumeClaims and PersistentVolumes; its edges are pod → node
 //! (once the pod is bound), Secret/ConfigMap/ServiceAccount/claim → pod
-//! (what the pod references, as [`super::referenced`] reads it, so the
-//! decisions are the list's), and PV → claim (the PV's `claimRef`). A
+//! (what the pod references, as [`super::PodRefs`] reads it, the same
+//! reading [`super::decide`] gives a pod), and PV → claim (the PV's `claimRef`). A
 //! question is "is there a path from object X to node N". Every
 //! object → pod edge carries the pod's node, and the graph keeps, for each
 //! object, how many of its edges lead to each node (upstream's destination
@@ -18,19 +18,29 @@
 //! PVs, then watches every key from that revision (so it knows which
 //! revision it has caught up with even when the writes are not pods). A
 //! watch that fails (a compacted revision, the store's error) is followed
-//! by a relist, and nothing is answered from the graph until the relist is
-//! done. A denial asked of a graph that has not yet applied the store's
-//! revision of the moment the request came waits (up to
-//! [`NodeGraph::CATCH_UP`]) for it; if it cannot catch up, the caller
-//! falls back to reading the pods.
+//! by a relist, and requests wait for the relist (bounded) before they
+//! are answered. A denial asked of a graph that has not yet applied the
+//! store's revision of the moment the request came waits (up to
+//! [`NodeGraph::CATCH_UP`]) for it; if it cannot catch up, the graph
+//! answers as it stands, as upstream's node authorizer always does: the
+//! store's pods are never read on a request's behalf (reading and parsing
+//! every pod, the cost the graph exists to avoid, exactly when the
+//! server is too busy for its graph to keep up).
+//!
+//! The graph keeps up by reading of each pod write only the fields that
+//! name other objects ([`super::PodRefs`], not the whole pod as a JSON
+//! tree: most pod writes are status writes that change nothing here),
+//! and by applying what its watch holds ready in batches, announced once
+//! per batch.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
+use super::PodRefs;
 use crate::store::{Event, EventType, Revision, Store, StoreError};
 
 const POD_PREFIX: &str = "/registry/pods/";
@@ -66,13 +76,13 @@ pub struct Graph {
 impl Graph {
     /// Applies one stored change (any key; only pods and PVs matter).
     pub fn apply(&mut self, kind: EventType, key: &str, value: &[u8]) {
-        let parsed = || serde_json::from_slice::<Value>(value).ok();
         if key.starts_with(POD_PREFIX) {
             match kind {
                 EventType::Deleted => self.set_pod(key, None),
-                _ => self.set_pod(key, parsed().as_ref()),
+                _ => self.set_pod(key, PodRefs::from_slice(value).as_ref()),
             }
         } else if let Some(name) = key.strip_prefix(PV_PREFIX) {
+            let parsed = || serde_json::from_slice::<Value>(value).ok();
             match kind {
                 EventType::Deleted => self.set_pv(name, None),
                 _ => self.set_pv(name, parsed().as_ref()),
@@ -82,12 +92,12 @@ impl Graph {
 
     /// The pod at store key `key` is now `pod` (None: gone). A pod not
     /// bound to a node has no vertex.
-    pub fn set_pod(&mut self, key: &str, pod: Option<&Value>) {
+    pub fn set_pod(&mut self, key: &str, pod: Option<&PodRefs>) {
         let bound = pod.and_then(|pod| {
-            let node = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty())?;
-            let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+            let node = pod.node()?;
+            let namespace = pod.namespace();
             let mut referenced = Vec::new();
-            super::referenced(pod, |resource, name| {
+            pod.visit(|resource, name| {
                 referenced.push(vertex(resource, namespace, name));
             });
             referenced.sort_unstable();
@@ -214,8 +224,10 @@ impl NodeGraph {
     /// Whether there is a path from `resource` `namespace/name` to `node`
     /// as of store revision `at` or later (the revision current when the
     /// request came). An allow is answered at once; a denial by a graph
-    /// behind `at` waits for it to catch up. None: the graph could not
-    /// answer in time (not listed yet, or far behind): read the store.
+    /// behind `at` waits (at most the graph's catch-up time) for it to
+    /// catch up, then answers from the graph, caught up or not, as
+    /// upstream's node authorizer answers from its graph alone: a node
+    /// refused a moment too early asks again, as the kubelet does.
     pub async fn has_path(
         &self,
         resource: &str,
@@ -223,16 +235,17 @@ impl NodeGraph {
         name: &str,
         node: &str,
         at: Revision,
-    ) -> Option<bool> {
+    ) -> bool {
         let ask = || {
-            let applied = self.applied();
             let graph = self.graph.read().expect("node graph lock");
-            (applied, graph.has_path(resource, namespace, name, node))
+            graph.has_path(resource, namespace, name, node)
         };
-        match ask() {
-            (applied, true) if applied > 0 => return Some(true),
-            (applied, false) if applied >= at && applied > 0 => return Some(false),
-            _ => {}
+        let applied = self.applied();
+        if applied > 0 {
+            let answer = ask();
+            if answer || applied >= at {
+                return answer;
+            }
         }
         let mut rx = self.applied.subscribe();
         let caught_up = tokio::time::timeout(
@@ -241,17 +254,17 @@ impl NodeGraph {
         )
         .await;
         if !matches!(caught_up, Ok(Ok(_))) {
-            tracing::warn!(
+            tracing::info!(
                 at,
                 applied = self.applied(),
-                "node graph: behind the store; reading the pods instead"
+                %node,
+                %resource,
+                %namespace,
+                %name,
+                "node graph: behind the store; answering from what it holds"
             );
-            return None;
         }
-        match ask() {
-            (applied, answer) if applied > 0 => Some(answer),
-            _ => None,
-        }
+        ask()
     }
 
     /// Keeps the graph from the store until the store closes: lists pods
@@ -259,8 +272,7 @@ impl NodeGraph {
     /// when the watch fails or ends.
     pub async fn follow(self: Arc<Self>) {
         loop {
-            // Nothing is answered from a graph that may have missed a
-            // change.
+            // Denials wait while the graph may have missed a change.
             self.applied.send_replace(0);
             let revision = match self.relist().await {
                 Ok(r) => r,
@@ -282,15 +294,36 @@ impl NodeGraph {
                 }
             };
             self.applied.send_replace(revision);
+            let mut batch = Vec::with_capacity(Self::BATCH);
             loop {
-                match events.next().await {
-                    Some(Ok(event)) => self.apply(&event),
-                    Some(Err(StoreError::Closed)) => return,
-                    Some(Err(e)) => {
+                // Whatever the watch holds ready is applied under one
+                // lock and announced once: each announcement wakes every
+                // request waiting on the graph, and under load events come
+                // faster than those requests can be woken one by one.
+                let mut end = match events.next().await {
+                    Some(Ok(event)) => {
+                        batch.push(event);
+                        None
+                    }
+                    other => Some(other),
+                };
+                while end.is_none() && batch.len() < Self::BATCH {
+                    match events.next().now_or_never() {
+                        Some(Some(Ok(event))) => batch.push(event),
+                        Some(other) => end = Some(other),
+                        None => break,
+                    }
+                }
+                self.apply(&mut batch);
+                match end {
+                    None => {}
+                    Some(Some(Err(StoreError::Closed))) => return,
+                    Some(Some(Err(e))) => {
                         tracing::info!(error = %e, "node graph: the watch failed; relisting");
                         break;
                     }
-                    None => {
+                    Some(Some(Ok(_))) => unreachable!("events are batched"),
+                    Some(None) => {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         break;
                     }
@@ -299,12 +332,24 @@ impl NodeGraph {
         }
     }
 
-    fn apply(&self, event: &Event) {
-        if event.key.starts_with(POD_PREFIX) || event.key.starts_with(PV_PREFIX) {
+    /// The most events applied under one lock and announced at once.
+    const BATCH: usize = 512;
+
+    /// Applies `events` (in revision order) and announces the last one's
+    /// revision; empties `events`.
+    fn apply(&self, events: &mut Vec<Event>) {
+        let Some(last) = events.last().map(|e| e.revision) else {
+            return;
+        };
+        let relevant = |e: &&Event| e.key.starts_with(POD_PREFIX) || e.key.starts_with(PV_PREFIX);
+        if events.iter().any(|e| relevant(&e)) {
             let mut graph = self.graph.write().expect("node graph lock");
-            graph.apply(event.kind, &event.key, &event.value);
+            for event in events.iter().filter(relevant) {
+                graph.apply(event.kind, &event.key, &event.value);
+            }
         }
-        self.applied.send_replace(event.revision);
+        events.clear();
+        self.applied.send_replace(last);
     }
 
     /// Builds the graph anew from a list of pods and PVs; returns the
