@@ -209,13 +209,16 @@ async fn web_pods(client: &kube::Client) -> BTreeSet<String> {
         .collect()
 }
 
+/// Pod cards as shown: key (`ns/name`) and class (`pod ok`).
+type Cards = Vec<(String, String)>;
+
 /// A workload page as shown: its summary, revision columns (revision,
 /// title, pods with their card class), revisions table, conditions and
 /// events (type, reason, message).
 #[derive(Debug, Deserialize)]
 struct Workload {
     summary: Vec<(String, String)>,
-    columns: Vec<(String, String, Vec<(String, String)>)>,
+    columns: Vec<(String, String, Cards)>,
     revisions: Vec<Vec<String>>,
     conditions: Vec<Vec<String>>,
     events: Vec<(String, String, String)>,

@@ -197,8 +197,7 @@ async fn first_load(page: &Page, gzip: bool, total: usize, log: &Path) -> Load {
     let list = |suffix: &str| {
         entries
             .iter()
-            .filter(|e| e.1 == "fetch" && e.0.ends_with(suffix) && e.3 > 0)
-            .next_back()
+            .rfind(|e| e.1 == "fetch" && e.0.ends_with(suffix) && e.3 > 0)
             .unwrap_or_else(|| panic!("no {suffix} in {entries:?}"))
     };
     let pods = list("/api/v1/pods");
