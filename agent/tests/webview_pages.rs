@@ -14,7 +14,7 @@ mod cluster;
 
 use std::time::{Duration, Instant};
 
-use browser::{ensure_scripted, eval, sign_in, Chromium};
+use browser::{click, ensure_scripted, eval, go, sign_in, Chromium};
 use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::page::ScreenshotParams;
@@ -87,19 +87,6 @@ async fn wait_js<T: DeserializeOwned>(c: &Cluster, page: &Page, what: &str, js: 
         )
     })
     .await
-}
-
-async fn click(page: &Page, selector: &str) {
-    page.find_element(selector)
-        .await
-        .unwrap_or_else(|e| panic!("{selector}: {e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("clicking {selector}: {e}"));
-}
-
-async fn go(page: &Page, hash: &str) {
-    eval::<bool>(page, &format!("(location.hash = {hash:?}, true)")).await;
 }
 
 /// The workload page's columns of pods, one per revision, as shown.

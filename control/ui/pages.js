@@ -153,6 +153,10 @@
     const box = $('confirm-input-row');
     const field = $('confirm-input');
     box.hidden = !input;
+    // A hidden required field would block every confirmation without an
+    // input (cordon, delete, undo...) until a scale had filled it: a
+    // disabled field is not validated.
+    field.disabled = !input;
     if (input) {
       $('confirm-input-label').textContent = input.label;
       field.type = input.type || 'text';

@@ -284,3 +284,50 @@ pub async fn ensure_scripted(page: &Page) {
     }
     panic!("the web view's script did not run after three loads");
 }
+
+/// Clicks the element `selector` finds in `page`, finding it again when
+/// a live page re-rendered it between the finding and the click (DevTools
+/// then no longer knows the node; nothing was clicked yet).
+pub async fn click(page: &Page, selector: &str) {
+    let mut tries = 0;
+    loop {
+        let clicked = match page.find_element(selector).await {
+            Ok(element) => element.click().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) if tries < 10 => {
+                tries += 1;
+                eprintln!("clicking {selector} again: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("clicking {selector}: {e}"),
+        }
+    }
+}
+
+/// Shows the web view's page at `hash` (`#/workloads`, `#` the overview).
+pub async fn go(page: &Page, hash: &str) {
+    eval::<bool>(page, &format!("(location.hash = {hash:?}, true)")).await;
+}
+
+/// Presses Enter on whatever has the focus in `page`.
+pub async fn press_enter(page: &Page) {
+    use chromiumoxide::cdp::browser_protocol::input::{
+        DispatchKeyEventParams, DispatchKeyEventType,
+    };
+    for kind in [DispatchKeyEventType::KeyDown, DispatchKeyEventType::KeyUp] {
+        let mut key = DispatchKeyEventParams::builder()
+            .r#type(kind.clone())
+            .key("Enter")
+            .code("Enter")
+            .windows_virtual_key_code(13);
+        if kind == DispatchKeyEventType::KeyDown {
+            key = key.text("\r");
+        }
+        page.execute(key.build().unwrap())
+            .await
+            .expect("press Enter");
+    }
+}

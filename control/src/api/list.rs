@@ -6,7 +6,9 @@
 //! streamed object by object (kube-apiserver's streaming list encoder), so
 //! that a list of thousands of objects holds no more than one chunk of
 //! them encoded at a time, however many lists run at once. Tables are
-//! streamed row by row the same way; protobuf lists are built whole.
+//! streamed row by row the same way; protobuf lists are built whole. A
+//! list over 128 KiB is gzipped for a client that accepts it, the stream
+//! compressed chunk by chunk ([`super::compression`]).
 //!
 //! Paging is by key, as kube-apiserver's: `continue` is an opaque token
 //! naming the key after which the next page starts and the first page's
@@ -382,11 +384,13 @@ fn streamed(
         }
         Some(Ok::<_, std::io::Error>(Bytes::from(out)))
     }));
-    Response::builder()
+    let response = Response::builder()
         .status(StatusCode::OK)
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(chunks))
-        .expect("a valid response")
+        .expect("a valid response");
+    // Gzipped chunk by chunk when it passes the threshold.
+    super::compression::compressible(response)
 }
 
 /// The JSON of `head` up to and after the inside of its empty array

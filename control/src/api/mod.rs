@@ -7,6 +7,7 @@ pub mod allocate;
 pub mod authn;
 mod binding;
 mod component_status;
+pub mod compression;
 mod create;
 pub mod custom;
 mod decode;
@@ -156,6 +157,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .fallback(dispatch)
         .with_state(state)
+        .layer(middleware::from_fn(compression::gzip))
         .layer(middleware::from_fn(log_request))
 }
 
@@ -237,13 +239,16 @@ fn parse_target(
     })
 }
 
+/// A JSON answer, gzipped when large and the client accepts it.
 fn json_response(code: StatusCode, body: &Value) -> Response {
-    (
-        code,
-        [(http::header::CONTENT_TYPE, "application/json")],
-        serde_json::to_vec(body).unwrap_or_default(),
+    compression::compressible(
+        (
+            code,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            serde_json::to_vec(body).unwrap_or_default(),
+        )
+            .into_response(),
     )
-        .into_response()
 }
 
 /// Whether the client's Accept header prefers Kubernetes protobuf: its
@@ -276,12 +281,14 @@ pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> R
     if prefers_protobuf(headers) {
         match protobuf::encode_object(body) {
             Ok(bytes) => {
-                return (
-                    code,
-                    [(http::header::CONTENT_TYPE, protobuf::MEDIA_TYPE)],
-                    bytes,
+                return compression::compressible(
+                    (
+                        code,
+                        [(http::header::CONTENT_TYPE, protobuf::MEDIA_TYPE)],
+                        bytes,
+                    )
+                        .into_response(),
                 )
-                    .into_response()
             }
             Err(e) => tracing::debug!(error = %e, "answering in JSON: no protobuf form"),
         }

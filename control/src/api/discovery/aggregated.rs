@@ -157,13 +157,15 @@ pub fn response(extra: &[&'static ResourceInfo], core: bool, disco_version: &str
 pub(crate) fn respond(doc: &Value, disco_version: &str) -> Response {
     let content_type = format!("application/json;g={GROUP};v={disco_version};as={KIND}");
     let body = serde_json::to_vec(doc).unwrap_or_default();
-    (
-        StatusCode::OK,
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::VARY, "Accept".to_string()),
-        ],
-        body,
+    crate::api::compression::compressible(
+        (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::VARY, "Accept".to_string()),
+            ],
+            body,
+        )
+            .into_response(),
     )
-        .into_response()
 }
