@@ -455,3 +455,50 @@ async fn drain_evicts_all_but_daemon_pods_and_taints_keep_pods_off() {
     );
     running_on(&c, &client, "app=late", 1, &n0).await;
 }
+
+/// A node whose heartbeats were late has its pods marked not Ready by the
+/// node lifecycle controller (Ready=False in their status). When the
+/// agent is heard from again, its pods must not stay that way: the agent
+/// writes again what it sees, as the kubelet's status manager reconciles
+/// a status someone else changed. (Seen with hollow nodes: 22-29 pods
+/// kept Ready=False with their containers ready after a heartbeat lapse.)
+#[tokio::test]
+async fn a_pod_marked_not_ready_by_another_writer_is_made_ready_again_by_its_agent() {
+    let c = Cluster::start_nodes(1);
+    let client = c.client().await;
+    c.wait_nodes_ready(&client).await;
+    let node = c.nodes()[0].clone();
+    create_deployment(&client, "steady", 1).await;
+    let pod = running_on(&c, &client, "app=steady", 1, &node)
+        .await
+        .remove(0);
+    let name = pod.name_any();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    // What the node lifecycle controller writes (its MarkPodsNotReady).
+    let not_ready = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "NodeNotReady",
+         "message": "Node is not ready"}]}});
+    api.patch_status(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Strategic(not_ready),
+    )
+    .await
+    .unwrap();
+    let ready = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone())
+    };
+    assert_eq!(
+        ready(&api.get(&name).await.unwrap()).as_deref(),
+        Some("False")
+    );
+    c.poll("the agent's Ready=True written again", UP, || async {
+        let p = api.get(&name).await.unwrap();
+        (ready(&p).as_deref() == Some("True") && p.uid() == pod.uid()).then_some(())
+    })
+    .await;
+}

@@ -230,6 +230,7 @@ async fn sync_once(
     pod: &Pod,
     retry: &mut Duration,
 ) -> Duration {
+    status.notice_other_writers(pod);
     let seen = status.with_own_status(pod);
     let mut prepared = volumes.prepare(&seen, &worker.config_sources, wake).await;
     drop(seen);

@@ -7,7 +7,11 @@
 //!   idle pod makes no request), and one that failed to be written is
 //!   written on the next sync (the worker's retry is the manager's);
 //! - the watch's copy of the pod, which may still be from before the last
-//!   write, is seen with that write merged in ([`StatusManager::with_own_status`]).
+//!   write, is seen with that write merged in ([`StatusManager::with_own_status`]);
+//! - a condition someone else changed after the last write (the node
+//!   lifecycle controller marks the pods of a node that stopped
+//!   heartbeating not Ready) is written again, as the kubelet's
+//!   `needsReconcile` does ([`StatusManager::notice_other_writers`]).
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -22,6 +26,8 @@ pub struct StatusManager {
     client: Client,
     /// The status last written, and as JSON (the merge patch's `status`).
     written: Option<(PodStatus, Value)>,
+    /// The pod's resourceVersion that write made.
+    written_at: Option<u64>,
     /// Pod start latency, observed from the statuses written.
     start: PodStart,
 }
@@ -31,6 +37,7 @@ impl StatusManager {
         StatusManager {
             client,
             written: None,
+            written_at: None,
             start: PodStart::default(),
         }
     }
@@ -61,15 +68,36 @@ impl StatusManager {
             .patch_status(&name, &PatchParams::default(), &patch)
             .await
         {
-            Ok(_) => {
+            Ok(updated) => {
                 self.start.status_written(pod, &status);
                 self.written = Some((status, json));
+                self.written_at = revision(&updated);
                 true
             }
             Err(e) => {
                 tracing::warn!(pod = %name, error = %e, "writing pod status");
                 false
             }
+        }
+    }
+
+    /// Forgets the last write if `pod`, as watched, is newer than it and
+    /// says otherwise of a condition it wrote, so the next status is
+    /// written whatever it is: another writer changed it (the node
+    /// lifecycle controller's Ready=False while the node's heartbeats
+    /// were late), and the pod stays that way until the agent says again
+    /// what it sees. A watched copy older than the write is no news.
+    pub fn notice_other_writers(&mut self, pod: &Pod) {
+        let Some((_, json)) = &self.written else {
+            return;
+        };
+        if overwritten(pod, json, self.written_at) {
+            tracing::info!(
+                pod = %pod.metadata.name.as_deref().unwrap_or_default(),
+                "pod status changed by another writer; writing it again"
+            );
+            self.written = None;
+            self.written_at = None;
         }
     }
 
@@ -124,6 +152,36 @@ fn namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
 }
 
+/// A pod's resourceVersion as a number: bosun's are the store's
+/// revisions, which only grow (on etcd too).
+fn revision(pod: &Pod) -> Option<u64> {
+    pod.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+/// Whether the watched `pod` is newer than the agent's last status write
+/// (`written`, made at `written_at`) and a condition that write set has
+/// another status in it.
+fn overwritten(pod: &Pod, written: &Value, written_at: Option<u64>) -> bool {
+    let (Some(at), Some(now)) = (written_at, revision(pod)) else {
+        return false;
+    };
+    if now <= at {
+        return false;
+    }
+    let watched = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    written["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            let watched = watched
+                .into_iter()
+                .flatten()
+                .find(|w| Some(w.type_.as_str()) == c["type"].as_str());
+            watched.is_some_and(|w| Some(w.status.as_str()) != c["status"].as_str())
+        })
+}
+
 /// `pod` with the fields of `written` (the last status written) over its
 /// watched status.
 fn with_own_status(pod: &Pod, written: Option<&Value>) -> Pod {
@@ -167,5 +225,32 @@ mod tests {
         assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
         // Before any write, the watched pod is used as it is.
         assert_eq!(with_own_status(&watched, None), watched);
+    }
+
+    #[test]
+    fn a_condition_another_writer_changed_after_the_agents_write_is_noticed() {
+        let written = json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "ContainersReady", "status": "True"}]});
+        let watched = |rv: &str, ready: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "default", "resourceVersion": rv},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": ready},
+                    {"type": "ContainersReady", "status": "True"},
+                    {"type": "DisruptionTarget", "status": "True"}]}
+            }))
+            .unwrap()
+        };
+        // The node lifecycle controller's Ready=False, after the write.
+        assert!(overwritten(&watched("12", "False"), &written, Some(10)));
+        // The same from a watch still behind the write: no news.
+        assert!(!overwritten(&watched("9", "False"), &written, Some(10)));
+        // Newer, but what the agent wrote still holds (a condition the
+        // agent does not write, DisruptionTarget, is not its to undo).
+        assert!(!overwritten(&watched("12", "True"), &written, Some(10)));
+        // The write's revision unknown: nothing to compare.
+        assert!(!overwritten(&watched("12", "False"), &written, None));
     }
 }
