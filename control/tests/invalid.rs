@@ -6,19 +6,41 @@ use common::{raw, ControlPlane};
 use kube::Client;
 use serde_json::{json, Value};
 
-async fn revision(client: &Client) -> String {
-    let (_, list) = raw(
-        client,
-        "GET",
+/// What a user would list to see whether anything was written: every
+/// object (kind, namespace/name and resourceVersion) of the collections the
+/// bad requests aim at. Not the store's revision, which also moves with
+/// what the control plane writes in the background (its Leases).
+async fn objects(client: &Client) -> Vec<(String, String, String)> {
+    const COLLECTIONS: &[&str] = &[
         "/api/v1/namespaces",
-        "application/json",
-        vec![],
-    )
-    .await;
-    list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_string()
+        "/api/v1/persistentvolumes",
+        "/api/v1/namespaces/default/pods",
+        "/api/v1/namespaces/default/services",
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        "/apis/apps/v1/namespaces/default/deployments",
+        "/apis/apps/v1/namespaces/default/statefulsets",
+        "/apis/batch/v1/namespaces/default/cronjobs",
+        "/apis/batch/v1/namespaces/default/jobs",
+        "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+    ];
+    let mut all = vec![];
+    for path in COLLECTIONS {
+        let (code, list) = raw(client, "GET", path, "application/json", vec![]).await;
+        assert_eq!(code, 200, "listing {path}: {list}");
+        for item in list["items"].as_array().expect("items") {
+            let meta = &item["metadata"];
+            all.push((
+                path.to_string(),
+                format!(
+                    "{}/{}",
+                    meta["namespace"].as_str().unwrap_or(""),
+                    meta["name"].as_str().unwrap()
+                ),
+                meta["resourceVersion"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    all
 }
 
 fn deployment() -> Value {
@@ -348,7 +370,7 @@ fn cases() -> Vec<Case> {
 async fn invalid_manifests_are_refused_naming_the_field_and_write_nothing() {
     let cp = ControlPlane::start();
     let client = cp.client().await;
-    let before = revision(&client).await;
+    let before = objects(&client).await;
     let all = cases();
     assert!(all.len() >= 20);
     for c in all {
@@ -380,7 +402,7 @@ async fn invalid_manifests_are_refused_naming_the_field_and_write_nothing() {
         }
     }
     assert_eq!(
-        revision(&client).await,
+        objects(&client).await,
         before,
         "a refused request writes nothing"
     );
@@ -432,7 +454,7 @@ async fn immutable_fields_and_strict_field_validation() {
     )
     .await;
     assert_eq!(code, 201);
-    let before = revision(&client).await;
+    let before = objects(&client).await;
 
     let mut changed = created.clone();
     changed["spec"]["selector"]["matchLabels"] = json!({"app": "other"});
@@ -488,7 +510,7 @@ async fn immutable_fields_and_strict_field_validation() {
         status["message"].as_str().unwrap().contains("spec"),
         "{status}"
     );
-    let after_sts = revision(&client).await;
+    let after_sts = objects(&client).await;
     assert_ne!(after_sts, before, "the statefulset was created");
 
     let mut typo = deployment();
@@ -511,7 +533,7 @@ async fn immutable_fields_and_strict_field_validation() {
         "{status}"
     );
     assert_eq!(
-        revision(&client).await,
+        objects(&client).await,
         after_sts,
         "refused updates and creates wrote nothing"
     );
