@@ -561,7 +561,7 @@ impl Store for EtcdStore {
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<super::EventStream> {
         if let Some(cache) = self.caches.of(prefix).await {
-            if let Some(stream) = cache.watch(prefix, after)? {
+            if let Some(stream) = cache.watch(prefix, after) {
                 return Ok(stream);
             }
         }

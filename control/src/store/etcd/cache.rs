@@ -16,13 +16,9 @@
 //! - A `resourceVersion=0` list is answered from the cache as it is.
 //! - A watch from a revision inside the window is replayed from it and then
 //!   fed live: one etcd watch per resource however many watchers, each
-//!   event made once and shared. A watch from before the window is
-//!   refused at once with [`StoreError::Compacted`] (a 410 Expired "too
-//!   old resource version", as kube-apiserver's cacher answers), not sent
-//!   on to etcd: one client resuming from far back would otherwise cost an
-//!   etcd watch of its own, replaying history the cache has let go. Its
-//!   client lists again, as after a compaction. Only while the cache is
-//!   not ready (listing) do watches go to etcd.
+//!   event made once and shared. A watch from before the window goes to
+//!   etcd itself (kube-apiserver's cacher answers 410 there; etcd still
+//!   has that history unless it was compacted, when it answers 410).
 //! - A watcher that falls [`WATCHER_BUFFER`] events behind is ended (its
 //!   client watches again from its last revision), as the cacher ends a
 //!   blocked watcher, so that one slow client holds up no one.
@@ -225,19 +221,12 @@ impl Cache {
     }
 
     /// The changes under `prefix` after `after`, replayed from the window
-    /// and then live; None when the cache is not ready (the caller watches
-    /// etcd); [`StoreError::Compacted`] when `after` is before the window
-    /// (kube-apiserver's cacher's "too old resource version").
-    pub(super) fn watch(&self, prefix: &str, after: Revision) -> Result<Option<EventStream>> {
+    /// and then live; None when `after` is before the window (or the cache
+    /// is not ready): the caller watches etcd.
+    pub(super) fn watch(&self, prefix: &str, after: Revision) -> Option<EventStream> {
         let mut state = lock(&self.state);
-        if !state.ready {
-            return Ok(None);
-        }
-        if after < state.oldest {
-            return Err(StoreError::Compacted {
-                requested: after,
-                oldest: state.oldest,
-            });
+        if !state.ready || after < state.oldest {
+            return None;
         }
         let replay: Vec<Event> = state
             .window
@@ -254,7 +243,7 @@ impl Cache {
             after,
             tx,
         });
-        Ok(Some(Box::pin(ReceiverStream::new(rx))))
+        Some(Box::pin(ReceiverStream::new(rx)))
     }
 
     /// Takes a fresh listing: ends every watcher (their clients watch

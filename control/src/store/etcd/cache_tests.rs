@@ -59,7 +59,7 @@ async fn a_consistent_list_right_after_another_servers_write_sees_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watches_inside_the_window_are_served_from_it_after_compaction() {
+async fn watches_inside_the_window_are_served_from_it_and_before_it_by_etcd() {
     let Some(etcd) = bosun_test_support::etcd::Etcd::start() else {
         return;
     };
@@ -110,48 +110,12 @@ async fn watches_inside_the_window_are_served_from_it_after_compaction() {
         assert_eq!((e.kind, e.revision), (EventType::Deleted, last));
         assert_eq!(&e.value[..], b"7", "a delete carries the last value");
     }
-    // Before the window: 410.
+    // Before the window, etcd answers, and it has compacted: 410.
     match cached.watch("/registry/configmaps/", before).await {
         Err(StoreError::Compacted { requested, .. }) => assert_eq!(requested, before),
         Ok(_) => panic!("a watch from before the window and the compaction was accepted"),
         Err(e) => panic!("a watch from before the window: {e}"),
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_from_before_the_window_is_too_old_though_etcd_has_it() {
-    let Some(etcd) = bosun_test_support::etcd::Etcd::start() else {
-        return;
-    };
-    let (cached, other) = (
-        etcd_with(&etcd, "/registry").await,
-        etcd_with(&etcd, "/registry").await,
-    );
-    let key = "/registry/services/a/s";
-    let before = other.create(key, b"0".to_vec()).await.unwrap();
-    // The cache starts after that write: its window begins here.
-    let (_, start) = cached.list("/registry/services/").await.unwrap();
-    assert!(start >= before);
-    let after = other.update(key, before, b"1".to_vec()).await.unwrap();
-    // etcd still has the history (nothing compacted: the uncached watch
-    // replays it), but the cache refuses at once, as kube-apiserver's
-    // cacher does: 410 "too old resource version".
-    let mut uncached = cached
-        .watch_uncached("/registry/services/", before - 1)
-        .await
-        .unwrap();
-    assert_eq!(next(&mut uncached).await.revision, before);
-    match cached.watch("/registry/services/", before - 1).await {
-        Err(StoreError::Compacted { requested, oldest }) => {
-            assert_eq!((requested, oldest), (before - 1, start))
-        }
-        Ok(_) => panic!("a watch from before the window went on to etcd"),
-        Err(e) => panic!("a watch from before the window: {e}"),
-    }
-    // From the window's start it is served.
-    let mut served = cached.watch("/registry/services/", start).await.unwrap();
-    let e = next(&mut served).await;
-    assert_eq!((e.kind, e.revision), (EventType::Modified, after));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
