@@ -84,6 +84,26 @@ sweep_stale_test_resources() {
     bash scripts/hosts.sh down && echo "== took down hosts a killed run left"
   fi
 }
+# `--store etcd` (or BOSUN_TEST_STORE=etcd): every end-to-end test's
+# control plane on a throwaway etcd of its own instead of the embedded
+# store; the few that test the embedded store itself stay on it (README,
+# "Tests").
+if [ "${1:-}" = "--store" ] || [[ ${1:-} == --store=* ]]; then
+  if [ "$1" = "--store" ]; then
+    store=${2:-}
+    shift $(($# < 2 ? 1 : 2))
+  else
+    store=${1#--store=}
+    shift
+  fi
+  case "$store" in
+  etcd | embedded) export BOSUN_TEST_STORE=$store ;;
+  *)
+    echo "--store ${store}: expected etcd or embedded" >&2
+    exit 2
+    ;;
+  esac
+fi
 if [ "${1:-}" = "--sweep-only" ]; then
   sweep_stale_test_resources
   exit 0
@@ -157,6 +177,7 @@ export BOSUN_SERVICE_MANAGER=bosun
 # (over 20 GB for this workspace) and time.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
+echo "== control planes on the ${BOSUN_TEST_STORE:-embedded} store"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== module cycles"

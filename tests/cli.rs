@@ -335,6 +335,10 @@ fn up_and_down_with_a_private_home() {
             common::kill_started_processes(&self.0);
         }
     }
+    // On etcd with BOSUN_TEST_STORE=etcd; stopped after the reaper's kill.
+    let etcd = common::test_store_etcd();
+    let store = common::up_store_args(&etcd);
+    let store: Vec<&str> = store.iter().map(String::as_str).collect();
     let _reaper = Reaper(data.clone());
     control_binary();
     let bosun = |args: &[&str]| {
@@ -347,7 +351,13 @@ fn up_and_down_with_a_private_home() {
         Run::from("bosun", args, out)
     };
     let d = data.display().to_string();
-    let up = bosun(&["up", "--data-dir", &d, "--port", "0", "--no-agent"]);
+    let up = bosun(
+        &[
+            &["up", "--data-dir", &d, "--port", "0", "--no-agent"][..],
+            &store,
+        ]
+        .concat(),
+    );
     let text = up.ok().to_string();
     assert!(text.starts_with("bosun is up.\n"), "{text}");
     assert!(text.contains("bosun get nodes"), "{text}");
@@ -362,6 +372,7 @@ fn up_and_down_with_a_private_home() {
     assert!(ns.ok().contains("\ndefault "), "{}", ns.stdout);
 
     let again = bosun(&["up", "--data-dir", &d, "--port", "0", "--no-agent"]);
+    // (A cluster made on etcd stays on it: the second `up` needs no --store.)
     assert!(again.ok().starts_with("bosun is already running.\n"));
 
     let pid: i32 = std::fs::read_to_string(data.join("control.pid"))
@@ -378,7 +389,9 @@ fn up_and_down_with_a_private_home() {
                 .unwrap_or(true),
         "bosun-control still running after down"
     );
-    assert!(data.join("store.redb").exists(), "data dir kept");
+    // (The data dir holds the CA and the admin's credentials whichever
+    // store the objects are in.)
+    assert!(data.join("admin.kubeconfig").exists(), "data dir kept");
     assert!(bosun(&["down", "--data-dir", &d])
         .ok()
         .starts_with("bosun is not running"));

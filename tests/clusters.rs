@@ -165,6 +165,15 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
     let tag = format!("e2e{}", std::process::id());
     let (a, b) = (format!("{tag}a"), format!("{tag}b"));
     let (ctx_a, ctx_b) = (format!("bosun-{a}"), format!("bosun-{b}"));
+    // Each cluster on an etcd of its own with BOSUN_TEST_STORE=etcd
+    // (declared before the reapers, so stopped after the clusters).
+    let (etcd_a, etcd_b) = (common::test_store_etcd(), common::test_store_etcd());
+    let (store_a, store_b) = (
+        common::up_store_args(&etcd_a),
+        common::up_store_args(&etcd_b),
+    );
+    let store_a: Vec<&str> = store_a.iter().map(String::as_str).collect();
+    let store_b: Vec<&str> = store_b.iter().map(String::as_str).collect();
     let _reapers: Vec<ClusterReaper> = [&a, &b]
         .iter()
         .map(|n| ClusterReaper {
@@ -173,7 +182,7 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
         })
         .collect();
 
-    let up_a = host.bosun(&["up", "--name", &a, "--timeout", "120s"]);
+    let up_a = host.bosun(&[&["up", "--name", &a, "--timeout", "120s"][..], &store_a].concat());
     assert!(up_a.ok().contains("bosun is up."), "{}", up_a.stdout);
     // b's logs are kept small, and made chatty so that they rotate.
     let up_b = host.bosun_env(
@@ -187,7 +196,11 @@ fn two_named_clusters_share_a_host_and_keep_to_themselves() {
             "64Ki",
             "--log-max-files",
             "2",
-        ],
+        ]
+        .iter()
+        .chain(&store_b)
+        .copied()
+        .collect::<Vec<&str>>(),
         &[("BOSUN_LOG", "debug")],
     );
     assert!(up_b.ok().contains("bosun is up."), "{}", up_b.stdout);

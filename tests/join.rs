@@ -267,6 +267,9 @@ struct Setup {
     admin: PathBuf,
     /// Dropped last with the setup: cleans up after the test.
     _reaper: HostReaper,
+    /// The control plane's etcd with BOSUN_TEST_STORE=etcd, stopped after
+    /// the reaper has stopped the control plane.
+    etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
 impl Setup {
@@ -293,7 +296,13 @@ impl Setup {
             node,
             cidr: cidr.into(),
             admin: tmp.join(".bosun/kubeconfig"),
+            etcd: common::test_store_etcd(),
         }
+    }
+
+    /// `bosun up` arguments for the store the tests run on.
+    fn store_args(&self) -> Vec<String> {
+        common::up_store_args(&self.etcd)
     }
 
     /// Whether the joined node is Ready, as the admin sees it.
@@ -354,16 +363,22 @@ fn a_host_joins_with_a_token_and_its_credential_is_restricted_to_its_node() {
     } = &setup;
     let (c, j) = (control.display().to_string(), joined.display().to_string());
 
-    let up = host.bosun(&[
-        "up",
-        "--no-agent",
-        "--port",
-        "0",
-        "--data-dir",
-        &c,
-        "--cluster-cidr",
-        &setup.cidr,
-    ]);
+    let store = setup.store_args();
+    let up = host.bosun(
+        &[
+            "up",
+            "--no-agent",
+            "--port",
+            "0",
+            "--data-dir",
+            &c,
+            "--cluster-cidr",
+            &setup.cidr,
+        ]
+        .into_iter()
+        .chain(store.iter().map(String::as_str))
+        .collect::<Vec<&str>>(),
+    );
     let JoinCommand {
         server,
         token,
@@ -1009,6 +1024,7 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
     // Certificates of 30 s (the control plane's --cluster-signing-duration,
     // which bosun-control takes from the environment `bosun up` starts it
     // in): the agent renews after about 24 s.
+    let store = setup.store_args();
     let up = || {
         let args = [
             "up",
@@ -1022,6 +1038,7 @@ fn a_joined_node_keeps_working_past_its_first_certificates_expiry() {
         ];
         let out = Command::new(env!("CARGO_BIN_EXE_bosun"))
             .args(args)
+            .args(&store)
             .env("HOME", &host.home)
             .env("BOSUN_CLUSTER_SIGNING_DURATION", "30s")
             .env_remove("KUBECONFIG")

@@ -37,6 +37,9 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     let node = format!("purge-{}", std::process::id());
     // A /16 of its own, so the rule is this node's alone.
     let (pod_cidr, cidr) = ("10.251.7.0/24", "10.251.0.0/16");
+    // On etcd with BOSUN_TEST_STORE=etcd; stopped after the reaper.
+    let etcd = common::test_store_etcd();
+    let store = common::up_store_args(&etcd);
     let _reaper = HostReaper {
         dirs: vec![data.clone()],
         node: node.clone(),
@@ -54,20 +57,25 @@ fn down_purge_removes_everything_bosun_made_on_the_host() {
     };
     let d = data.display().to_string();
     let up = || {
-        bosun(&[
-            "up",
-            "--data-dir",
-            &d,
-            "--port",
-            "0",
-            "--node-name",
-            &node,
-            "--pod-cidr",
-            pod_cidr,
-            // The node's range must lie in the cluster's pod network.
-            "--cluster-cidr",
-            cidr,
-        ])
+        bosun(
+            &[
+                "up",
+                "--data-dir",
+                &d,
+                "--port",
+                "0",
+                "--node-name",
+                &node,
+                "--pod-cidr",
+                pod_cidr,
+                // The node's range must lie in the cluster's pod network.
+                "--cluster-cidr",
+                cidr,
+            ]
+            .into_iter()
+            .chain(store.iter().map(String::as_str))
+            .collect::<Vec<&str>>(),
+        )
         .ok();
     };
     up();

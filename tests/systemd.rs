@@ -96,6 +96,11 @@ fn up_under_systemd_installs_units_that_restart_and_down_removes_them() {
     std::fs::create_dir_all(&registry).unwrap();
     let name = format!("e2e{}sd", std::process::id());
     let control = home.join(".bosun/clusters").join(&name).join("control");
+    // On etcd with BOSUN_TEST_STORE=etcd (the sandbox shares this host's
+    // network); stopped after the reaper.
+    let etcd = common::test_store_etcd();
+    let store = common::up_store_args(&etcd);
+    let store: Vec<&str> = store.iter().map(String::as_str).collect();
     let _reaper = ClusterReaper {
         control: control.clone(),
         node: name.clone(),
@@ -112,7 +117,11 @@ fn up_under_systemd_installs_units_that_restart_and_down_removes_them() {
         ("BOSUN_SERVICE_MANAGER", "auto"),
     ];
 
-    let up = sandbox.run(&bosun, &["up", "--name", &name, "--timeout", "120s"], &env);
+    let up = sandbox.run(
+        &bosun,
+        &[&["up", "--name", &name, "--timeout", "120s"][..], &store].concat(),
+        &env,
+    );
     let (control_unit, agent_unit) = (
         format!("bosun-control-{name}.service"),
         format!("bosun-agent-{name}.service"),

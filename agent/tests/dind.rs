@@ -48,6 +48,9 @@ fn docker(args: &[&str]) -> Output {
 struct Dind {
     dir: tempfile::TempDir,
     control: Option<Child>,
+    /// The control plane's etcd with BOSUN_TEST_STORE=etcd; dropped, so
+    /// stopped, after `drop` has stopped the control plane.
+    etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
 impl Dind {
@@ -66,6 +69,7 @@ impl Dind {
         let mut d = Dind {
             dir: tempfile::tempdir().unwrap(),
             control: None,
+            etcd: bosun_test_support::etcd::for_test_store(),
         };
         ok(Command::new("bash")
             .arg(root().join("scripts/hosts.sh"))
@@ -77,7 +81,7 @@ impl Dind {
         ok(Command::new("mount").args(["--bind", DATA_ROOT, DATA_ROOT]));
         ok(Command::new("mount").args(["--make-shared", DATA_ROOT]));
 
-        d.control = Some(start_hosts_control(d.dir.path(), WAIT));
+        d.control = Some(start_hosts_control(d.dir.path(), WAIT, d.etcd.as_ref()));
 
         // The agent image, built on the engine through its socket.
         ok(Command::new("bash")

@@ -78,6 +78,9 @@ async fn hollow_nodes_run_a_deployment_through_the_real_api() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("control");
     let control_log = std::fs::File::create(dir.path().join("control.log")).unwrap();
+    // On a throwaway etcd with BOSUN_TEST_STORE=etcd; declared first so
+    // it is stopped after the control plane.
+    let etcd = bosun_test_support::etcd::for_test_store();
     let mut cmd = dies_with_test(workspace_binary("bosun-control"));
     cmd.arg("--data-dir")
         .arg(&data)
@@ -85,6 +88,9 @@ async fn hollow_nodes_run_a_deployment_through_the_real_api() {
         .stdin(Stdio::null())
         .stdout(control_log.try_clone().unwrap())
         .stderr(control_log);
+    if let Some(etcd) = &etcd {
+        cmd.args(["--store", &etcd.store_url()]);
+    }
     let (control, _) = start_control(cmd, &data, Duration::from_secs(60));
     let _control = KillOnDrop(control);
     let kubeconfig = data.join("admin.kubeconfig");

@@ -61,6 +61,10 @@ fn traces() -> String {
 /// them and takes the hosts down.
 struct MultiHost {
     dir: tempfile::TempDir,
+    /// The control plane's etcd with BOSUN_TEST_STORE=etcd (on this
+    /// machine's loopback, beside the control plane); dropped, so
+    /// stopped, after `drop` has stopped the control plane.
+    etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
 impl MultiHost {
@@ -69,6 +73,7 @@ impl MultiHost {
         control_binary();
         let m = MultiHost {
             dir: tempfile::tempdir().unwrap(),
+            etcd: bosun_test_support::etcd::for_test_store(),
         };
         ok(Command::new("bash")
             .arg(hosts_sh())
@@ -77,16 +82,26 @@ impl MultiHost {
         // no node), reachable from the hosts' bridge; `bosun up` prints
         // the join command, which the hosts read from a file as the
         // Vagrant workers read it from the shared folder.
-        let up = m.bosun(&[
-            "up",
-            "--no-agent",
-            "--port",
-            "0",
-            "--advertise-address",
-            CONTROL_IP,
-            "--data-dir",
-            m.control_dir().to_str().unwrap(),
-        ]);
+        let store: Vec<String> = m
+            .etcd
+            .iter()
+            .flat_map(|e| ["--store".to_string(), e.store_url()])
+            .collect();
+        let up = m.bosun(
+            &[
+                "up",
+                "--no-agent",
+                "--port",
+                "0",
+                "--advertise-address",
+                CONTROL_IP,
+                "--data-dir",
+                m.control_dir().to_str().unwrap(),
+            ]
+            .into_iter()
+            .chain(store.iter().map(String::as_str))
+            .collect::<Vec<&str>>(),
+        );
         assert!(
             up.contains(&format!("bosun join https://{CONTROL_IP}:")),
             "bosun up printed no join command for {CONTROL_IP}:\n{up}"

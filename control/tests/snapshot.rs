@@ -3,6 +3,10 @@
 //! plane on it serving exactly the snapshot's revision; the endpoint is the
 //! admin's only; a damaged file restores nothing; periodic snapshots keep
 //! the newest N.
+//!
+//! `bosun snapshot` backs up the embedded store (on etcd, `etcdctl
+//! snapshot save` does): these tests stay on the embedded store whatever
+//! `BOSUN_TEST_STORE` says.
 
 mod common;
 
@@ -17,6 +21,9 @@ use common::*;
 use kube::api::{ListParams, PostParams};
 use kube::Client;
 use serde_json::json;
+
+/// The store these tests back up (see the top of the file).
+const EMBEDDED: &[&str] = &["--store", "embedded"];
 
 /// The `bosun` CLI, built into the same target dir if it is not there yet.
 fn bosun_cli() -> PathBuf {
@@ -74,7 +81,7 @@ async fn old_credentials_client(old: &ControlPlane, new_addr: &str) -> Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_snapshot_taken_during_writes_restores_exactly_its_revision() {
-    let cp = ControlPlane::start();
+    let cp = ControlPlane::start_with(EMBEDDED);
     let client = cp.client().await;
     let stop = Arc::new(AtomicBool::new(false));
     // Every acknowledged write: name -> (resourceVersion, data).
@@ -200,7 +207,7 @@ async fn a_snapshot_taken_during_writes_restores_exactly_its_revision() {
         let entry = entry.unwrap();
         std::fs::rename(entry.path(), data_dir.path().join(entry.file_name())).unwrap();
     }
-    let second = ControlPlane::start_in(data_dir, &[]);
+    let second = ControlPlane::start_in(data_dir, EMBEDDED);
     assert_eq!(second.token(), cp.token(), "the admin token is the same");
 
     // The old kubeconfig's CA verifies the restored server, and its token
@@ -294,7 +301,7 @@ async fn a_snapshot_taken_during_writes_restores_exactly_its_revision() {
 
 #[tokio::test]
 async fn only_the_admin_gets_a_snapshot() {
-    let cp = ControlPlane::start();
+    let cp = ControlPlane::start_with(EMBEDDED);
     let client = cp.client().await;
     let sas = dynamic_api(&client, "serviceaccounts", Some("default"));
     sas.create(
@@ -384,7 +391,7 @@ fn tree(dir: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn a_truncated_or_corrupt_snapshot_restores_nothing() {
-    let cp = ControlPlane::start();
+    let cp = ControlPlane::start_with(EMBEDDED);
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("good.bosun");
     let out = bosun(&[
@@ -429,6 +436,8 @@ async fn periodic_snapshots_keep_the_newest() {
     let snapshots = tempfile::tempdir().unwrap();
     std::fs::write(snapshots.path().join("mine.bosun"), b"not bosun-control's").unwrap();
     let cp = ControlPlane::start_with(&[
+        "--store",
+        "embedded",
         "--snapshot-interval",
         "1s",
         "--snapshot-retention",

@@ -34,6 +34,15 @@ pub fn store_is_etcd() -> bool {
     }
 }
 
+/// A throwaway etcd for a test's control plane when the e2e tests run on
+/// etcd (`BOSUN_TEST_STORE=etcd`), None on the embedded store. Panics when
+/// etcd is asked for but not installed: a run on etcd that silently ran on
+/// the embedded store would show nothing.
+pub fn for_test_store() -> Option<Etcd> {
+    store_is_etcd()
+        .then(|| Etcd::start().expect("BOSUN_TEST_STORE=etcd, but etcd is not installed"))
+}
+
 /// A loopback port nobody listens on now (there is a small race, retried
 /// by [`Etcd::start`]).
 fn free_port() -> u16 {

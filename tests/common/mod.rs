@@ -29,6 +29,20 @@ pub fn agent_binary() -> PathBuf {
     workspace_binary("bosun-agent")
 }
 
+/// A throwaway etcd for the cluster a test makes with `bosun up` when the
+/// tests run on etcd (`BOSUN_TEST_STORE=etcd`), None on the embedded store.
+/// Keep it in a variable declared before whatever stops the cluster, so
+/// etcd is stopped after the control plane.
+pub use bosun_test_support::etcd::for_test_store as test_store_etcd;
+
+/// `bosun up` arguments that put a new cluster on `etcd` (`--store
+/// etcd://...`), none for the embedded store.
+pub fn up_store_args(etcd: &Option<bosun_test_support::etcd::Etcd>) -> Vec<String> {
+    etcd.iter()
+        .flat_map(|e| ["--store".to_string(), e.store_url()])
+        .collect()
+}
+
 /// A file of the repository's `examples/` directory.
 pub fn example(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,10 +52,13 @@ pub fn example(name: &str) -> String {
         .to_string()
 }
 
-/// A running control plane in a temp dir.
+/// A running control plane in a temp dir, on a throwaway etcd with
+/// `BOSUN_TEST_STORE=etcd` (unless the test gives a `--store` of its own).
 pub struct Cluster {
     child: Child,
     dir: tempfile::TempDir,
+    /// Dropped, so stopped, after the control plane.
+    etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
 impl Cluster {
@@ -57,6 +74,12 @@ impl Cluster {
         let data = dir.path().join("data");
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
         let log = std::fs::File::create(dir.path().join("control.log")).unwrap();
+        let own_store = extra.iter().any(|a| a.starts_with("--store"));
+        let etcd = if own_store {
+            None
+        } else {
+            bosun_test_support::etcd::for_test_store()
+        };
         let mut cmd = Command::new(control_binary());
         cmd.arg("--data-dir")
             .arg(&data)
@@ -65,8 +88,11 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
+        if let Some(etcd) = &etcd {
+            cmd.args(["--store", &etcd.store_url()]);
+        }
         let (child, _) = start_control(cmd, &data, Duration::from_secs(30));
-        Cluster { child, dir }
+        Cluster { child, dir, etcd }
     }
 
     pub fn kubeconfig(&self) -> PathBuf {

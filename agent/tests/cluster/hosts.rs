@@ -30,6 +30,10 @@ pub struct Hosts {
     pub dir: tempfile::TempDir,
     control: Option<Child>,
     agents: Vec<Option<Child>>,
+    /// The control plane's etcd with BOSUN_TEST_STORE=etcd (on this
+    /// machine's loopback); dropped, so stopped, after `drop` has stopped
+    /// the control plane.
+    etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
 impl Hosts {
@@ -41,6 +45,7 @@ impl Hosts {
             dir: tempfile::tempdir().unwrap(),
             control: None,
             agents: (0..HOSTS).map(|_| None).collect(),
+            etcd: bosun_test_support::etcd::for_test_store(),
         };
         ok(Command::new("bash")
             .arg(hosts_sh())
@@ -51,7 +56,7 @@ impl Hosts {
         for i in 1..=HOSTS {
             on_host(i, &["iptables", "-w", "-P", "FORWARD", "DROP"]);
         }
-        h.control = Some(start_hosts_control(h.dir.path(), WAIT));
+        h.control = Some(start_hosts_control(h.dir.path(), WAIT, h.etcd.as_ref()));
         for i in 1..=HOSTS {
             let log = std::fs::File::create(h.dir.path().join(format!("agent-{i}.log"))).unwrap();
             let child = dies_with_test("bash")

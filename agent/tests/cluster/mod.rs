@@ -115,8 +115,14 @@ pub fn bosun_binary() -> PathBuf {
 
 /// Starts `bosun-control` for the namespace-hosts harness, listening on
 /// [`HOSTS_CONTROL_IP`] with its data in `dir/control` and its log in
-/// `dir/control.log`; returns once its admin kubeconfig is there.
-pub fn start_hosts_control(dir: &Path, wait: Duration) -> Child {
+/// `dir/control.log`; returns once its admin kubeconfig is there. On
+/// `etcd` if given (the caller keeps it running until the control plane
+/// is stopped).
+pub fn start_hosts_control(
+    dir: &Path,
+    wait: Duration,
+    etcd: Option<&bosun_test_support::etcd::Etcd>,
+) -> Child {
     let data = dir.join("control");
     let log = std::fs::File::create(dir.join("control.log")).unwrap();
     let mut cmd = dies_with_test(control_binary());
@@ -126,6 +132,9 @@ pub fn start_hosts_control(dir: &Path, wait: Duration) -> Child {
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
+    if let Some(etcd) = etcd {
+        cmd.args(["--store", &etcd.store_url()]);
+    }
     start_control(cmd, &data, wait).0
 }
 
@@ -197,16 +206,6 @@ pub struct Cluster {
     etcd: Option<bosun_test_support::etcd::Etcd>,
 }
 
-/// Whether the e2e tests run their control planes on etcd
-/// (`BOSUN_TEST_STORE=etcd`) instead of the embedded store.
-pub fn store_is_etcd() -> bool {
-    match std::env::var("BOSUN_TEST_STORE").as_deref() {
-        Ok("etcd") => true,
-        Ok("") | Ok("embedded") | Err(_) => false,
-        Ok(other) => panic!("BOSUN_TEST_STORE={other:?}: use etcd or embedded"),
-    }
-}
-
 impl Cluster {
     pub fn start() -> Cluster {
         Self::start_with(&[])
@@ -233,10 +232,7 @@ impl Cluster {
         agent_args: &[&str],
         control_args: &[&str],
     ) -> Cluster {
-        let etcd = store_is_etcd().then(|| {
-            bosun_test_support::etcd::Etcd::start()
-                .expect("BOSUN_TEST_STORE=etcd, but etcd is not installed")
-        });
+        let etcd = bosun_test_support::etcd::for_test_store();
         Self::start_on(n, agent_args, control_args, etcd)
     }
 

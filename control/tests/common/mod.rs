@@ -69,10 +69,11 @@ impl ControlPlane {
     /// on a throwaway etcd.
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Self {
         let own_store = extra.iter().any(|a| a.starts_with("--store"));
-        let etcd = (bosun_test_support::etcd::store_is_etcd() && !own_store).then(|| {
-            bosun_test_support::etcd::Etcd::start()
-                .expect("BOSUN_TEST_STORE=etcd, but etcd is not installed")
-        });
+        let etcd = if own_store {
+            None
+        } else {
+            bosun_test_support::etcd::for_test_store()
+        };
         Self::start_on(dir, extra, etcd)
     }
 
