@@ -277,23 +277,23 @@ impl Scheduler {
     /// not know (a missed event) joins it.
     fn on_tick(&mut self) {
         self.queue.flush_backed_off();
-        let pods = self.pods.state();
-        for pod in &pods {
-            if needs_scheduling(pod) && !self.is_assumed(pod) {
-                self.queue.add_if_unknown(
-                    &key_of(pod.as_ref()),
-                    &pod_fingerprint(pod),
-                    preemption::priority(pod),
-                );
+        for pod in self.pods.state() {
+            if needs_scheduling(&pod) && !self.is_assumed(&pod) {
+                self.queue
+                    .add_if_unknown(&key_of(pod.as_ref()), preemption::priority(&pod));
             }
         }
         for node in self.nodes.state() {
             self.on_node(&node);
         }
-        // Assumed pods the cache no longer has were deleted.
+        // Assumed pods the cache no longer has were deleted. (One lookup
+        // each: a scan of every pod per assumed pod, a name formatted for
+        // each, took the whole tick and more once thousands were bound
+        // in a burst, and the scheduler bound nothing meanwhile.)
+        let pods = &self.pods;
         self.assumed.retain(|key, a| {
-            pods.iter()
-                .any(|p| key_of(p.as_ref()) == *key && p.metadata.uid.as_ref() == Some(&a.uid))
+            pods.get(&pod_ref(key))
+                .is_some_and(|p| p.metadata.uid.as_ref() == Some(&a.uid))
         });
     }
 

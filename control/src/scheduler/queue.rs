@@ -87,7 +87,7 @@ impl SchedulingQueue {
     }
 
     /// Queues a pod the queue does not know at all.
-    pub fn add_if_unknown(&mut self, key: &str, _fingerprint: &str, priority: i32) {
+    pub fn add_if_unknown(&mut self, key: &str, priority: i32) {
         if !self.parked.contains_key(key) && !self.active.contains_key(key) {
             self.activate(key, priority);
         }
@@ -198,7 +198,7 @@ mod tests {
 
         // Queued twice: once.
         q.add_or_update("a", "a", 0);
-        q.add_if_unknown("a", "a", 0);
+        q.add_if_unknown("a", 0);
         q.add_or_update("a", "a", 0);
         assert_eq!(drain(&mut q), ["a"]);
 
