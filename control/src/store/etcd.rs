@@ -33,6 +33,8 @@ mod cache;
 #[cfg(test)]
 mod cache_tests;
 mod compactor;
+#[cfg(test)]
+mod progress_race_tests;
 mod watch;
 
 /// The root of bosun's own keys; under it, keys map onto `--etcd-prefix`.

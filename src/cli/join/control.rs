@@ -27,6 +27,7 @@ use crate::cli::certs;
 use crate::cli::component::CONTROL;
 use crate::cli::purge::JOINED_CONTROL_PLANE as JOINED_FILE;
 use crate::cli::up;
+use crate::cli::up::etcd_pki;
 
 /// What the joined control plane is started with, kept for a restart.
 #[derive(Debug, Serialize, Deserialize)]
@@ -75,6 +76,12 @@ pub async fn join_control_plane(
         "--service-cluster-ip-range".into(),
         joined.service_cidr.clone(),
     ];
+    // The etcd of `bosun up --ha` wants a client certificate: the bundle
+    // brought its CA and one.
+    let [ca, cert, key] = etcd_pki::CLIENT_FILES.map(|f| dir.join(f));
+    if ca.exists() && cert.exists() && key.exists() {
+        control_args.extend(etcd_pki::control_args(&ca, &cert, &key));
+    }
     if let Some(addr) = args.advertise_address {
         control_args.extend([
             "--advertise-address".into(),

@@ -9,8 +9,10 @@
 //! later `bosun up` brings the same members back on the same ports):
 //!
 //! - `DIR/etcd-1`, `DIR/etcd-2`, `DIR/etcd-3`: a member each (its pid, log
-//!   and `data/`), on free loopback client and peer ports, plain HTTP:
-//!   only this host reaches them.
+//!   and `data/`), on free loopback client and peer ports, over TLS with
+//!   client certificates required on both (`super::etcd_pki`, in
+//!   `DIR/etcd-pki`): other users of this host reach the ports but not
+//!   the data.
 //! - `DIR` itself: the first control plane (the cluster's recorded port;
 //!   the kubeconfig and `bosun list` name it); `DIR/control-2`,
 //!   `DIR/control-3`: the others, each started with a copy of the first
@@ -28,6 +30,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+use super::etcd_pki::EtcdPki;
 use super::{read_trimmed, ProcessArgs};
 use crate::cli::component::{find_executable, Started, CONTROL, ETCD};
 use crate::cli::{certs, clusters, failover};
@@ -53,6 +56,12 @@ const MEMBERS: usize = 3;
 #[serde(rename_all = "camelCase")]
 pub struct Layout {
     pub members: Vec<Member>,
+    /// The members speak TLS and require client certificates of the
+    /// cluster's etcd CA. Every cluster made now; false only for one
+    /// recorded before (its members' peer URLs are plain http in etcd's
+    /// own membership, so they stay so until it is made again).
+    #[serde(default)]
+    pub tls: bool,
 }
 
 /// An etcd member and the control plane beside it.
@@ -125,7 +134,7 @@ impl Layout {
                 control_port: if i == 0 { first_port } else { free_port()? },
             });
         }
-        let layout = Layout { members };
+        let layout = Layout { members, tls: true };
         bosun::files::write_atomically(
             &dir.join(LAYOUT_FILE),
             &serde_json::to_string_pretty(&layout)?,
@@ -169,14 +178,48 @@ impl Layout {
         vec!["--api-servers".into(), self.servers()[1..].join(",")]
     }
 
+    fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     fn initial_cluster(&self) -> String {
         let peers: Vec<String> = self
             .members
             .iter()
             .enumerate()
-            .map(|(i, m)| format!("m{}=http://127.0.0.1:{}", i + 1, m.etcd_peer_port))
+            .map(|(i, m)| {
+                format!(
+                    "m{}={}://127.0.0.1:{}",
+                    i + 1,
+                    self.scheme(),
+                    m.etcd_peer_port
+                )
+            })
             .collect();
         peers.join(",")
+    }
+
+    /// `bosun-control`'s flags to reach the members (their CA and the
+    /// client certificate), on top of [`Layout::store_url`].
+    pub fn control_args(&self, dir: &Path) -> Vec<String> {
+        match self.tls {
+            true => EtcdPki::of(dir).control_args(),
+            false => vec![],
+        }
+    }
+
+    /// Whether member `i` says it is healthy (over TLS with the client
+    /// certificate when the members require one).
+    async fn member_healthy(&self, dir: &Path, i: usize) -> bool {
+        let port = self.members[i].etcd_client_port;
+        match self.tls {
+            true => EtcdPki::of(dir).healthy(port).await,
+            false => plain_etcd_healthy(port).await,
+        }
     }
 
     /// How many control planes run now.
@@ -196,6 +239,15 @@ impl Layout {
         timeout: Duration,
     ) -> Result<()> {
         let initial = self.initial_cluster();
+        let pki = EtcdPki::of(dir);
+        match self.tls {
+            true => pki.ensure()?,
+            false => eprintln!(
+                "warning: the etcd members of cluster {cluster} were made without TLS: any user \
+                 of this host can read and write its objects through their ports; `bosun down \
+                 --name {cluster} --purge` and `bosun up --ha` again makes it with TLS"
+            ),
+        }
         let mut started = Vec::new();
         for (i, m) in self.members.iter().enumerate() {
             let member_dir = etcd_dir(dir, i);
@@ -204,9 +256,9 @@ impl Layout {
             if ETCD.is_running(&member_dir) {
                 continue;
             }
-            let client = format!("http://127.0.0.1:{}", m.etcd_client_port);
-            let peer = format!("http://127.0.0.1:{}", m.etcd_peer_port);
-            let args = vec![
+            let client = format!("{}://127.0.0.1:{}", self.scheme(), m.etcd_client_port);
+            let peer = format!("{}://127.0.0.1:{}", self.scheme(), m.etcd_peer_port);
+            let mut args = vec![
                 format!("--name=m{}", i + 1),
                 format!("--data-dir={}", member_dir.join("data").display()),
                 format!("--listen-client-urls={client}"),
@@ -219,6 +271,9 @@ impl Layout {
                 "--logger=zap".into(),
                 "--log-level=warn".into(),
             ];
+            if self.tls {
+                args.extend(pki.member_args());
+            }
             let launch = process.launch(
                 &args,
                 super::super::systemd::unit_name(&format!("etcd-{}", i + 1), named(cluster)),
@@ -228,7 +283,7 @@ impl Layout {
             started.push((i, ETCD.start(&member_dir, &launch)?));
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        for (i, m) in self.members.iter().enumerate() {
+        for i in 0..self.members.len() {
             let member_dir = etcd_dir(dir, i);
             loop {
                 if let Some((_, s)) = started.iter_mut().find(|(at, _)| *at == i) {
@@ -240,7 +295,7 @@ impl Layout {
                         );
                     }
                 }
-                if etcd_healthy(m.etcd_client_port).await {
+                if self.member_healthy(dir, i).await {
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
@@ -333,12 +388,18 @@ pub async fn print_control_plane_join(
         namespace: None,
     })
     .await?;
-    let bundle = certs::Bundle::read(
+    let mut bundle = certs::Bundle::read(
         dir,
         SHARED_PKI,
         cluster.cluster_cidr.to_string(),
         cluster.service_cidr.to_string(),
     )?;
+    // The members of `up --ha` want a client certificate: the joining
+    // control plane gets the etcd CA and the client certificate (not the
+    // etcd CA's key: it runs no member).
+    if Layout::read(dir)?.is_some_and(|l| l.tls) {
+        bundle.files.extend(EtcdPki::of(dir).client_files()?);
+    }
     let (key, token) = certs::upload(&ctx, &bundle).await?;
     let join = crate::cli::token::join_command(&ctx, &token).await?;
     let hours = certs::UPLOAD_TTL.as_secs() / 3600;
@@ -419,8 +480,9 @@ fn copy_pki(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// etcd's `/health` says so.
-async fn etcd_healthy(port: u16) -> bool {
+/// etcd's `/health` says so, asked in plain HTTP (a cluster made before
+/// its members had TLS).
+async fn plain_etcd_healthy(port: u16) -> bool {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let attempt = async {
         let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))

@@ -22,6 +22,7 @@ use super::delete::parse_duration;
 use super::purge;
 
 mod down;
+pub mod etcd_pki;
 pub mod ha;
 mod kubeconfig;
 mod list;
@@ -419,6 +420,9 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     let store = ha.as_ref().map(ha::Layout::store_url).or(external);
     if let Some(store) = &store {
         control_args.extend(["--store".into(), store.clone()]);
+    }
+    if let Some(layout) = &ha {
+        control_args.extend(layout.control_args(&dir));
     }
     let shared_args = control_args;
     let mut control_args = vec![
