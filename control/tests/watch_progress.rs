@@ -122,7 +122,11 @@ async fn expect_added(stream: &mut Events, name: &str, what: &str) {
 fn expect_gone(event: WatchEvent<DynamicObject>, rv: u64, what: &str) {
     match event {
         WatchEvent::Error(status) => {
-            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"), "{what}");
+            assert_eq!(
+                (status.code, status.reason.as_str()),
+                (410, "Expired"),
+                "{what}"
+            );
             assert!(
                 status
                     .message
