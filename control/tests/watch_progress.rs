@@ -71,9 +71,15 @@ async fn write_elsewhere(client: &Client, prefix: &str, n: usize) -> u64 {
 }
 
 /// Reads `stream` (nothing but bookmarks, the kind being quiet) until a
-/// bookmark at `at_least` or later; returns its resourceVersion. The
-/// bookmarks never go back.
+/// bookmark at `at_least` or later, within a minute; returns its
+/// resourceVersion. The bookmarks never go back.
 async fn bookmark_reaching(stream: &mut Events, at_least: u64) -> u64 {
+    tokio::time::timeout(Duration::from_secs(60), bookmarks_until(stream, at_least))
+        .await
+        .unwrap_or_else(|_| panic!("no bookmark at {at_least} or later within 60 s"))
+}
+
+async fn bookmarks_until(stream: &mut Events, at_least: u64) -> u64 {
     let mut last = 0;
     loop {
         match next_event(stream).await {
