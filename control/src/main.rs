@@ -252,6 +252,7 @@ fn etcd_options(args: &Args) -> Result<Option<EtcdOptions>, String> {
         prefix: EtcdOptions::parse_prefix(&args.etcd_prefix)?,
         compaction_interval: args.etcd_compaction_interval,
         watch_cache: args.watch_cache,
+        progress_interval: Duration::from_secs(args.bookmark_interval.max(1)),
     }))
 }
 

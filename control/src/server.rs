@@ -383,6 +383,14 @@ async fn open_store(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Snapshot
         let store = EtcdStore::connect(etcd, std::time::Duration::from_secs(30))
             .await
             .context("opening the etcd store")?;
+        // A watch cache for every built-in resource from the start, as
+        // kube-apiserver's cachers (custom resources get theirs on first use).
+        let prefixes: std::collections::BTreeSet<String> = bosun::resources::RESOURCES
+            .iter()
+            .filter(|r| r.is_storage_version())
+            .map(|r| r.storage_prefix())
+            .collect();
+        store.start_caches(prefixes);
         tracing::info!(endpoints = %etcd.endpoints.join(","), prefix = %etcd.prefix, "store: etcd");
         return Ok((Arc::new(store), None));
     }

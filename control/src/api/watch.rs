@@ -5,6 +5,13 @@
 //! after it from the store's history, or ends with an ERROR event carrying
 //! a 410 Expired Status when that history has been compacted, so the
 //! client relists.
+//!
+//! Bookmarks (`allowWatchBookmarks`) carry the watch's progress, as
+//! kube-apiserver's cacher bookmarks at its current revision: the latest
+//! revision up to which the store has handed this watch every change of
+//! its resource ([`ProgressWatch`]), so that on a quiet resource they move
+//! on with the writes to others and a client resuming from the last one
+//! stays inside the history kept.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,7 +20,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use bosun::resources::ResourceInfo;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use http::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -27,7 +34,7 @@ use super::list::select;
 use super::object;
 use super::table::{self, IncludeObject};
 use super::{prefers_protobuf, protobuf, ApiRequest, ApiState};
-use crate::store::{Event, EventStream, EventType, StoreError, Stored};
+use crate::store::{Event, EventType, ProgressWatch, StoreError, Stored};
 
 /// How a watch renders objects.
 #[derive(Clone)]
@@ -232,7 +239,7 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
         Some(ns) if res.namespaced => format!("{}{ns}/", res.storage_prefix()),
         _ => res.storage_prefix(),
     };
-    let stream = match state.store.watch(&prefix, after).await {
+    let stream = match state.store.watch_with_progress(&prefix, after).await {
         Ok(s) => s,
         Err(StoreError::Compacted { requested, oldest }) => {
             let err = ApiError::gone(format!("too old resource version: {requested} ({oldest})"));
@@ -328,7 +335,11 @@ struct FollowState {
     converter: Option<Converter>,
 }
 
-async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: FollowState) {
+async fn follow(watch: ProgressWatch, tx: mpsc::Sender<Bytes>, mut st: FollowState) {
+    let ProgressWatch {
+        events: mut stream,
+        progress,
+    } = watch;
     let deadline = tokio::time::sleep(st.timeout);
     tokio::pin!(deadline);
     let mut ticker = tokio::time::interval(st.interval);
@@ -336,35 +347,30 @@ async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: Follow
     loop {
         tokio::select! {
             next = stream.next() => match next {
-                Some(Ok(event)) => {
-                    st.last = event.revision;
-                    if let Some(kind) = classify(st.render.res, &st.filter, &event) {
-                        let line = match &st.converter {
-                            None => st.render.event(kind, &event.value, event.revision),
-                            Some(via) => {
-                                let one = [(&*event.value, event.revision)];
-                                match st.render.converted(via, &[kind], &one).await {
-                                    Ok(mut lines) => lines.pop().unwrap_or_default(),
-                                    Err(error) => {
-                                        let _ = tx.send(error).await;
-                                        return;
-                                    }
-                                }
-                            }
-                        };
-                        if tx.send(line).await.is_err() {
-                            return;
-                        }
+                Some(event) => {
+                    if !deliver(event, &tx, &mut st).await {
+                        return;
                     }
-                }
-                Some(Err(e)) => {
-                    let err = ApiError::from_store(e, st.render.res, "");
-                    let _ = tx.send(st.render.error(&err)).await;
-                    return;
                 }
                 None => return,
             },
             _ = ticker.tick(), if st.bookmarks => {
+                // The store's progress first, then every event already in
+                // the stream: the events up to that progress are among
+                // them, so the bookmark never claims one not yet sent.
+                let progress = *progress.borrow();
+                loop {
+                    match stream.next().now_or_never() {
+                        Some(Some(event)) => {
+                            if !deliver(event, &tx, &mut st).await {
+                                return;
+                            }
+                        }
+                        Some(None) => return,
+                        None => break,
+                    }
+                }
+                st.last = st.last.max(progress);
                 if tx.send(st.render.bookmark(st.last, false)).await.is_err() {
                     return;
                 }
@@ -374,6 +380,41 @@ async fn follow(mut stream: EventStream, tx: mpsc::Sender<Bytes>, mut st: Follow
             _ = tx.closed() => return,
         }
     }
+}
+
+/// Sends one item of the store's stream to the client, as the event it is
+/// for this watcher (if any) or an ERROR; false once the watch is over.
+async fn deliver(
+    next: Result<Event, StoreError>,
+    tx: &mpsc::Sender<Bytes>,
+    st: &mut FollowState,
+) -> bool {
+    let event = match next {
+        Ok(event) => event,
+        Err(e) => {
+            let err = ApiError::from_store(e, st.render.res, "");
+            let _ = tx.send(st.render.error(&err)).await;
+            return false;
+        }
+    };
+    st.last = st.last.max(event.revision);
+    let Some(kind) = classify(st.render.res, &st.filter, &event) else {
+        return true;
+    };
+    let line = match &st.converter {
+        None => st.render.event(kind, &event.value, event.revision),
+        Some(via) => {
+            let one = [(&*event.value, event.revision)];
+            match st.render.converted(via, &[kind], &one).await {
+                Ok(mut lines) => lines.pop().unwrap_or_default(),
+                Err(error) => {
+                    let _ = tx.send(error).await;
+                    return false;
+                }
+            }
+        }
+    };
+    tx.send(line).await.is_ok()
 }
 
 #[cfg(test)]

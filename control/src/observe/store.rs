@@ -9,7 +9,7 @@ use std::time::Instant;
 use bosun::resources::RESOURCES;
 
 use super::{metrics, StoreLabels};
-use crate::store::{EventStream, KeyValue, Result, Revision, Store};
+use crate::store::{EventStream, KeyValue, ProgressWatch, Result, Revision, Store};
 
 /// A store that records how long each operation on the inner one takes.
 pub struct ObservedStore {
@@ -111,6 +111,13 @@ impl Store for ObservedStore {
     async fn watch(&self, prefix: &str, after: Revision) -> Result<EventStream> {
         let started = Instant::now();
         let r = self.inner.watch(prefix, after).await;
+        record("watch", prefix, started);
+        r
+    }
+
+    async fn watch_with_progress(&self, prefix: &str, after: Revision) -> Result<ProgressWatch> {
+        let started = Instant::now();
+        let r = self.inner.watch_with_progress(prefix, after).await;
         record("watch", prefix, started);
         r
     }

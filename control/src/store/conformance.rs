@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use super::{Event, EventStream, EventType, Revision, Store, StoreError};
 
@@ -54,6 +54,7 @@ pub(super) async fn etcd_with(
         prefix: prefix.into(),
         compaction_interval: Duration::ZERO,
         watch_cache: true,
+        progress_interval: Duration::from_millis(200),
     };
     Arc::new(
         super::EtcdStore::connect(&options, Duration::from_secs(10))
@@ -277,6 +278,58 @@ pub(super) async fn watch_after_compaction_is_refused(s: Subject) {
     assert_eq!((&kv.value[..], kv.mod_revision), (&b"9"[..], rev));
 }
 
+/// A watch's progress moves on with the writes to other prefixes, and
+/// never past an event it has not yet put into its stream: once it shows
+/// a revision, every change under the prefix up to it is ready to read.
+/// For one resource's prefix (the etcd store's watch cache) and for every
+/// key (etcd's own watch).
+pub(super) async fn watch_progress_moves_with_writes_elsewhere(s: Subject) {
+    let store = s.store;
+    let start = store
+        .create("/registry/podtemplates/a/t", b"0".to_vec())
+        .await
+        .unwrap();
+    for (i, prefix) in ["/registry/podtemplates/", ""].into_iter().enumerate() {
+        // From the latest write: nothing to replay.
+        let from = store.current_revision().max(start);
+        let mut watch = store.watch_with_progress(prefix, from).await.unwrap();
+        assert!(*watch.progress.borrow() <= from);
+        let mut written = Vec::new();
+        for round in 0..3 {
+            let node = format!("/registry/nodes/n{i}-{round}");
+            let elsewhere = store.create(&node, b"n".to_vec()).await.unwrap();
+            written.push((node, elsewhere));
+            let key = format!("/registry/podtemplates/a/t{i}-{round}");
+            let here = store.create(&key, b"t".to_vec()).await.unwrap();
+            written.push((key, here));
+            let node = format!("/registry/nodes/m{i}-{round}");
+            let elsewhere = store.create(&node, b"m".to_vec()).await.unwrap();
+            written.push((node, elsewhere));
+            // Reaches the last write, though not under the watched prefix
+            // when that is one resource's.
+            let progress = tokio::time::timeout(
+                Duration::from_secs(20),
+                watch.progress.wait_for(|p| *p >= elsewhere),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{prefix:?}: no progress to {elsewhere} within 20 s"))
+            .map(|p| *p)
+            .expect("the watch goes on");
+            // Every change up to it is in the stream already.
+            let mut ready = Vec::new();
+            while let Some(Some(event)) = watch.events.next().now_or_never() {
+                ready.push(event.expect("an event, not an error"));
+            }
+            let wanted: Vec<_> = written
+                .drain(..)
+                .filter(|(key, _)| key.starts_with(prefix))
+                .collect();
+            let got: Vec<_> = ready.iter().map(|e| (e.key.clone(), e.revision)).collect();
+            assert_eq!(got, wanted, "{prefix:?} at progress {progress}");
+        }
+    }
+}
+
 pub(super) async fn concurrent_updates_compare_and_swap(s: Subject) {
     let key = "/registry/configmaps/a/counter";
     s.store.create(key, b"0".to_vec()).await.unwrap();
@@ -365,6 +418,7 @@ macro_rules! conformance {
             list_by_prefix_at_a_revision,
             watch_from_a_revision_with_previous_values,
             watch_after_compaction_is_refused,
+            watch_progress_moves_with_writes_elsewhere,
             concurrent_updates_compare_and_swap,
             large_values);
     };

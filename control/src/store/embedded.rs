@@ -22,7 +22,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use tokio::sync::{broadcast, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{Event, EventStream, KeyValue, Result, Revision, Store, StoreError};
+use super::{Event, EventStream, KeyValue, ProgressWatch, Result, Revision, Store, StoreError};
 
 mod codec;
 mod compact;
@@ -428,11 +428,20 @@ impl Store for EmbeddedStore {
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<EventStream> {
+        Ok(self.watch_with_progress(prefix, after).await?.events)
+    }
+
+    /// The watch's progress is the last revision its task has looked at,
+    /// of any key (every write is broadcast, so it moves with the writes
+    /// elsewhere), published once that revision's event, if it is the
+    /// prefix's, is in the stream.
+    async fn watch_with_progress(&self, prefix: &str, after: Revision) -> Result<ProgressWatch> {
         // Subscribe before reading history so that nothing committed in
         // between is missed; duplicates are skipped by revision.
         let mut live = self.shared.events.subscribe();
         let first = self.shared.read_history(after, prefix, HISTORY_BATCH)?;
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event>>(256);
+        let (progress, progress_rx) = tokio::sync::watch::channel(after);
         let prefix = prefix.to_string();
         let shared = self.shared.clone();
         tokio::spawn(async move {
@@ -451,6 +460,7 @@ impl Store for EmbeddedStore {
                         }
                     }
                     last = last.max(batch.scanned_to);
+                    progress.send_replace(last);
                     if batch.more {
                         match shared.read_history(last, &prefix, HISTORY_BATCH) {
                             Ok(next) => history = Some(next),
@@ -476,6 +486,7 @@ impl Store for EmbeddedStore {
                         {
                             return;
                         }
+                        progress.send_replace(last);
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         // Fell behind the live feed: catch up from history.
@@ -491,7 +502,10 @@ impl Store for EmbeddedStore {
                 }
             }
         });
-        Ok(Box::pin(ReceiverStream::new(rx)))
+        Ok(ProgressWatch {
+            events: Box::pin(ReceiverStream::new(rx)),
+            progress: progress_rx,
+        })
     }
 
     fn current_revision(&self) -> Revision {

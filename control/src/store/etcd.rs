@@ -67,6 +67,10 @@ pub struct EtcdOptions {
     /// Whether lists and watches are served from a watch cache per
     /// resource (`--watch-cache`), or each from etcd.
     pub watch_cache: bool,
+    /// How often a watched watch cache, or a watch of etcd itself, asks
+    /// etcd how far it has got (a progress notification): the API's
+    /// bookmark interval, so that each bookmark tells the latest.
+    pub progress_interval: Duration,
 }
 
 impl EtcdOptions {
@@ -145,6 +149,8 @@ pub(crate) struct Shared {
     prefix: String,
     /// The highest revision seen in any response or watch.
     revision: AtomicU64,
+    /// [`EtcdOptions::progress_interval`].
+    progress_interval: Duration,
 }
 
 impl Shared {
@@ -328,6 +334,7 @@ impl EtcdStore {
             watch: client.watch_client().max_decoding_message_size(MAX_MESSAGE),
             prefix: options.prefix.clone(),
             revision: AtomicU64::new(0),
+            progress_interval: options.progress_interval.max(Duration::from_millis(10)),
         });
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -352,6 +359,14 @@ impl EtcdStore {
             shared,
             compactor,
         })
+    }
+
+    /// Starts the watch caches of the resources under `prefixes` (each a
+    /// `/registry/<resource>/`), as kube-apiserver starts a cacher for
+    /// every resource it serves: the caches' windows begin now, and a
+    /// watch from before one is a 410 (see [`cache`]).
+    pub fn start_caches(&self, prefixes: impl IntoIterator<Item = String>) {
+        self.caches.start(prefixes);
     }
 
     /// Compacts etcd's history up to `revision`: watches from before it
@@ -482,7 +497,7 @@ impl EtcdStore {
         &self,
         prefix: &str,
         after: Revision,
-    ) -> Result<super::EventStream> {
+    ) -> Result<super::ProgressWatch> {
         watch::watch(self.shared.clone(), prefix, after).await
     }
 }
@@ -562,9 +577,17 @@ impl Store for EtcdStore {
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<super::EventStream> {
+        Ok(self.watch_with_progress(prefix, after).await?.events)
+    }
+
+    async fn watch_with_progress(
+        &self,
+        prefix: &str,
+        after: Revision,
+    ) -> Result<super::ProgressWatch> {
         if let Some(cache) = self.caches.of(prefix).await {
-            if let Some(stream) = cache.watch(prefix, after) {
-                return Ok(stream);
+            if let Some(watch) = cache.watch(prefix, after)? {
+                return Ok(watch);
             }
         }
         self.watch_uncached(prefix, after).await

@@ -171,6 +171,19 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// the history that is kept.
 pub type EventStream = BoxStream<'static, Result<Event>>;
 
+/// A watch's events, and how far they go: the revision every change under
+/// the watched prefix up to which has been put into `events` (those after
+/// the revision the watch started from), whatever other keys changed at
+/// the revisions in between. A watcher that has taken every event ready
+/// in `events` after reading `progress` has seen every change up to it,
+/// so it may resume from there (a bookmark's resourceVersion), though its
+/// last event is older: on a quiet prefix the progress moves with the
+/// writes elsewhere, and a resume from it stays inside the history.
+pub struct ProgressWatch {
+    pub events: EventStream,
+    pub progress: tokio::sync::watch::Receiver<Revision>,
+}
+
 /// What the API server needs of a store.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -221,6 +234,16 @@ pub trait Store: Send + Sync + 'static {
     /// live. Fails with [`StoreError::Compacted`] if `after` is older than
     /// the kept history.
     async fn watch(&self, prefix: &str, after: Revision) -> Result<EventStream>;
+
+    /// As [`Store::watch`], with the watch's progress (see
+    /// [`ProgressWatch`]). The default knows of no progress but the
+    /// watch's start (a store that wraps another must pass this on).
+    async fn watch_with_progress(&self, prefix: &str, after: Revision) -> Result<ProgressWatch> {
+        Ok(ProgressWatch {
+            events: self.watch(prefix, after).await?,
+            progress: tokio::sync::watch::channel(after).1,
+        })
+    }
 
     /// The revision of the latest write.
     fn current_revision(&self) -> Revision;

@@ -1,6 +1,9 @@
 //! The watch cache of the etcd store, as kube-apiserver's cacher: one per
-//! resource (the keys under `/registry/<resource>/`), made the first time
-//! a list or a watch asks for that resource, fed by one etcd watch.
+//! resource (the keys under `/registry/<resource>/`), fed by one etcd
+//! watch. The server starts one for every built-in resource when it starts
+//! ([`Caches::start`]), as kube-apiserver starts its cachers, so that each
+//! window begins then; any other resource (a custom one) gets its cache
+//! the first time a list or a watch asks for it.
 //!
 //! It holds every object of its resource (each write's bytes one
 //! [`Stored`], shared by the cache, every list that returns it and every
@@ -16,9 +19,19 @@
 //! - A `resourceVersion=0` list is answered from the cache as it is.
 //! - A watch from a revision inside the window is replayed from it and then
 //!   fed live: one etcd watch per resource however many watchers, each
-//!   event made once and shared. A watch from before the window goes to
-//!   etcd itself (kube-apiserver's cacher answers 410 there; etcd still
-//!   has that history unless it was compacted, when it answers 410).
+//!   event made once and shared. A watch from before the window of a
+//!   cache started with the server is a 410 Expired "too old resource
+//!   version" at once, as kube-apiserver's cacher answers (its client lists
+//!   again), not an etcd watch of its own replaying history the cache let
+//!   go. A cache made lazily sends such a watch on to etcd instead: its
+//!   window began at its first reader, after revisions a client may
+//!   rightly hold (a create's), and etcd answers 410 once it compacted.
+//! - Its watchers' progress ([`ProgressWatch`]) is the cache's revision,
+//!   which etcd's progress notifications move on with the writes to other
+//!   resources: while the cache has watchers it asks etcd for one every
+//!   `progress_interval` (the API's bookmark interval), so that the
+//!   bookmarks of a watch of a quiet resource keep up with etcd's
+//!   revision and a client resuming from one stays inside the history.
 //! - A watcher that falls [`WATCHER_BUFFER`] events behind is ended (its
 //!   client watches again from its last revision), as the cacher ends a
 //!   blocked watcher, so that one slow client holds up no one.
@@ -36,7 +49,9 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{etcd_error, list_range, range_end, Shared};
-use crate::store::{Event, EventStream, EventType, KeyValue, Result, Revision, StoreError, Stored};
+use crate::store::{
+    Event, EventType, KeyValue, ProgressWatch, Result, Revision, StoreError, Stored,
+};
 
 /// How many of the latest events each cache keeps for watches from a
 /// past revision.
@@ -92,9 +107,28 @@ impl Caches {
         }
     }
 
+    /// Starts the caches of the resources under `prefixes` (each a
+    /// `/registry/<resource>/`), as the server starts: their windows begin
+    /// now, and a watch from before one is too old.
+    pub(super) fn start(&self, prefixes: impl IntoIterator<Item = String>) {
+        if !self.enabled {
+            return;
+        }
+        let mut caches = lock(&self.by_prefix);
+        for prefix in prefixes {
+            let Some(resource) = resource_prefix(&prefix) else {
+                continue;
+            };
+            if !caches.contains_key(resource) {
+                let cache = Cache::start(self.shared.clone(), resource.to_string(), true);
+                caches.insert(resource.to_string(), cache);
+            }
+        }
+    }
+
     /// The cache of the resource `prefix` lies in (started, and waited
-    /// for a while, if this is its first reader); None for a prefix wider
-    /// than one resource.
+    /// for a while, if this is its first reader or it is listing); None
+    /// for a prefix wider than one resource.
     pub(super) async fn of(&self, prefix: &str) -> Option<Arc<Cache>> {
         if !self.enabled {
             return None;
@@ -105,13 +139,17 @@ impl Caches {
             match caches.get(resource) {
                 Some(cache) => (cache.clone(), false),
                 None => {
-                    let cache = Cache::start(self.shared.clone(), resource.to_string());
+                    let cache = Cache::start(self.shared.clone(), resource.to_string(), false);
                     caches.insert(resource.to_string(), cache.clone());
                     (cache, true)
                 }
             }
         };
-        if new {
+        // A cache started with the server is waited for while it lists (at
+        // the start, or again after losing its etcd watch), as
+        // kube-apiserver's cacher holds requests until it is ready: sent
+        // on to etcd, a watch from before its window would be accepted.
+        if new || (cache.eager && *cache.revision.borrow() == 0) {
             let mut ready = cache.revision.subscribe();
             let _ = tokio::time::timeout(FIRST_SYNC, ready.wait_for(|rev| *rev > 0)).await;
         }
@@ -143,6 +181,9 @@ struct State {
 pub(super) struct Cache {
     /// The resource's prefix, `/registry/<resource>/`.
     prefix: String,
+    /// Started with the server (see [`Caches::start`]): a watch from
+    /// before its window is too old, not sent on to etcd.
+    eager: bool,
     state: Mutex<State>,
     /// The revision the cache is current to; 0 while it is not ready.
     revision: watch::Sender<Revision>,
@@ -152,9 +193,10 @@ pub(super) struct Cache {
 }
 
 impl Cache {
-    fn start(shared: Arc<Shared>, prefix: String) -> Arc<Cache> {
+    fn start(shared: Arc<Shared>, prefix: String, eager: bool) -> Arc<Cache> {
         let cache = Arc::new(Cache {
             prefix,
+            eager,
             state: Mutex::new(State::default()),
             revision: watch::channel(0).0,
             progress: Notify::new(),
@@ -221,12 +263,24 @@ impl Cache {
     }
 
     /// The changes under `prefix` after `after`, replayed from the window
-    /// and then live; None when `after` is before the window (or the cache
-    /// is not ready): the caller watches etcd.
-    pub(super) fn watch(&self, prefix: &str, after: Revision) -> Option<EventStream> {
+    /// and then live, with the cache's revision as their progress; None
+    /// when the cache is not ready, or `after` is before the window of a
+    /// cache made lazily: the caller watches etcd. From before the window
+    /// of a cache started with the server: [`StoreError::Compacted`]
+    /// (kube-apiserver's cacher's "too old resource version").
+    pub(super) fn watch(&self, prefix: &str, after: Revision) -> Result<Option<ProgressWatch>> {
         let mut state = lock(&self.state);
-        if !state.ready || after < state.oldest {
-            return None;
+        if !state.ready {
+            return Ok(None);
+        }
+        if after < state.oldest {
+            if !self.eager {
+                return Ok(None);
+            }
+            return Err(StoreError::Compacted {
+                requested: after,
+                oldest: state.oldest,
+            });
         }
         let replay: Vec<Event> = state
             .window
@@ -243,7 +297,20 @@ impl Cache {
             after,
             tx,
         });
-        Some(Box::pin(ReceiverStream::new(rx)))
+        // Subscribed under the state's lock: every revision it shows from
+        // now on is one whose events were sent to this watcher first.
+        let progress = self.revision.subscribe();
+        Ok(Some(ProgressWatch {
+            events: Box::pin(ReceiverStream::new(rx)),
+            progress,
+        }))
+    }
+
+    /// Whether anyone watches the cache (its progress is worth asking for).
+    fn watched(&self) -> bool {
+        let mut state = lock(&self.state);
+        state.watchers.retain(|w| !w.tx.is_closed());
+        !state.watchers.is_empty()
     }
 
     /// Takes a fresh listing: ends every watcher (their clients watch
@@ -392,10 +459,20 @@ async fn follow(cache: &Cache, shared: &Shared) -> Result<()> {
         .map_err(etcd_error)?;
     let (mut requests, mut responses) = stream.split();
     cache.reset(items, revision);
+    let mut ticker = tokio::time::interval(shared.progress_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let resp = tokio::select! {
             _ = cache.progress.notified() => {
                 requests.request_progress().await.map_err(etcd_error)?;
+                continue;
+            }
+            // The watchers' bookmarks: one request per cache and interval,
+            // however many watch it.
+            _ = ticker.tick() => {
+                if cache.watched() {
+                    requests.request_progress().await.map_err(etcd_error)?;
+                }
                 continue;
             }
             m = responses.message() => m.map_err(etcd_error)?,

@@ -119,6 +119,45 @@ async fn watches_inside_the_window_are_served_from_it_and_before_it_by_etcd() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_before_the_window_of_a_cache_started_with_the_server_is_too_old() {
+    let Some(etcd) = bosun_test_support::etcd::Etcd::start() else {
+        return;
+    };
+    let (cached, other) = (
+        etcd_with(&etcd, "/registry").await,
+        etcd_with(&etcd, "/registry").await,
+    );
+    let key = "/registry/services/a/s";
+    let before = other.create(key, b"0".to_vec()).await.unwrap();
+    // The cache starts (as with the server) after that write: its window
+    // begins there.
+    cached.start_caches(["/registry/services/".to_string()]);
+    let (_, start) = cached.list("/registry/services/").await.unwrap();
+    assert!(start >= before);
+    let after = other.update(key, before, b"1".to_vec()).await.unwrap();
+    // etcd still has the history (nothing compacted: its own watch
+    // replays it), but the cache refuses at once, as kube-apiserver's
+    // cacher does: 410 "too old resource version".
+    let mut uncached = cached
+        .watch_uncached("/registry/services/", before - 1)
+        .await
+        .unwrap()
+        .events;
+    assert_eq!(next(&mut uncached).await.revision, before);
+    match cached.watch("/registry/services/", before - 1).await {
+        Err(StoreError::Compacted { requested, oldest }) => {
+            assert_eq!((requested, oldest), (before - 1, start))
+        }
+        Ok(_) => panic!("a watch from before the window went on to etcd"),
+        Err(e) => panic!("a watch from before the window: {e}"),
+    }
+    // From the window's start it is served.
+    let mut served = cached.watch("/registry/services/", start).await.unwrap();
+    let e = next(&mut served).await;
+    assert_eq!((e.kind, e.revision), (EventType::Modified, after));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_continued_list_reads_at_its_revision_until_compacted() {
     let Some(etcd) = bosun_test_support::etcd::Etcd::start() else {
         return;

@@ -1,6 +1,8 @@
 //! A watch on the etcd store: one etcd watch from `after + 1` with the
 //! previous values and progress notifications, its events turned into the
-//! store's.
+//! store's. Its progress ([`ProgressWatch`]) is the revision of etcd's
+//! last progress notification (sent once every event before it has been),
+//! asked for every `progress_interval`.
 
 use std::sync::Arc;
 
@@ -8,13 +10,13 @@ use etcd_client::{EventType as EtcdEventType, GetOptions, WatchOptions};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{etcd_error, is_compacted, range_end, Shared};
-use crate::store::{Event, EventStream, EventType, Result, Revision, StoreError, Stored};
+use crate::store::{Event, EventType, ProgressWatch, Result, Revision, StoreError, Stored};
 
 pub(super) async fn watch(
     shared: Arc<Shared>,
     prefix: &str,
     after: Revision,
-) -> Result<EventStream> {
+) -> Result<ProgressWatch> {
     let key = shared.prefix_key(prefix)?;
     let end = range_end(&key);
     // etcd tells a watch from a compacted revision so only after it is
@@ -72,11 +74,20 @@ pub(super) async fn watch(
         }
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event>>(256);
+    let (progress, progress_rx) = tokio::sync::watch::channel(after);
+    let (mut requests, mut stream) = stream.split();
     tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(shared.progress_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let message = tokio::select! {
                 _ = tx.closed() => return,
                 m = stream.message() => m,
+                _ = ticker.tick() => {
+                    // A failed request: the stream's own failure follows.
+                    let _ = requests.request_progress().await;
+                    continue;
+                }
             };
             let resp = match message {
                 Ok(Some(resp)) => resp,
@@ -107,7 +118,16 @@ pub(super) async fn watch(
                 return;
             }
             // Events and progress notifications alike move the revision on.
-            shared.seen(resp.header());
+            let header = shared.seen(resp.header());
+            if resp.events().is_empty() && !resp.created() {
+                // A progress notification: every event up to it was sent.
+                progress.send_if_modified(|p| {
+                    let moved = header > *p;
+                    *p = (*p).max(header);
+                    moved
+                });
+                continue;
+            }
             for event in resp.events() {
                 let event = match convert(&shared, event) {
                     Ok(event) => event,
@@ -122,7 +142,10 @@ pub(super) async fn watch(
             }
         }
     });
-    Ok(Box::pin(ReceiverStream::new(rx)))
+    Ok(ProgressWatch {
+        events: Box::pin(ReceiverStream::new(rx)),
+        progress: progress_rx,
+    })
 }
 
 /// One etcd event as the store's: a put whose key was created at its own
