@@ -93,6 +93,7 @@ fn layout() -> ha::Layout {
                 control_port: 4000 + i,
             })
             .collect(),
+        tls: true,
     }
 }
 
