@@ -302,16 +302,18 @@ impl Scheduler {
         let pods = self.pods.state();
         let mut bound: Vec<(&Pod, &str)> = Vec::new();
         for p in &pods {
-            let key = key_of(p.as_ref());
-            match (
-                self.assumed.get(&key),
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
-            ) {
-                (Some(a), None | Some("")) if p.metadata.uid.as_ref() == Some(&a.uid) => {
-                    bound.push((&a.pod, a.node.as_str()))
+            match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                Some(node) if !node.is_empty() => bound.push((p.as_ref(), node)),
+                // Unbound: ours if we bound it and the cache has not caught
+                // up (no key made for the many pending pods when none is).
+                _ if self.assumed.is_empty() => {}
+                _ => {
+                    if let Some(a) = self.assumed.get(&key_of(p.as_ref())) {
+                        if p.metadata.uid.as_ref() == Some(&a.uid) {
+                            bound.push((&a.pod, a.node.as_str()));
+                        }
+                    }
                 }
-                (_, Some(node)) if !node.is_empty() => bound.push((p.as_ref(), node)),
-                _ => {}
             }
         }
         nodeinfo::snapshot(self.nodes.state(), bound)
@@ -459,7 +461,12 @@ impl Scheduler {
             .iter()
             .filter(|p| p.metadata.uid != pod.metadata.uid && needs_scheduling(p))
             .filter(|p| preemption::priority(p) >= mine)
-            .filter_map(|p| Some((p.as_ref().clone(), nominated_node(p)?.to_string())))
+            // The node first: only the few nominated pods are copied, not
+            // every pending one on every attempt.
+            .filter_map(|p| {
+                let node = nominated_node(p)?.to_string();
+                Some((p.as_ref().clone(), node))
+            })
             .collect()
     }
 
