@@ -18,7 +18,7 @@
 //! can share one etcd.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,9 +151,64 @@ pub(crate) struct Shared {
     revision: AtomicU64,
     /// [`EtcdOptions::progress_interval`].
     progress_interval: Duration,
+    /// Whether etcd's requested progress notifications can be trusted to
+    /// follow every event before them ([`requested_progress_in_order`]):
+    /// only then does a consistent list come from the watch cache, and do
+    /// watches ask for progress. Otherwise progress comes only from etcd's
+    /// periodic notifications, which are in order on every version.
+    requested_progress: AtomicBool,
+}
+
+/// Each member's version, as its status says (a member that does not
+/// answer is left out; none answering gives none).
+async fn member_versions(endpoints: &[String], connect: &ConnectOptions) -> Vec<(String, String)> {
+    let mut versions = Vec::new();
+    for endpoint in endpoints {
+        let status = async {
+            let mut client = Client::connect([endpoint], Some(connect.clone())).await?;
+            client.status().await
+        };
+        match tokio::time::timeout(Duration::from_secs(5), status).await {
+            Ok(Ok(status)) => versions.push((endpoint.clone(), status.version().to_string())),
+            Ok(Err(e)) => {
+                tracing::warn!(%endpoint, error = %e, "reading the etcd member's version")
+            }
+            Err(_) => tracing::warn!(%endpoint, "reading the etcd member's version: timed out"),
+        }
+    }
+    versions
+}
+
+/// Whether an etcd of `version` ("3.4.23") sends a requested progress
+/// notification in order with the events before it: etcd before 3.4.31
+/// and 3.5.13 sent it on a stream of its own that could overtake events
+/// still queued (etcd issues 15220 and 17507). kube-apiserver serves
+/// consistent reads from its watch cache only from those versions on.
+pub(crate) fn requested_progress_in_order(version: &str) -> bool {
+    let mut parts = version
+        .trim_start_matches('v')
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u64>().ok());
+    let (Some(Some(major)), Some(Some(minor)), Some(Some(patch))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    match (major, minor) {
+        (3, 4) => patch >= 31,
+        (3, 5) => patch >= 13,
+        (3, m) => m >= 6,
+        (m, _) => m > 3,
+    }
 }
 
 impl Shared {
+    /// Whether requested progress notifications are in order with events
+    /// on these members (see [`requested_progress_in_order`]).
+    pub(super) fn may_request_progress(&self) -> bool {
+        self.requested_progress.load(Ordering::SeqCst)
+    }
+
     fn seen(&self, header: Option<&etcd_client::ResponseHeader>) -> Revision {
         let rev = header.map_or(0, |h| h.revision().max(0) as u64);
         self.revision.fetch_max(rev, Ordering::SeqCst);
@@ -326,7 +381,7 @@ impl EtcdStore {
             .connect_options()
             .await
             .map_err(StoreError::Backend)?;
-        let client = Client::connect(&options.endpoints, Some(connect))
+        let client = Client::connect(&options.endpoints, Some(connect.clone()))
             .await
             .map_err(|e| StoreError::Backend(format!("connecting to etcd: {e}")))?;
         let shared = Arc::new(Shared {
@@ -335,6 +390,7 @@ impl EtcdStore {
             prefix: options.prefix.clone(),
             revision: AtomicU64::new(0),
             progress_interval: options.progress_interval.max(Duration::from_millis(10)),
+            requested_progress: AtomicBool::new(false),
         });
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -351,6 +407,18 @@ impl EtcdStore {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
+        }
+        let versions = member_versions(&options.endpoints, &connect).await;
+        let in_order =
+            !versions.is_empty() && versions.iter().all(|(_, v)| requested_progress_in_order(v));
+        shared.requested_progress.store(in_order, Ordering::SeqCst);
+        if !in_order {
+            tracing::warn!(
+                ?versions,
+                "etcd before 3.4.31/3.5.13 may send a requested progress notification ahead of \
+                 events (etcd issue 15220): consistent lists are read from etcd, not the watch \
+                 cache, and watches follow etcd's periodic progress notifications only"
+            );
         }
         let compactor = (!options.compaction_interval.is_zero())
             .then(|| tokio::spawn(compactor::run(shared.clone(), options.compaction_interval)));
@@ -476,6 +544,13 @@ fn list_error(e: etcd_client::Error, requested: Revision) -> StoreError {
 }
 
 impl EtcdStore {
+    /// Whether these members' requested progress notifications are in
+    /// order with events, so that consistent lists come from the watch
+    /// cache (else from etcd).
+    pub fn requested_progress_in_order(&self) -> bool {
+        self.shared.may_request_progress()
+    }
+
     /// A list read from etcd, not the watch cache.
     pub async fn list_uncached(&self, prefix: &str) -> Result<(Vec<KeyValue>, Revision)> {
         // A later page whose revision was compacted meanwhile: read again
@@ -601,6 +676,20 @@ impl Store for EtcdStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requested_progress_is_in_order_from_the_fixed_releases_on() {
+        for v in [
+            "3.4.31", "3.4.40", "3.5.13", "3.5.21", "3.6.0", "v3.6.4", "4.0.0",
+        ] {
+            assert!(requested_progress_in_order(v), "{v}");
+        }
+        for v in [
+            "3.4.23", "3.4.30", "3.5.0", "3.5.12", "3.3.27", "2.3.8", "", "3.x",
+        ] {
+            assert!(!requested_progress_in_order(v), "{v}");
+        }
+    }
 
     #[test]
     fn endpoints_and_prefix_are_checked() {

@@ -236,7 +236,17 @@ impl Cache {
         prefix: &str,
     ) -> Result<Option<(Vec<KeyValue>, Revision)>> {
         let current = current_revision(shared, &self.prefix).await?;
-        if self.caught_up(current, CATCH_UP).await {
+        // Without progress in order, only the cache's own events show how
+        // far it is: current already, or read etcd at once.
+        let within = if shared.may_request_progress() {
+            CATCH_UP
+        } else {
+            Duration::ZERO
+        };
+        if self
+            .caught_up(current, within, shared.may_request_progress())
+            .await
+        {
             Ok(self.snapshot(prefix))
         } else {
             tracing::info!(prefix = %self.prefix, current, "the watch cache is behind etcd: listing from etcd");
@@ -246,14 +256,19 @@ impl Cache {
 
     /// Waits until the cache is current to `revision`, asking etcd for
     /// progress notifications meanwhile.
-    async fn caught_up(&self, revision: Revision, within: Duration) -> bool {
+    async fn caught_up(&self, revision: Revision, within: Duration, ask: bool) -> bool {
         let mut rx = self.revision.subscribe();
+        if *rx.borrow_and_update() >= revision {
+            return true;
+        }
         let wait = async {
             loop {
                 if *rx.borrow_and_update() >= revision {
                     return;
                 }
-                self.progress.notify_one();
+                if ask {
+                    self.progress.notify_one();
+                }
                 // etcd answers a progress request only once every watcher
                 // on the stream is in sync: ask again if it did not.
                 let _ = tokio::time::timeout(Duration::from_millis(100), rx.changed()).await;
@@ -470,7 +485,7 @@ async fn follow(cache: &Cache, shared: &Shared) -> Result<()> {
             // The watchers' bookmarks: one request per cache and interval,
             // however many watch it.
             _ = ticker.tick() => {
-                if cache.watched() {
+                if cache.watched() && shared.may_request_progress() {
                     requests.request_progress().await.map_err(etcd_error)?;
                 }
                 continue;

@@ -85,7 +85,9 @@ pub(super) async fn watch(
                 m = stream.message() => m,
                 _ = ticker.tick() => {
                     // A failed request: the stream's own failure follows.
-                    let _ = requests.request_progress().await;
+                    if shared.may_request_progress() {
+                        let _ = requests.request_progress().await;
+                    }
                     continue;
                 }
             };
