@@ -3,7 +3,7 @@
 //! (`foregroundDeletion`, `orphan`, others') are pending; preconditions on
 //! uid and resourceVersion; propagation policies as DeleteOptions give them.
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bosun::resources::ResourceInfo;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -13,9 +13,11 @@ use super::decode::content_type;
 use super::error::{ApiError, ApiResult};
 use super::list::list_matching;
 use super::object::{self, from_storage_version, meta_str, metadata_mut};
-use super::request::{dry_run, load, name_of, respond, store_delete, store_update, MAX_ATTEMPTS};
+use super::request::{
+    dry_run, list_as_requested, load, name_of, respond, store_delete, store_update, MAX_ATTEMPTS,
+};
 use super::update::{finalizers, without_revision};
-use super::{json_response, protobuf, strategy, ApiRequest, ApiState};
+use super::{encoded_response, protobuf, strategy, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +232,7 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
             },
             query: req.query.clone(),
             headers: req.headers.clone(),
+            output: req.output,
             body: req.body.clone(),
             body_limit: req.body_limit,
         };
@@ -247,14 +250,16 @@ pub(super) async fn delete_collection(state: &ApiState, req: &ApiRequest) -> Api
         .into_iter()
         .map(|obj| from_storage_version(res, obj))
         .collect();
-    Ok(json_response(
+    let list = json!({
+        "kind": format!("{}List", res.kind),
+        "apiVersion": res.api_version(),
+        "metadata": {"resourceVersion": state.store.current_revision().to_string()},
+        "items": deleted,
+    });
+    let encoding = req.output.encoding;
+    Ok(encoded_response(
+        encoding,
         StatusCode::OK,
-        &json!({
-            "kind": format!("{}List", res.kind),
-            "apiVersion": res.api_version(),
-            "metadata": {"resourceVersion": state.store.current_revision().to_string()},
-            "items": deleted,
-        }),
-    )
-    .into_response())
+        &list_as_requested(req, list),
+    ))
 }

@@ -26,16 +26,26 @@ use crate::store::{DerivedRef, Stored};
 pub struct Derived {
     /// What selectors test.
     pub attrs: Attrs,
-    /// Offset just past the `{` that opens `metadata`, and whether that
-    /// object is empty; None when the bytes have no `metadata` object
-    /// (such an object is served by decoding it).
+    /// Where `metadata` is in the bytes; None when they have no
+    /// `metadata` object (such an object is served by decoding it).
     ///
     /// Nothing else is kept: the object as served (its bytes with the
     /// resourceVersion spliced in) is written straight into each list or
     /// watch line, which copies the bytes anyway. Keeping it too, as this
     /// once did for watch events, held a second copy of every watched
     /// object for as long as the store held the object.
-    metadata_at: Option<(usize, bool)>,
+    metadata_at: Option<MetadataSpan>,
+}
+
+/// The `metadata` object in a write's bytes.
+#[derive(Clone, Copy)]
+struct MetadataSpan {
+    /// Offset just past its opening `{`.
+    inside: usize,
+    /// Offset just past its closing `}`.
+    end: usize,
+    /// Whether it has no fields.
+    empty: bool,
 }
 
 /// The labels and the selectable fields of an object, as label and field
@@ -149,9 +159,12 @@ fn derive(res: &ResourceInfo, bytes: &[u8]) -> Derived {
     if let Some(metadata) = top.get("metadata") {
         let text = metadata.get();
         if let Some(inside) = text.strip_prefix('{') {
-            let at = text.as_ptr() as usize - bytes.as_ptr() as usize + 1;
-            let empty = inside.trim_start().starts_with('}');
-            derived.metadata_at = Some((at, empty));
+            let start = text.as_ptr() as usize - bytes.as_ptr() as usize;
+            derived.metadata_at = Some(MetadataSpan {
+                inside: start + 1,
+                end: start + text.len(),
+                empty: inside.trim_start().starts_with('}'),
+            });
         }
         let view: MetadataView = serde_json::from_str(text).unwrap_or_default();
         derived.attrs.labels = view.labels.unwrap_or_default();
@@ -187,17 +200,91 @@ pub fn write_object(
 ) -> ApiResult<()> {
     if served_as_stored(res) {
         let derived = derived(res, value);
-        if let Some((at, empty)) = derived.metadata_at {
-            out.extend_from_slice(&value[..at]);
-            out.extend_from_slice(b"\"resourceVersion\":\"");
-            out.extend_from_slice(rev.to_string().as_bytes());
-            out.extend_from_slice(if empty { b"\"" } else { b"\"," });
-            out.extend_from_slice(&value[at..]);
+        if let Some(span) = derived.metadata_at {
+            out.extend_from_slice(&value[..span.inside]);
+            write_resource_version(out, rev, span.empty);
+            out.extend_from_slice(&value[span.inside..]);
             return Ok(());
         }
     }
     let obj = decode(res, value, rev)?;
     serde_json::to_writer(out, &obj).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// `"resourceVersion":"REV"` and the comma before the fields after it.
+fn write_resource_version(out: &mut Vec<u8>, rev: u64, empty: bool) {
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    out.extend_from_slice(rev.to_string().as_bytes());
+    out.extend_from_slice(if empty { b"\"" } else { b"\"," });
+}
+
+/// The apiVersion of the metadata-only form in `meta.k8s.io` `version`.
+fn partial_api_version(version: &str) -> String {
+    format!("meta.k8s.io/{version}")
+}
+
+/// The `PartialObjectMetadata` of an object (kube-apiserver's
+/// `asPartialObjectMetadata`): its whole `metadata` under the
+/// `meta.k8s.io/<version>` kind.
+pub fn partial(obj: &Value, version: &str) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": partial_api_version(version),
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+    })
+}
+
+/// Appends the `PartialObjectMetadata` of the object `value` holds at
+/// revision `rev`, cut from the stored bytes: the `metadata` object is
+/// copied as it is stored, the resourceVersion spliced in, and nothing
+/// else of the object is read. Metadata is the same in every version of
+/// a kind (conversions touch spec and status), so this holds for every
+/// served version; a custom resource converted by webhook (which may
+/// change labels and annotations) is cut after its conversion instead.
+pub fn write_metadata(
+    out: &mut Vec<u8>,
+    res: &ResourceInfo,
+    value: &Stored,
+    rev: u64,
+    version: &str,
+) -> ApiResult<()> {
+    out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"");
+    out.extend_from_slice(partial_api_version(version).as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":");
+    match derived(res, value).metadata_at {
+        Some(span) => {
+            out.push(b'{');
+            write_resource_version(out, rev, span.empty);
+            out.extend_from_slice(&value[span.inside..span.end]);
+        }
+        None => {
+            let obj = decode(res, value, rev)?;
+            serde_json::to_writer(&mut *out, &obj["metadata"])
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The `PartialObjectMetadata` of the object `value` holds at revision
+/// `rev` as a JSON tree, only its `metadata` decoded (for protobuf).
+pub fn metadata_value(
+    res: &ResourceInfo,
+    value: &Stored,
+    rev: u64,
+    version: &str,
+) -> ApiResult<Value> {
+    let mut obj = match derived(res, value).metadata_at {
+        Some(span) => {
+            let metadata: Value = serde_json::from_slice(&value[span.inside - 1..span.end])
+                .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
+            serde_json::json!({ "metadata": metadata })
+        }
+        None => decode(res, value, rev)?,
+    };
+    set_resource_version(&mut obj, rev);
+    Ok(partial(&obj, version))
 }
 
 /// The object `value` holds as served for `res` at revision `rev`, as a
@@ -256,5 +343,43 @@ mod tests {
                 "{obj}"
             );
         }
+    }
+
+    #[test]
+    fn metadata_is_cut_from_the_stored_bytes() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "spec": {"metadata": {"name": "not this"}, "nodeName": "n1"},
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web", "uid": "u1"}]},
+            "status": {"phase": "Running"}});
+        for obj in [
+            pod,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "spec": {}}),
+        ] {
+            let value = stored(&obj);
+            let mut out = Vec::new();
+            write_metadata(&mut out, pods(), &value, 42, "v1").unwrap();
+            let cut: Value = serde_json::from_slice(&out).unwrap();
+            let mut want = obj.clone();
+            want["metadata"]["resourceVersion"] = json!("42");
+            let want = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": want["metadata"]});
+            assert_eq!(cut, want, "{obj}");
+            assert_eq!(partial(&decode(pods(), &value, 42).unwrap(), "v1"), want);
+            assert_eq!(metadata_value(pods(), &value, 42, "v1").unwrap(), want);
+        }
+        let mut out = Vec::new();
+        write_metadata(
+            &mut out,
+            pods(),
+            &stored(&json!({"metadata": {}})),
+            1,
+            "v1beta1",
+        )
+        .unwrap();
+        assert!(out
+            .starts_with(br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1beta1""#));
     }
 }

@@ -1,12 +1,15 @@
 //! `list`: the objects a request's selectors match, with paging
-//! (`limit`/`continue`), as a List or a Table.
+//! (`limit`/`continue`), as a List, a Table or a
+//! `PartialObjectMetadataList` (metadata only, as client-go's metadata
+//! informers and kube-rs's `list_metadata` ask for).
 //!
 //! A list is served from the store's objects as they are kept ([`items`]):
 //! selectors test attributes read once per write, and the response is
 //! streamed object by object (kube-apiserver's streaming list encoder), so
 //! that a list of thousands of objects holds no more than one chunk of
 //! them encoded at a time, however many lists run at once. Tables are
-//! streamed row by row the same way; protobuf lists are built whole. A
+//! streamed row by row the same way, and metadata-only lists item by item,
+//! each cut from the stored bytes; protobuf lists are built whole. A
 //! list over 128 KiB is gzipped for a client that accepts it, the stream
 //! compressed chunk by chunk ([`super::compression`]).
 //!
@@ -22,7 +25,7 @@
 //! while the client paged (see [`select`]).
 
 use axum::body::{Body, Bytes};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use bosun::resources::ResourceInfo;
 use futures::stream;
@@ -33,10 +36,11 @@ use super::custom::conversion;
 use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
 use super::items;
+use super::negotiate::{Convert, Encoding};
 use super::object;
-use super::request::namespace_of;
+use super::request::{list_as_requested, namespace_of};
 use super::table::{self, IncludeObject};
-use super::{object_response, prefers_protobuf, ApiRequest, ApiState};
+use super::{encoded_response, object_response, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 /// How many bytes of encoded objects a streamed response holds before it
@@ -263,7 +267,10 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
     if conversion::for_reads(req.target.custom.as_ref()).is_some() {
         return converted(state, req, page, meta).await;
     }
-    if table::wants_table(&req.headers) {
+    if let Some(version) = req.output.metadata_version() {
+        return Ok(metadata_list(req, page, meta, version));
+    }
+    if req.output.convert == Convert::Table {
         let include = IncludeObject::parse(req.param("includeObject"));
         let custom = req.target.custom.clone();
         let mut head = table::empty_table(res, custom.as_deref(), &page.revision.to_string());
@@ -290,18 +297,50 @@ pub(super) async fn list(state: &ApiState, req: &ApiRequest) -> ApiResult<Respon
         "metadata": meta,
         "items": [],
     });
-    if prefers_protobuf(&req.headers) && req.target.custom.is_none() {
+    if req.output.encoding == Encoding::Protobuf {
         let mut list = head;
         list["items"] = page
             .items
             .iter()
             .map(|kv| items::decode(res, &kv.value, kv.mod_revision))
             .collect::<ApiResult<_>>()?;
-        return Ok(object_response(&req.headers, StatusCode::OK, &list));
+        return Ok(encoded_response(Encoding::Protobuf, StatusCode::OK, &list));
     }
     Ok(streamed(head, "items", res, page.items, |out, res, kv| {
         items::write_object(out, res, &kv.value, kv.mod_revision)
     }))
+}
+
+/// A page as `PartialObjectMetadataList` of `meta.k8s.io/<version>`
+/// (kube-apiserver's `asPartialObjectMetadataList`). In JSON it is streamed
+/// as every list is, each item cut from its stored bytes
+/// ([`items::write_metadata`]); in protobuf only each item's metadata is
+/// decoded.
+fn metadata_list(req: &ApiRequest, page: Page, meta: Value, version: &'static str) -> Response {
+    let res = req.target.res;
+    let mut head = json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": meta,
+        "items": [],
+    });
+    if req.output.encoding == Encoding::Protobuf {
+        let items: ApiResult<Vec<Value>> = page
+            .items
+            .iter()
+            .map(|kv| items::metadata_value(res, &kv.value, kv.mod_revision, version))
+            .collect();
+        return match items {
+            Ok(items) => {
+                head["items"] = Value::Array(items);
+                encoded_response(Encoding::Protobuf, StatusCode::OK, &head)
+            }
+            Err(e) => e.into_response(),
+        };
+    }
+    streamed(head, "items", res, page.items, move |out, res, kv| {
+        items::write_metadata(out, res, &kv.value, kv.mod_revision, version)
+    })
 }
 
 /// A page of a custom resource whose CRD converts by webhook: its objects
@@ -325,21 +364,22 @@ async fn converted(
         .into_iter()
         .map(|obj| object::from_storage_version(res, obj))
         .collect();
-    let body = if table::wants_table(&req.headers) {
+    let body = if req.output.convert == Convert::Table {
         let include = IncludeObject::parse(req.param("includeObject"));
         let rv = page.revision.to_string();
         let mut t = table::table(res, custom.map(|v| v.as_ref()), &items, &rv, include);
         t["metadata"] = meta;
         t
     } else {
-        json!({
+        let list = json!({
             "kind": custom.map_or_else(|| format!("{}List", res.kind), |v| v.list_kind.clone()),
             "apiVersion": res.api_version(),
             "metadata": meta,
             "items": items,
-        })
+        });
+        list_as_requested(req, list)
     };
-    Ok(object_response(&req.headers, StatusCode::OK, &body))
+    Ok(encoded_response(req.output.encoding, StatusCode::OK, &body))
 }
 
 /// A JSON response streamed in chunks: `head` with its (empty) array

@@ -102,6 +102,7 @@ fn core_request(req: &ApiRequest, plural: &str) -> ApiRequest {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         headers: HeaderMap::new(),
+        output: Default::default(),
         body: Default::default(),
         body_limit: req.body_limit,
     }

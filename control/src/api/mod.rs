@@ -22,6 +22,7 @@ pub(crate) mod items;
 mod list;
 mod managed;
 mod metrics;
+pub mod negotiate;
 pub mod object;
 mod openapi;
 mod patch;
@@ -251,34 +252,24 @@ fn json_response(code: StatusCode, body: &Value) -> Response {
     )
 }
 
-/// Whether the client's Accept header prefers Kubernetes protobuf: its
-/// first media range that bosun can serve is protobuf (kubectl's typed
+/// Whether the client's Accept header prefers Kubernetes protobuf: the
+/// first media range bosun can answer is protobuf (kubectl's typed
 /// clients send `application/vnd.kubernetes.protobuf,application/json`).
-/// A Table request is always answered in JSON, as kube-apiserver does.
+/// A Table is always answered in JSON, as kube-apiserver does.
 pub fn prefers_protobuf(headers: &HeaderMap) -> bool {
-    if table::wants_table(headers) {
-        return false;
-    }
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|m| m.split(';').next().unwrap_or("").trim())
-        .find(|m| {
-            matches!(
-                *m,
-                protobuf::MEDIA_TYPE | "application/json" | "application/*" | "*/*"
-            )
-        })
-        == Some(protobuf::MEDIA_TYPE)
+    negotiate::lenient(headers).encoding == negotiate::Encoding::Protobuf
 }
 
 /// An object (or list, or Status) in the encoding the client prefers:
 /// protobuf when it asks for it first and the kind has a message, JSON
 /// otherwise.
 pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> Response {
-    if prefers_protobuf(headers) {
+    encoded_response(negotiate::lenient(headers).encoding, code, body)
+}
+
+/// `body` in `encoding` (JSON when it has no protobuf form).
+pub fn encoded_response(encoding: negotiate::Encoding, code: StatusCode, body: &Value) -> Response {
+    if encoding == negotiate::Encoding::Protobuf {
         match protobuf::encode_object(body) {
             Ok(bytes) => {
                 return compression::compressible(
@@ -304,6 +295,8 @@ pub struct ApiRequest {
     pub target: Target,
     pub query: HashMap<String, String>,
     pub headers: HeaderMap,
+    /// The form of the answer its Accept header asks for.
+    pub output: negotiate::Output,
     pub body: Bytes,
     /// The most a body may decode to (`--max-body-bytes`): YAML whose
     /// aliases expand past it is refused.
@@ -494,9 +487,11 @@ async fn serve_authenticated(
     }
     let body = read_body(body, state.options.body_limit).await?;
     authn::authorize(&state, &who, &method, &target, watch, selected, Some(&body)).await?;
+    let output = negotiate::negotiate(&headers, target.custom.is_some())?;
     let req = ApiRequest {
         who,
         method,
+        output,
         query: bosun::serving::query_pairs(&uri).into_iter().collect(),
         target,
         headers,
@@ -572,6 +567,18 @@ async fn handle(state: &Arc<ApiState>, req: ApiRequest) -> ApiResult<Response> {
     if let Some(v) = &t.custom {
         custom::serve::check(v, &req)?;
     }
+    // The metadata-only form asked for must fit the answer: a list's for
+    // list and deletecollection, one object's for the rest (a watch sends
+    // single objects). Refused before anything is done.
+    let list = matches!(req.method, Method::GET | Method::DELETE)
+        && t.name.is_none()
+        && !req.flag("watch");
+    let what = if list {
+        format!("{}List", t.res.kind)
+    } else {
+        t.res.kind.to_string()
+    };
+    negotiate::check_shape(&req.output, list, &what)?;
     let sub = t.subresource.as_deref();
     match (&req.method, t.name.is_some(), sub) {
         (&Method::GET, false, None) => {

@@ -7,9 +7,11 @@ use http::{HeaderValue, StatusCode};
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
+use super::items;
+use super::negotiate::Convert;
 use super::object::{self, from_storage_version, meta_str};
 use super::table::{self, IncludeObject};
-use super::{json_response, object_response, ApiRequest, ApiState};
+use super::{encoded_response, json_response, ApiRequest, ApiState};
 use crate::store::{KeyValue, StoreError};
 
 /// How often a read-modify-write without a client precondition is retried
@@ -43,7 +45,8 @@ pub(super) async fn load(state: &ApiState, req: &ApiRequest) -> ApiResult<(KeyVa
     Ok((kv, obj))
 }
 
-/// An object in the version the request speaks, or a Table of it.
+/// An object in the version the request speaks, or a Table of it, or its
+/// metadata only, as the request's Accept header asks.
 pub(super) fn respond(
     req: &ApiRequest,
     code: StatusCode,
@@ -52,20 +55,26 @@ pub(super) fn respond(
 ) -> Response {
     let res = req.target.res;
     let obj = from_storage_version(res, stored);
-    let mut response = if table::wants_table(&req.headers) {
-        let rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
-        json_response(
-            code,
-            &table::table(
-                res,
-                req.target.custom.as_deref(),
-                &[obj],
-                &rv,
-                IncludeObject::parse(req.param("includeObject")),
-            ),
-        )
-    } else {
-        object_response(&req.headers, code, &obj)
+    let mut response = match req.output.convert {
+        Convert::Table => {
+            let rv = meta_str(&obj, "resourceVersion").unwrap_or("").to_string();
+            json_response(
+                code,
+                &table::table(
+                    res,
+                    req.target.custom.as_deref(),
+                    &[obj],
+                    &rv,
+                    IncludeObject::parse(req.param("includeObject")),
+                ),
+            )
+        }
+        Convert::Metadata(version) => {
+            encoded_response(req.output.encoding, code, &items::partial(&obj, version))
+        }
+        Convert::Object | Convert::MetadataList(_) => {
+            encoded_response(req.output.encoding, code, &obj)
+        }
     };
     for w in warnings {
         // A quoted-string, `"` and `\` escaped, as the apiserver's
@@ -76,6 +85,25 @@ pub(super) fn respond(
         }
     }
     response
+}
+
+/// A whole list as the request asks for it: itself, or its metadata-only
+/// form (kube-apiserver's `asPartialObjectMetadataList`: each item's
+/// `PartialObjectMetadata`, the list's metadata kept).
+pub(super) fn list_as_requested(req: &ApiRequest, mut list: Value) -> Value {
+    let Convert::MetadataList(version) = req.output.convert else {
+        return list;
+    };
+    let items: Vec<Value> = list["items"]
+        .as_array()
+        .map(|items| items.iter().map(|o| items::partial(o, version)).collect())
+        .unwrap_or_default();
+    serde_json::json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": list["metadata"].take(),
+        "items": items,
+    })
 }
 
 pub(super) fn dry_run(req: &ApiRequest) -> bool {

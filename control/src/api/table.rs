@@ -12,17 +12,10 @@ use super::custom::CustomVersion;
 /// What each row carries besides its cells (`?includeObject=`).
 pub use bosun::printers::IncludeObject;
 
-/// Whether the client prefers a Table (`application/json;as=Table;g=meta.k8s.io;v=v1`).
+/// Whether the client prefers a Table (`application/json;as=Table;g=meta.k8s.io;v=v1`
+/// is the first form of its Accept header the server can answer).
 pub fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|media| {
-            let params: Vec<&str> = media.split(';').map(str::trim).collect();
-            params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io")
-        })
+    super::negotiate::lenient(headers).convert == super::negotiate::Convert::Table
 }
 
 /// A Table of `objects` with the kind's columns (a custom resource's

@@ -1,4 +1,7 @@
-//! `?watch=true`: a stream of JSON lines `{"type": ..., "object": ...}`.
+//! `?watch=true`: a stream of JSON lines `{"type": ..., "object": ...}`
+//! (or length-prefixed protobuf `WatchEvent`s), each object as it is, as a
+//! Table, or as its `PartialObjectMetadata` (client-go's metadata
+//! informers, kube-rs's `metadata_watcher`), as the Accept header asks.
 //!
 //! Without a resourceVersion (or with "0") the stream starts with an ADDED
 //! event for every existing object; with one, it replays every change
@@ -31,10 +34,11 @@ use super::error::{ApiError, ApiResult};
 use super::filter::Filter;
 use super::items;
 use super::list::select;
+use super::negotiate::{Convert, Encoding};
 use super::object;
 use super::table::{self, IncludeObject};
 use super::{prefers_protobuf, protobuf, ApiRequest, ApiState};
-use crate::store::{Event, EventType, ProgressWatch, StoreError, Stored};
+use crate::store::{Event, EventStream, EventType, ProgressWatch, StoreError, Stored};
 
 /// How a watch renders objects.
 #[derive(Clone)]
@@ -45,6 +49,9 @@ struct Render {
     protobuf: bool,
     /// A custom resource's CRD version (its Table columns).
     custom: Option<std::sync::Arc<super::custom::CustomVersion>>,
+    /// `PartialObjectMetadata` of this `meta.k8s.io` version instead of
+    /// each object.
+    metadata: Option<&'static str>,
 }
 
 /// What converts a watch's objects: the server and the CRD version whose
@@ -73,15 +80,29 @@ impl Render {
     /// no decoding), or, for Tables, protobuf and versions stored
     /// differently, a frame of the decoded object.
     fn event(&self, kind: &str, value: &Stored, rev: u64) -> Bytes {
-        if self.table.is_none() && !self.protobuf && items::served_as_stored(self.res) {
+        if self.table.is_none() && !self.protobuf {
+            let write = |line: &mut Vec<u8>| match self.metadata {
+                Some(version) => items::write_metadata(line, self.res, value, rev, version),
+                None if items::served_as_stored(self.res) => {
+                    items::write_object(line, self.res, value, rev)
+                }
+                None => Err(ApiError::internal("not served as stored")),
+            };
             let mut line = Vec::with_capacity(value.len() + 64);
             line.extend_from_slice(b"{\"type\":\"");
             line.extend_from_slice(kind.as_bytes());
             line.extend_from_slice(b"\",\"object\":");
-            if items::write_object(&mut line, self.res, value, rev).is_ok() {
+            if write(&mut line).is_ok() {
                 line.extend_from_slice(b"}\n");
                 return Bytes::from(line);
             }
+        }
+        if let (Some(version), true) = (self.metadata, self.protobuf) {
+            // Only the metadata is decoded.
+            return match items::metadata_value(self.res, value, rev, version) {
+                Ok(partial) => frame(true, kind, partial),
+                Err(e) => self.error(&e),
+            };
         }
         match items::decode(self.res, value, rev) {
             Ok(obj) => self.line(kind, obj),
@@ -123,18 +144,22 @@ impl Render {
     }
 
     fn line(&self, kind: &str, obj: Value) -> Bytes {
-        let obj = match self.table {
-            Some(include) => {
+        let obj = match (self.table, self.metadata) {
+            (Some(include), _) => {
                 let rv = object::meta_str(&obj, "resourceVersion")
                     .unwrap_or("")
                     .to_string();
                 table::table(self.res, self.custom.as_deref(), &[obj], &rv, include)
             }
-            None => obj,
+            (None, Some(version)) => items::partial(&obj, version),
+            (None, None) => obj,
         };
         frame(self.protobuf, kind, obj)
     }
 
+    /// A BOOKMARK: an object of the kind with only a resourceVersion (in
+    /// the metadata-only form, a `PartialObjectMetadata` of it, as
+    /// upstream transforms every event's object).
     fn bookmark(&self, rev: u64, initial_events_end: bool) -> Bytes {
         let mut metadata = json!({"resourceVersion": rev.to_string()});
         if initial_events_end {
@@ -145,6 +170,10 @@ impl Render {
             "apiVersion": self.res.api_version(),
             "metadata": metadata,
         });
+        let obj = match self.metadata {
+            Some(version) => items::partial(&obj, version),
+            None => obj,
+        };
         frame(self.protobuf, "BOOKMARK", obj)
     }
 
@@ -201,11 +230,13 @@ pub async fn serve(state: &Arc<ApiState>, req: &ApiRequest) -> ApiResult<Respons
     let filter = Filter::parse(res, req.param("labelSelector"), req.param("fieldSelector"))?;
     let render = Render {
         res,
-        table: table::wants_table(&req.headers)
+        table: (req.output.convert == Convert::Table)
             .then(|| IncludeObject::parse(req.param("includeObject"))),
-        // Custom resources are served in JSON only, as upstream serves them.
-        protobuf: prefers_protobuf(&req.headers) && req.target.custom.is_none(),
+        // Custom resources themselves are served in JSON only, as upstream
+        // serves them; their metadata-only form in protobuf too.
+        protobuf: req.output.encoding == Encoding::Protobuf,
         custom: req.target.custom.clone(),
+        metadata: req.output.metadata_version(),
     };
     let protobuf = render.protobuf;
     let converter: Option<Converter> = conversion::for_reads(req.target.custom.as_ref())

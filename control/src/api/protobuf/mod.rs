@@ -126,7 +126,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T> {
 
 /// The full name of the message of `kind` in `apiVersion`, if bosun knows it:
 /// `apps/v1 Deployment` is `api.apps.v1.Deployment`; meta kinds (`Status`,
-/// `DeleteOptions`) are found in `meta/v1` from any version.
+/// `DeleteOptions`, `PartialObjectMetadata`) are found in `meta/v1` from
+/// any version, but for those `meta/v1beta1` has of its own.
 pub fn message_name(api_version: &str, kind: &str) -> Option<String> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     // autoscaling/v2beta2's messages are v2's (the same fields and
@@ -139,8 +140,11 @@ pub fn message_name(api_version: &str, kind: &str) -> Option<String> {
         "" => "core",
         g => g.split('.').next().unwrap_or(g),
     };
+    // meta.k8s.io/v1beta1's PartialObjectMetadataList is its own message
+    // (other field numbers than v1's); its other kinds are v1's.
     [
         format!("api.{package}.{version}.{kind}"),
+        format!("apimachinery.pkg.apis.meta.{version}.{kind}"),
         format!("{META}.{kind}"),
     ]
     .into_iter()

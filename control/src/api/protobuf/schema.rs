@@ -45,6 +45,7 @@ impl Message {
 
 const FILES: &[&str] = &[
     include_str!("../../../proto/apimachinery_pkg_apis_meta_v1.proto"),
+    include_str!("../../../proto/apimachinery_pkg_apis_meta_v1beta1.proto"),
     include_str!("../../../proto/apimachinery_pkg_api_resource.proto"),
     include_str!("../../../proto/apimachinery_pkg_runtime.proto"),
     include_str!("../../../proto/apimachinery_pkg_runtime_schema.proto"),

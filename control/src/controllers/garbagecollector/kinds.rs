@@ -3,12 +3,18 @@
 //! resources, found again every few seconds from the established CRDs as
 //! upstream's collector re-reads discovery: a new one gets a watch, one no
 //! longer served loses its watch.
+//!
+//! The watches are metadata-only (`PartialObjectMetadata`, as upstream's
+//! collector uses metadata informers): the collector reads nothing but
+//! uids, owner references, deletion timestamps and finalizers, so the
+//! API server sends only each object's metadata, cut from its stored
+//! bytes, and nothing here decodes the rest.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use tokio::sync::mpsc;
@@ -36,16 +42,17 @@ pub(super) fn spawn_watch(
     res: &'static ResourceInfo,
     tx: mpsc::Sender<Change>,
 ) -> tokio::task::AbortHandle {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(res));
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::all_with(client.clone(), &api_resource(res));
     watches.spawn(async move {
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             let change = match event {
-                Ok(watcher::Event::Apply(o)) => Change::Apply(res, o),
-                Ok(watcher::Event::Delete(o)) => Change::Delete(o),
+                Ok(watcher::Event::Apply(o)) => Change::Apply(res, o.metadata),
+                Ok(watcher::Event::Delete(o)) => Change::Delete(o.metadata),
                 Ok(watcher::Event::Init) => Change::ListStart(res),
-                Ok(watcher::Event::InitApply(o)) => Change::ListItem(res, o),
+                Ok(watcher::Event::InitApply(o)) => Change::ListItem(res, o.metadata),
                 Ok(watcher::Event::InitDone) => Change::ListDone(res),
                 Err(e) => {
                     tracing::debug!(kind = res.kind, error = %e, "garbage collector watch");

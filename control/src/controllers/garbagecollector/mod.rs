@@ -26,15 +26,17 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams, Preconditions,
+};
 use kube::Client;
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use bosun::resources::{self, ResourceInfo};
 
-use crate::toolkit::dynamic::dynamic_api;
+use crate::toolkit::dynamic::api_resource;
 use crate::toolkit::{KeyBackoff, Shared};
 
 const FOREGROUND: &str = "foregroundDeletion";
@@ -52,8 +54,7 @@ struct Node {
 }
 
 impl Node {
-    fn of(res: &'static ResourceInfo, obj: &DynamicObject) -> Option<(String, Node)> {
-        let md = &obj.metadata;
+    fn of(res: &'static ResourceInfo, md: &ObjectMeta) -> Option<(String, Node)> {
         Some((
             md.uid.clone()?,
             Node {
@@ -133,12 +134,14 @@ impl Work {
     }
 }
 
+/// A change seen by a watch: objects by their metadata, all the
+/// collector reads of them.
 enum Change {
-    Apply(&'static ResourceInfo, DynamicObject),
-    Delete(DynamicObject),
+    Apply(&'static ResourceInfo, ObjectMeta),
+    Delete(ObjectMeta),
     /// A (re)list of one kind begins: its objects are about to be replayed.
     ListStart(&'static ResourceInfo),
-    ListItem(&'static ResourceInfo, DynamicObject),
+    ListItem(&'static ResourceInfo, ObjectMeta),
     ListDone(&'static ResourceInfo),
 }
 
@@ -194,7 +197,7 @@ impl GarbageCollector {
                     match change {
                         Change::ListStart(res) => { listing.insert((res.group, res.plural), HashSet::new()); }
                         Change::ListItem(res, o) => {
-                            if let Some(uid) = o.metadata.uid.clone() {
+                            if let Some(uid) = o.uid.clone() {
                                 listing.entry((res.group, res.plural)).or_default().insert(uid);
                             }
                             follow = self.apply(res, &o);
@@ -222,7 +225,7 @@ impl GarbageCollector {
                         }
                         Change::Apply(res, o) => follow = self.apply(res, &o),
                         Change::Delete(o) => {
-                            if let Some(uid) = o.metadata.uid.as_deref() {
+                            if let Some(uid) = o.uid.as_deref() {
                                 follow = self.forget(uid);
                             }
                         }
@@ -258,7 +261,7 @@ impl GarbageCollector {
     }
 
     /// Records a new or changed object; returns what needs a look.
-    fn apply(&mut self, res: &'static ResourceInfo, obj: &DynamicObject) -> Vec<Work> {
+    fn apply(&mut self, res: &'static ResourceInfo, obj: &ObjectMeta) -> Vec<Work> {
         let Some((uid, node)) = Node::of(res, obj) else {
             return Vec::new();
         };
@@ -351,10 +354,7 @@ impl GarbageCollector {
         } else {
             None
         };
-        match dynamic_api(&self.client, res, ns)
-            .get_opt(&owner.name)
-            .await?
-        {
+        match meta_api(&self.client, res, ns).get_opt(&owner.name).await? {
             Some(o) if o.metadata.uid.as_deref() == Some(owner.uid.as_str()) => {
                 Ok(OwnerState::Present)
             }
@@ -381,7 +381,7 @@ impl GarbageCollector {
                 // Watches of different kinds are not ordered with each
                 // other: the graph may not have seen this object's latest
                 // references yet. Act only on what the API holds now.
-                let api = dynamic_api(&self.client, cached.res, cached.namespace.as_deref());
+                let api = meta_api(&self.client, cached.res, cached.namespace.as_deref());
                 let Some(live) = api.get_opt(&cached.name).await? else {
                     return Ok(());
                 };
@@ -389,7 +389,7 @@ impl GarbageCollector {
                     return Ok(());
                 }
                 live_version = live.metadata.resource_version.clone();
-                node = Node::of(cached.res, &live)
+                node = Node::of(cached.res, &live.metadata)
                     .map(|(_, n)| n)
                     .unwrap_or(cached.clone());
                 verified = true;
@@ -433,7 +433,7 @@ impl GarbageCollector {
         dangling: Vec<OwnerReference>,
         waiting: Vec<OwnerReference>,
     ) -> kube::Result<()> {
-        let api = dynamic_api(&self.client, node.res, node.namespace.as_deref());
+        let api = meta_api(&self.client, node.res, node.namespace.as_deref());
         if !solid.is_empty() {
             // Another owner remains: drop only the references to owners
             // that are gone or going.
@@ -488,7 +488,7 @@ impl GarbageCollector {
             let only: HashSet<&str> = [uid].into_iter().collect();
             for d in &dependents {
                 if let Some(dn) = self.graph.nodes.get(d) {
-                    let api = dynamic_api(&self.client, dn.res, dn.namespace.as_deref());
+                    let api = meta_api(&self.client, dn.res, dn.namespace.as_deref());
                     remove_owner_refs(&api, dn, d, &only).await?;
                 }
             }
@@ -517,6 +517,20 @@ impl GarbageCollector {
     }
 }
 
+/// The objects of a kind by their metadata only: gets, patches and
+/// watches ask for `PartialObjectMetadata`, as upstream's collector's
+/// metadata client does.
+type MetaApi = Api<PartialObjectMeta<DynamicObject>>;
+
+/// `res` in `namespace` (all namespaces when None or cluster-scoped).
+fn meta_api(client: &Client, res: &ResourceInfo, namespace: Option<&str>) -> MetaApi {
+    let ar = api_resource(res);
+    match namespace {
+        Some(ns) if res.namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
 enum OwnerState {
     Present,
     Absent,
@@ -526,7 +540,7 @@ enum OwnerState {
 /// Removes the references to `owners` from a dependent, only if its
 /// references are still what the graph saw (else the next event retries).
 async fn remove_owner_refs(
-    api: &Api<DynamicObject>,
+    api: &MetaApi,
     node: &Node,
     uid: &str,
     owners: &HashSet<&str>,
@@ -556,7 +570,7 @@ async fn remove_finalizer(
     finalizer: &str,
 ) -> kube::Result<()> {
     let kept: Vec<&String> = node.finalizers.iter().filter(|f| *f != finalizer).collect();
-    let api = dynamic_api(client, node.res, node.namespace.as_deref());
+    let api = meta_api(client, node.res, node.namespace.as_deref());
     let patch = json!([
         {"op": "test", "path": "/metadata/uid", "value": uid},
         {"op": "test", "path": "/metadata/finalizers", "value": node.finalizers},
@@ -570,7 +584,7 @@ async fn remove_finalizer(
 /// still the one seen, with the list seen); an object already gone is no
 /// error.
 async fn apply_guarded_patch(
-    api: &Api<DynamicObject>,
+    api: &MetaApi,
     name: &str,
     patch: serde_json::Value,
 ) -> kube::Result<()> {

@@ -292,6 +292,7 @@ fn a_review_names_the_request() {
         },
         query: HashMap::from([("fieldManager".to_string(), "kubectl".to_string())]),
         headers: Default::default(),
+        output: Default::default(),
         body: Default::default(),
         body_limit: 0,
     };
