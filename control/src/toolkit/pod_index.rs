@@ -353,8 +353,10 @@ mod tests {
         .await;
         assert_eq!(names(&index.orphans("default")), ["b", "d"]);
 
+        // At once: a bound pod deleted gracefully stays until its node
+        // confirms.
         api.api::<Pod>(Some("default"))
-            .delete("a", &Default::default())
+            .delete("a", &kube::api::DeleteParams::default().grace_period(0))
             .await
             .unwrap();
         eventually("a gone", Duration::from_secs(5), || async {
