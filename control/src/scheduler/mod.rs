@@ -19,6 +19,7 @@
 pub mod filters;
 pub mod message;
 pub mod nodeinfo;
+mod nominator;
 pub mod preemption;
 pub mod queue;
 pub mod scores;
@@ -47,6 +48,7 @@ use serde_json::json;
 use crate::observe;
 use crate::toolkit::{key_of, Shared};
 use nodeinfo::NodeInfo;
+use nominator::Nominator;
 use queue::SchedulingQueue;
 
 /// The name pods ask for in `spec.schedulerName` (or leave empty).
@@ -144,6 +146,7 @@ pub struct Scheduler {
     queue: SchedulingQueue,
     assumed: HashMap<String, Assumed>,
     node_fingerprints: HashMap<String, String>,
+    nominator: Nominator,
 }
 
 /// Sets up the scheduler on the shared caches; the returned future is
@@ -221,6 +224,7 @@ impl Scheduler {
             queue: SchedulingQueue::default(),
             assumed: HashMap::new(),
             node_fingerprints: HashMap::new(),
+            nominator: Nominator::default(),
         }
     }
 
@@ -233,6 +237,7 @@ impl Scheduler {
 
     fn on_pod(&mut self, pod: &Pod) {
         let key = key_of(pod);
+        self.nominator.on_pod(pod);
         if needs_scheduling(pod) {
             if self.is_assumed(pod) {
                 return;
@@ -255,6 +260,7 @@ impl Scheduler {
 
     fn on_pod_deleted(&mut self, pod: &Pod) {
         let key = key_of(pod);
+        self.nominator.forget(&key);
         self.queue.forget(&key);
         self.assumed.remove(&key);
         let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
@@ -277,12 +283,14 @@ impl Scheduler {
     /// not know (a missed event) joins it.
     fn on_tick(&mut self) {
         self.queue.flush_backed_off();
-        for pod in self.pods.state() {
-            if needs_scheduling(&pod) && !self.is_assumed(&pod) {
+        let pods = self.pods.state();
+        for pod in &pods {
+            if needs_scheduling(pod) && !self.is_assumed(pod) {
                 self.queue
-                    .add_if_unknown(&key_of(pod.as_ref()), preemption::priority(&pod));
+                    .add_if_unknown(&key_of(pod.as_ref()), preemption::priority(pod));
             }
         }
+        self.nominator.refresh(&pods);
         for node in self.nodes.state() {
             self.on_node(&node);
         }
@@ -290,9 +298,10 @@ impl Scheduler {
         // each: a scan of every pod per assumed pod, a name formatted for
         // each, took the whole tick and more once thousands were bound
         // in a burst, and the scheduler bound nothing meanwhile.)
-        let pods = &self.pods;
+        let cache = &self.pods;
         self.assumed.retain(|key, a| {
-            pods.get(&pod_ref(key))
+            cache
+                .get(&pod_ref(key))
                 .is_some_and(|p| p.metadata.uid.as_ref() == Some(&a.uid))
         });
     }
@@ -362,7 +371,7 @@ impl Scheduler {
                 return Outcome::Unschedulable(msg);
             }
         };
-        let nominated = self.nominated_for(pod);
+        let nominated = self.nominator.nominated_for(&self.pods, pod);
         let mut feasible = Vec::new();
         let mut per_node = Vec::with_capacity(infos.len());
         for (i, info) in infos.iter().enumerate() {
@@ -400,6 +409,7 @@ impl Scheduler {
                         tracing::warn!(pod = %key_of(pod), %node, error = %e, "preempting");
                         return Outcome::Failed;
                     }
+                    self.nominator.nominate(pod);
                 }
             }
             return Outcome::Unschedulable(msg);
@@ -452,24 +462,6 @@ impl Scheduler {
         }
     }
 
-    /// The pending pods nominated to a node by a preemption whose room
-    /// `pod` may not take: those of at least its priority, but itself.
-    fn nominated_for(&self, pod: &Pod) -> Vec<(Pod, String)> {
-        let mine = preemption::priority(pod);
-        self.pods
-            .state()
-            .iter()
-            .filter(|p| p.metadata.uid != pod.metadata.uid && needs_scheduling(p))
-            .filter(|p| preemption::priority(p) >= mine)
-            // The node first: only the few nominated pods are copied, not
-            // every pending one on every attempt.
-            .filter_map(|p| {
-                let node = nominated_node(p)?.to_string();
-                Some((p.as_ref().clone(), node))
-            })
-            .collect()
-    }
-
     /// Upstream's `prepareCandidate`: each victim gets a DisruptionTarget
     /// condition and a Preempted event and is deleted; pods of lower
     /// priority nominated to the node lose that; then `pod` is nominated
@@ -515,7 +507,7 @@ impl Scheduler {
             );
         }
         let mine = preemption::priority(pod);
-        for other in self.pods.state() {
+        for (other, _) in self.nominator.nominated(&self.pods) {
             let lower_here = nominated_node(&other) == Some(node)
                 && preemption::priority(&other) < mine
                 && other.metadata.uid != pod.metadata.uid;

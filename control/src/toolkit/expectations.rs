@@ -118,6 +118,22 @@ impl Expectations {
     }
 }
 
+impl Expectations {
+    /// [`Expectations::satisfied_by`] against the pod cache's index, by
+    /// lookup of the expected names (in `ns`) and uids rather than by sets
+    /// of every cached pod.
+    pub fn satisfied_in(&self, owner: &str, ns: &str, pods: &super::PodIndex) -> bool {
+        self.satisfied(
+            owner,
+            |name| pods.get(ns, name).is_some(),
+            |uid| {
+                pods.by_uid(uid)
+                    .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -16,6 +16,8 @@ use kube::runtime::reflector::{self, ReflectHandle, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+
+use super::pod_index::{Indexer, PodIndex};
 
 /// How many changes the pod cache buffers for its slowest subscriber
 /// before its watch waits: pods are the one type whose changes come by
@@ -74,18 +76,23 @@ pub struct Informers {
     /// (Handles, not a `JoinSet`: dropping the informers does not end the
     /// watches, which the caches handed out may still be fed by.)
     watches: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The pod cache's indexes, fed by its watch ([`Informers::pods`]).
+    pod_keys: Arc<RwLock<Indexer>>,
 }
 
 fn type_key<K: Cached>() -> String {
     format!("{}/{}", K::api_version(&()), K::plural(&()))
 }
 
-fn new_entry<K: Cached>() -> Entry {
-    let buffer = if TypeId::of::<K>() == TypeId::of::<Pod>() {
+fn new_entry<K: Cached>(pod_keys: &Arc<RwLock<Indexer>>) -> Entry {
+    let is_pod = TypeId::of::<K>() == TypeId::of::<Pod>();
+    let buffer = if is_pod {
         POD_SUBSCRIBER_BUFFER
     } else {
         SUBSCRIBER_BUFFER
     };
+    // Only the pod cache is indexed.
+    let index = is_pod.then(|| pod_keys.clone());
     let (reader, writer) = reflector::store_shared::<K>(buffer);
     let writer = Arc::new(Mutex::new(Some(writer)));
     let deletions: Deletions<K> = Arc::default();
@@ -99,6 +106,16 @@ fn new_entry<K: Cached>() -> Entry {
             let stream = watcher(api, watcher::Config::default())
                 .modify(trim::<K>)
                 .default_backoff()
+                // The index sees each event before the cache applies it
+                // and its subscribers hear of it (see `pod_index`).
+                .inspect(move |event| {
+                    let (Some(index), Ok(event)) = (&index, event) else {
+                        return;
+                    };
+                    if let Some(event) = (event as &dyn Any).downcast_ref::<watcher::Event<Pod>>() {
+                        index.write().unwrap().apply(event);
+                    }
+                })
                 .reflect_shared(writer);
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
@@ -204,6 +221,7 @@ impl Informers {
             client,
             caches: Mutex::new(HashMap::new()),
             watches: Mutex::new(Vec::new()),
+            pod_keys: Arc::default(),
         }
     }
 
@@ -213,7 +231,9 @@ impl Informers {
 
     fn with_informer<K: Cached, T>(&self, f: impl FnOnce(&Informer<K>) -> T) -> T {
         let mut caches = self.caches.lock().unwrap();
-        let entry = caches.entry(type_key::<K>()).or_insert_with(new_entry::<K>);
+        let entry = caches
+            .entry(type_key::<K>())
+            .or_insert_with(|| new_entry::<K>(&self.pod_keys));
         f(entry
             .typed
             .downcast_ref::<Informer<K>>()
@@ -223,6 +243,11 @@ impl Informers {
     /// The cache of every `K` in the cluster (all namespaces).
     pub fn store<K: Cached>(&self) -> Store<K> {
         self.with_informer::<K, _>(|i| i.reader.clone())
+    }
+
+    /// The pod cache with its indexes (by namespace, by controller).
+    pub fn pods(&self) -> PodIndex {
+        PodIndex::new(self.store::<Pod>(), self.pod_keys.clone())
     }
 
     /// A stream of every object the cache of `K` applies, for

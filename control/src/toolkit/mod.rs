@@ -41,6 +41,7 @@ pub mod hash;
 pub mod history;
 pub mod informers;
 pub mod owners;
+pub mod pod_index;
 pub mod pods;
 pub mod run;
 pub mod scheduling;
@@ -62,6 +63,7 @@ pub use clock::{from_chrono, to_chrono, Clock, FakeClock, SystemClock};
 pub use expectations::{expectations_key, Expectations, EXPECTATIONS_TIMEOUT};
 pub use informers::{synced, Cached, Informers};
 pub use owners::{forget_deleted, pod_owner_controller};
+pub use pod_index::PodIndex;
 pub use pods::{pod_from_template, slow_start_batch, PodControl};
 pub use run::{key_of, run_controller};
 

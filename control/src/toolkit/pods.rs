@@ -3,14 +3,12 @@
 //! which pods still count as the owner's live replicas.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use bosun::events::{EventRecorder, EventType};
@@ -69,14 +67,6 @@ fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-/// The cached pods of namespace `ns`: what an owner there may claim.
-pub fn in_namespace(pods: &Store<Pod>, ns: &str) -> Vec<Arc<Pod>> {
-    pods.state()
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-        .collect()
 }
 
 /// Whether the pod's Ready condition is True (`podutil.IsPodReady`).

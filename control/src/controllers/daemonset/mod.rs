@@ -91,7 +91,7 @@ pub enum Error {
 pub struct Context {
     pub client: Client,
     pub sets: Store<DaemonSet>,
-    pub pods: Store<Pod>,
+    pub pods: crate::toolkit::PodIndex,
     pub nodes: Store<Node>,
     pub revisions: Store<ControllerRevision>,
     pub clock: Arc<dyn Clock>,
@@ -107,7 +107,7 @@ impl Context {
         Context {
             client: shared.client_for("daemonset"),
             sets: informers.store::<DaemonSet>(),
-            pods: informers.store::<Pod>(),
+            pods: informers.pods(),
             nodes: informers.store::<Node>(),
             revisions: informers.store::<ControllerRevision>(),
             clock: shared.clock.clone(),
@@ -193,7 +193,7 @@ pub fn is_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
 /// The controller's reconcile: waits for the caches' first lists (a sync
 /// on an empty pod cache would create every pod again), then syncs.
 pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     synced(&ctx.nodes).await;
     synced(&ctx.revisions).await;
     let requeue = sync::sync(&ds, &ctx).await?;

@@ -29,7 +29,6 @@ use super::{
     is_updated, selector_of, status, template_generation, Context, Error, BURST_REPLICAS,
     GENERATION_LABEL, HASH_LABEL,
 };
-use crate::toolkit::pods::in_namespace;
 use crate::toolkit::pods::{is_ready, phase_of, until_available, PodControl};
 use crate::toolkit::{expectations_key, pod_from_template, ClaimManager};
 
@@ -55,10 +54,14 @@ pub async fn sync(ds: &DaemonSet, ctx: &Context) -> Result<Option<Duration>, Err
     };
     let ns = ds.namespace();
     let key = expectations_key(ds);
-    let in_ns = in_namespace(&ctx.pods, ns.as_deref().unwrap_or_default());
-    let satisfied = ctx.expectations.satisfied_by(&key, &in_ns);
+    let ns_name = ns.as_deref().unwrap_or_default();
+    let satisfied = ctx.expectations.satisfied_in(&key, ns_name, &ctx.pods);
+    // Its own pods and the orphans of its namespace: all it may claim.
+    let claimable = ctx
+        .pods
+        .claimable_by(ns_name, ds.metadata.uid.as_deref().unwrap_or_default());
     let claims = ClaimManager::new(ctx.client.clone(), ds, Some(&selector));
-    let pods = claims.claim(in_ns).await?;
+    let pods = claims.claim(claimable).await?;
     let revisions: Vec<Arc<ControllerRevision>> = ctx
         .revisions
         .state()

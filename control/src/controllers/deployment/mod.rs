@@ -72,7 +72,7 @@ pub enum Error {
 pub struct Context {
     pub client: kube::Client,
     pub replica_sets: Store<ReplicaSet>,
-    pub pods: Store<Pod>,
+    pub pods: crate::toolkit::PodIndex,
     pub clock: Arc<dyn Clock>,
     pub recorder: EventRecorder,
     /// See [`ROLLOUT_RESYNC`].
@@ -105,7 +105,7 @@ pub fn start_with(shared: &Arc<Shared>, rollout_resync: Duration) -> BoxFuture<'
     let ctx = Arc::new(Context {
         client: shared.client_for("deployment"),
         replica_sets,
-        pods: informers.store::<Pod>(),
+        pods: informers.pods(),
         clock: shared.clock.clone(),
         recorder: shared.recorder("deployment-controller"),
         rollout_resync,

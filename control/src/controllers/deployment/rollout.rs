@@ -2,6 +2,7 @@
 //! `recreate.go` and `progress.go` share, with the accessors they all use.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet};
@@ -19,8 +20,8 @@ pub struct Rollout<'a> {
     pub d: Deployment,
     /// The claimed sets, oldest first.
     pub rss: Vec<ReplicaSet>,
-    /// Live pods of the claimed sets, by set uid.
-    pub pods_by_rs: HashMap<String, Vec<Pod>>,
+    /// Live pods of the claimed sets, by set uid (the cache's own).
+    pub pods_by_rs: HashMap<String, Vec<Arc<Pod>>>,
     /// When to look at the Deployment again for its progress deadline.
     pub requeue: Option<Duration>,
 }

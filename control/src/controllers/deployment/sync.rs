@@ -2,7 +2,7 @@
 //! rollout), history cleanup and status; its new set and revisions are
 //! [`super::new_set`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DeploymentStatus, ReplicaSet};
@@ -19,7 +19,7 @@ use super::new_set::revision_of;
 use super::progress;
 use super::replicas::{self, spec_replicas};
 use super::rollout::Rollout;
-use super::{controller_of, Error, RESYNC};
+use super::{Error, RESYNC};
 use crate::toolkit::api_errors::is_status;
 use crate::toolkit::ClaimManager;
 
@@ -96,27 +96,28 @@ impl Rollout<'_> {
         Ok(())
     }
 
-    /// The live pods of the claimed sets (`getPodMapForDeployment`).
+    /// The live pods of the claimed sets (`getPodMapForDeployment`), read
+    /// from the pod cache's controller index: the pods of each set that
+    /// still match the Deployment's selector.
     fn map_pods(&mut self, selector: &LabelSelector) {
         let ns = self.namespace();
-        let uids: HashSet<String> = self
-            .rss
-            .iter()
-            .filter_map(|rs| rs.metadata.uid.clone())
-            .collect();
-        let mut map: HashMap<String, Vec<Pod>> = HashMap::new();
-        for pod in self.ctx.pods.state() {
-            if pod.metadata.namespace.as_deref() != Some(ns.as_str())
-                || !selector.matches(&pod.metadata.labels.clone().unwrap_or_default())
-            {
-                continue;
-            }
-            if let Some(owner) = controller_of(&pod.metadata) {
-                if uids.contains(&owner.uid) {
-                    map.entry(owner.uid.clone())
-                        .or_default()
-                        .push((*pod).clone());
-                }
+        let mut map: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
+        for uid in self.rss.iter().filter_map(|rs| rs.metadata.uid.as_deref()) {
+            let pods = self
+                .ctx
+                .pods
+                .controlled_by(uid)
+                .into_iter()
+                .filter(|pod| {
+                    pod.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && match &pod.metadata.labels {
+                            Some(labels) => selector.matches(labels),
+                            None => selector.matches(&Default::default()),
+                        }
+                })
+                .collect::<Vec<_>>();
+            if !pods.is_empty() {
+                map.insert(uid.to_string(), pods);
             }
         }
         self.pods_by_rs = map;

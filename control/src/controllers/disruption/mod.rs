@@ -48,7 +48,6 @@ use bosun::events::{reference_to, EventRecorder, EventType};
 use bosun::selector::LabelSelector;
 
 use crate::toolkit::api_errors::{is_status, message_of};
-use crate::toolkit::pods::in_namespace;
 use crate::toolkit::{controller_of, run_controller, synced, Clock, Shared};
 use bosun::disruption::budget::{self, ControllerScale};
 use bosun::disruption::eviction;
@@ -69,7 +68,7 @@ pub enum Error {
 pub struct Context {
     pub client: Client,
     pub pdbs: Store<PodDisruptionBudget>,
-    pub pods: Store<Pod>,
+    pub pods: crate::toolkit::PodIndex,
     pub replica_sets: Store<ReplicaSet>,
     pub deployments: Store<Deployment>,
     pub stateful_sets: Store<StatefulSet>,
@@ -84,7 +83,7 @@ impl Context {
         Context {
             client: shared.client_for("disruption"),
             pdbs: informers.store::<PodDisruptionBudget>(),
-            pods: informers.store::<Pod>(),
+            pods: informers.pods(),
             replica_sets: informers.store::<ReplicaSet>(),
             deployments: informers.store::<Deployment>(),
             stateful_sets: informers.store::<StatefulSet>(),
@@ -127,7 +126,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 /// The controller's reconcile: waits for the caches' first lists, then
 /// syncs the budget.
 pub async fn reconcile(pdb: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     synced(&ctx.replica_sets).await;
     synced(&ctx.deployments).await;
     synced(&ctx.stateful_sets).await;
@@ -136,16 +135,16 @@ pub async fn reconcile(pdb: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> Resu
 }
 
 /// The pods `pdb` selects.
-pub fn pods_of(pods: &Store<Pod>, pdb: &PodDisruptionBudget) -> Vec<Arc<Pod>> {
+pub fn pods_of(pods: &crate::toolkit::PodIndex, pdb: &PodDisruptionBudget) -> Vec<Arc<Pod>> {
     let Ok(selector) =
         LabelSelector::from_optional(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()))
     else {
         return Vec::new();
     };
     let ns = pdb.namespace().unwrap_or_default();
-    in_namespace(pods, &ns)
+    pods.in_namespace(&ns)
         .into_iter()
-        .filter(|p| selector.matches(&p.labels().clone()))
+        .filter(|p| selector.matches(p.labels()))
         .collect()
 }
 

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -70,7 +70,7 @@ pub type Error = crate::toolkit::api_errors::ApiError;
 pub struct Context {
     pub client: Client,
     pub services: Store<Service>,
-    pub pods: Store<Pod>,
+    pub pods: crate::toolkit::PodIndex,
     pub endpoints: Store<Endpoints>,
     pub membership: Arc<Membership>,
     /// At most this many addresses per Endpoints (Kubernetes' maxCapacity).
@@ -83,7 +83,7 @@ impl Context {
         Context {
             client: shared.client_for("endpoints"),
             services: shared.informers.store::<Service>(),
-            pods: shared.informers.store::<Pod>(),
+            pods: shared.informers.pods(),
             endpoints: shared.informers.store::<Endpoints>(),
             membership: Arc::default(),
             max_capacity: MAX_CAPACITY,
@@ -189,7 +189,7 @@ fn labels_for(svc: &Service) -> BTreeMap<String, String> {
 /// The controller's reconcile: waits for the pod cache's first list (a sync
 /// on an empty cache would empty every Endpoints), then syncs.
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     sync(&svc, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }

@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 
+use crate::toolkit::PodIndex;
+
 /// The service's selector; None when it has none (or an empty one, which
 /// the API stores as none): then its endpoints are not managed.
 pub fn selector_of(svc: &Service) -> Option<&BTreeMap<String, String>> {
@@ -28,13 +30,13 @@ fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String
 }
 
 /// The pods of the service's namespace its selector matches.
-pub fn selected_pods(svc: &Service, pods: &Store<Pod>) -> Vec<std::sync::Arc<Pod>> {
+pub fn selected_pods(svc: &Service, pods: &PodIndex) -> Vec<std::sync::Arc<Pod>> {
     let Some(selector) = selector_of(svc) else {
         return Vec::new();
     };
-    pods.state()
+    pods.in_namespace(svc.metadata.namespace.as_deref().unwrap_or_default())
         .into_iter()
-        .filter(|p| p.namespace() == svc.namespace() && selects(selector, p.labels()))
+        .filter(|p| selects(selector, p.labels()))
         .collect()
 }
 

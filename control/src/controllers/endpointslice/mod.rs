@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -68,7 +68,7 @@ pub type Error = crate::toolkit::api_errors::ApiError;
 pub struct Context {
     pub client: Client,
     pub services: Store<Service>,
-    pub pods: Store<Pod>,
+    pub pods: crate::toolkit::PodIndex,
     pub membership: Arc<Membership>,
     /// At most this many endpoints per slice.
     pub max_per_slice: usize,
@@ -80,7 +80,7 @@ impl Context {
         Context {
             client: shared.client_for("endpointslice"),
             services: shared.informers.store::<Service>(),
-            pods: shared.informers.store::<Pod>(),
+            pods: shared.informers.pods(),
             membership: Arc::default(),
             max_per_slice: MAX_ENDPOINTS_PER_SLICE,
         }
@@ -142,7 +142,7 @@ fn labels_for(svc: &Service) -> BTreeMap<String, String> {
 /// The controller's reconcile: waits for the pod cache's first list, then
 /// syncs.
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     sync(&svc, &ctx).await?;
     Ok(Action::requeue(RESYNC))
 }

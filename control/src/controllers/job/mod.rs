@@ -35,7 +35,6 @@ use futures::FutureExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 
 use bosun::events::EventRecorder;
@@ -71,7 +70,7 @@ pub enum Error {
 /// What every sync needs.
 pub struct Context {
     client: Client,
-    pods: Store<Pod>,
+    pods: crate::toolkit::PodIndex,
     clock: Arc<dyn Clock>,
     recorder: EventRecorder,
     expectations: Expectations,
@@ -87,7 +86,7 @@ impl Context {
     pub fn new(shared: &Shared) -> Context {
         Context {
             client: shared.client_for("job"),
-            pods: shared.informers.store::<Pod>(),
+            pods: shared.informers.pods(),
             clock: shared.clock.clone(),
             recorder: shared.recorder(COMPONENT),
             expectations: Expectations::default(),
@@ -138,6 +137,6 @@ fn selector_of(job: &Job) -> Option<LabelSelector> {
 
 /// Waits for the pod cache's first list, then syncs.
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     sync::sync(job, ctx).await
 }

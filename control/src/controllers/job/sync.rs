@@ -39,7 +39,6 @@ use bosun::events::{reference_to, EventType};
 use super::indexes::{self, index_of, set_index};
 use super::{expectations_key, selector_of, Context, Error, MAX_CREATE_PER_SYNC, RESYNC};
 use crate::toolkit::api_errors::{code_of, message_of};
-use crate::toolkit::pods::in_namespace;
 use crate::toolkit::pods::{is_active, is_ready, phase_of, PodControl};
 use crate::toolkit::status::patch_status;
 use crate::toolkit::{from_chrono, pod_from_template, to_chrono, ClaimManager};
@@ -300,11 +299,14 @@ pub async fn sync(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, Error> {
     let spec = job.spec.clone().unwrap_or_default();
     let ns = job.namespace().unwrap_or_default();
     let key = expectations_key(job.as_ref());
-    let in_ns = in_namespace(&ctx.pods, &ns);
-    let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
+    let needs_sync = ctx.expectations.satisfied_in(&key, &ns, &ctx.pods);
+    // Its own pods and the orphans of its namespace: all it may claim.
+    let claimable = ctx
+        .pods
+        .claimable_by(&ns, job.metadata.uid.as_deref().unwrap_or_default());
     let selector = selector_of(&job);
     let claims = ClaimManager::new(ctx.client.clone(), job.as_ref(), selector.as_ref());
-    let claimed = claims.claim(in_ns.clone()).await?;
+    let claimed = claims.claim(claimable).await?;
     let owned: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
 
     let now = ctx.clock.now();

@@ -35,7 +35,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 
@@ -70,7 +70,7 @@ pub struct Context {
     client: Client,
     nodes: Store<Node>,
     leases: Store<Lease>,
-    pods: Store<Pod>,
+    pods: crate::toolkit::PodIndex,
     clock: Arc<dyn Clock>,
     recorder: EventRecorder,
     options: NodeLifecycleOptions,
@@ -85,7 +85,7 @@ impl Context {
             client: shared.client_for("nodelifecycle"),
             nodes: shared.informers.store::<Node>(),
             leases: shared.informers.store::<Lease>(),
-            pods: shared.informers.store::<Pod>(),
+            pods: shared.informers.pods(),
             clock: shared.clock.clone(),
             recorder: shared.recorder(COMPONENT),
             options,
@@ -100,7 +100,7 @@ pub fn start(shared: &Arc<Shared>, options: NodeLifecycleOptions) -> BoxFuture<'
     async move {
         synced(&ctx.nodes).await;
         synced(&ctx.leases).await;
-        synced(&ctx.pods).await;
+        synced(ctx.pods.store()).await;
         let mut tick = tokio::time::interval(ctx.options.monitor_period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

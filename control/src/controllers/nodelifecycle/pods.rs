@@ -19,7 +19,7 @@ pub async fn mark_not_ready(ctx: &Context, node: &Node) {
     }
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let now = from_chrono(ctx.clock.now());
-    for pod in ctx.pods.state() {
+    for pod in ctx.pods.on_node(name) {
         if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(name) {
             continue;
         }

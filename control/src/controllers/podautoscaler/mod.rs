@@ -33,9 +33,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
 use kube::runtime::Controller;
 use kube::Client;
 use tokio::time::Instant;
@@ -86,7 +84,7 @@ impl Default for PodAutoscalerOptions {
 /// What every sync needs.
 pub struct Context {
     client: Client,
-    pods: Store<Pod>,
+    pods: crate::toolkit::PodIndex,
     clock: Arc<dyn Clock>,
     recorder: EventRecorder,
     metrics: Arc<dyn MetricsSource>,
@@ -107,7 +105,7 @@ impl Context {
     ) -> Context {
         Context {
             client: shared.client_for("horizontalpodautoscaling"),
-            pods: shared.informers.store::<Pod>(),
+            pods: shared.informers.pods(),
             clock: shared.clock.clone(),
             recorder: shared.recorder(COMPONENT),
             metrics,
@@ -154,7 +152,7 @@ pub async fn reconcile(
     hpa: Arc<HorizontalPodAutoscaler>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     let key = key_of(hpa.as_ref());
     let period = ctx.options.sync_period;
     {

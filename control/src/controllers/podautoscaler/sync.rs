@@ -131,10 +131,9 @@ async fn update_scale(
 /// The pods the target's selector picks, from the cache.
 fn pods_of(ctx: &Context, namespace: &str, selector: &LabelSelector) -> Vec<Pod> {
     ctx.pods
-        .state()
+        .in_namespace(namespace)
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-        .filter(|p| selector.matches(&p.labels().clone()))
+        .filter(|p| selector.matches(p.labels()))
         .map(|p| p.as_ref().clone())
         .collect()
 }

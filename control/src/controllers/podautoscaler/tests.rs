@@ -451,6 +451,7 @@ impl Env {
             let n = self
                 .ctx
                 .pods
+                .store()
                 .state()
                 .iter()
                 .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))

@@ -4,7 +4,9 @@
 //! One sync of a set ([`sync`]):
 //!
 //! 1. claims its pods: the active pods of its namespace that name it as
-//!    controller and still match its selector; matching orphans are adopted
+//!    controller and still match its selector (read from the pod cache's
+//!    controller index with the orphans of its namespace, not by a scan of
+//!    every pod); matching orphans are adopted
 //!    (an ownerReference patched in) and owned pods that no longer match
 //!    are released (the reference patched out). Pods of other controllers
 //!    are never touched.
@@ -27,10 +29,8 @@ pub use kind::ReplicatedSet;
 #[cfg(test)]
 mod tests;
 
-use crate::toolkit::pods::in_namespace;
 use crate::toolkit::synced;
-use crate::toolkit::{forget_deleted, pod_owner_controller};
-use std::collections::HashSet;
+use crate::toolkit::{forget_deleted, pod_owner_controller, PodIndex};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ pub enum Error {
 /// What every sync needs.
 pub struct Context<K: ReplicatedSet> {
     client: Client,
-    pods: Store<Pod>,
+    pods: PodIndex,
     sets: Store<K>,
     clock: Arc<dyn Clock>,
     recorder: EventRecorder,
@@ -92,7 +92,7 @@ impl<K: ReplicatedSet> Context<K> {
     pub fn new(shared: &Shared) -> Context<K> {
         Context {
             client: shared.client_for(K::CONTROLLER),
-            pods: shared.informers.store::<Pod>(),
+            pods: shared.informers.pods(),
             sets: shared.informers.store::<K>(),
             clock: shared.clock.clone(),
             recorder: shared.recorder(K::COMPONENT),
@@ -133,7 +133,7 @@ pub async fn reconcile<K: ReplicatedSet>(
     rs: Arc<K>,
     ctx: Arc<Context<K>>,
 ) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     sync(rs, ctx).await
 }
 
@@ -141,13 +141,15 @@ pub async fn reconcile<K: ReplicatedSet>(
 pub async fn sync<K: ReplicatedSet>(rs: Arc<K>, ctx: Arc<Context<K>>) -> Result<Action, Error> {
     let ns = rs.namespace().unwrap_or_default();
     let key = expectations_key(rs.as_ref());
-    let in_ns = in_namespace(&ctx.pods, &ns);
-    let needs_sync = ctx.expectations.satisfied_by(&key, &in_ns);
+    let needs_sync = ctx.expectations.satisfied_in(&key, &ns, &ctx.pods);
+    let claimable = ctx
+        .pods
+        .claimable_by(&ns, rs.meta().uid.as_deref().unwrap_or_default());
 
-    let claimed = claim_pods(rs.as_ref(), ctx.as_ref(), &in_ns).await?;
+    let claimed = claim_pods(rs.as_ref(), ctx.as_ref(), &claimable).await?;
     let owned: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
     let manage_result = if needs_sync && rs.meta().deletion_timestamp.is_none() {
-        manage_replicas(rs.as_ref(), ctx.as_ref(), &owned, &in_ns).await
+        manage_replicas(rs.as_ref(), ctx.as_ref(), &owned).await
     } else {
         Ok(())
     };
@@ -164,15 +166,16 @@ pub async fn sync<K: ReplicatedSet>(rs: Arc<K>, ctx: Arc<Context<K>>) -> Result<
 }
 
 /// The set's active pods, after adopting matching orphans and releasing
-/// owned pods that no longer match (`claimPods`).
+/// owned pods that no longer match (`claimPods`); `claimable` are its own
+/// pods and the orphans of its namespace.
 async fn claim_pods<K: ReplicatedSet>(
     rs: &K,
     ctx: &Context<K>,
-    in_ns: &[Arc<Pod>],
+    claimable: &[Arc<Pod>],
 ) -> Result<Vec<Arc<Pod>>, Error> {
     let selector = rs.selector();
     let claims = ClaimManager::new(ctx.client.clone(), rs, selector.as_ref());
-    let active: Vec<Arc<Pod>> = in_ns.iter().filter(|p| is_active(p)).cloned().collect();
+    let active: Vec<Arc<Pod>> = claimable.iter().filter(|p| is_active(p)).cloned().collect();
     Ok(claims.claim(active).await?)
 }
 
@@ -182,7 +185,6 @@ async fn manage_replicas<K: ReplicatedSet>(
     rs: &K,
     ctx: &Context<K>,
     owned: &[&Pod],
-    in_ns: &[Arc<Pod>],
 ) -> Result<(), Error> {
     let want = rs.replicas();
     let ns = rs.namespace().unwrap_or_default();
@@ -200,7 +202,11 @@ async fn manage_replicas<K: ReplicatedSet>(
     }
     if owned.len() > want {
         let surplus = (owned.len() - want).min(BURST_REPLICAS);
-        let related = related_pods(rs, ctx, owned, in_ns);
+        let related = related_pods(rs, ctx);
+        let related: Vec<&Pod> = match &related {
+            Some(pods) => pods.iter().map(Arc::as_ref).collect(),
+            None => owned.to_vec(),
+        };
         let victims = pods_to_delete(owned, &related, surplus);
         return pods.delete(&victims).await.map_err(Error::Delete);
     }
@@ -209,17 +215,11 @@ async fn manage_replicas<K: ReplicatedSet>(
 
 /// The pods whose placement ranks victims: the set's own, and those of
 /// the other sets under the same controller (a Deployment's old and new
-/// sets), so scale-down also evens out a rollout's spread.
-fn related_pods<'a, K: ReplicatedSet>(
-    rs: &K,
-    ctx: &Context<K>,
-    owned: &[&'a Pod],
-    in_ns: &'a [Arc<Pod>],
-) -> Vec<&'a Pod> {
-    let Some(owner) = controller_of(rs.meta()) else {
-        return owned.to_vec();
-    };
-    let siblings: HashSet<String> = ctx
+/// sets), so scale-down also evens out a rollout's spread. `None` when the
+/// set has no controller: then its own pods alone.
+fn related_pods<K: ReplicatedSet>(rs: &K, ctx: &Context<K>) -> Option<Vec<Arc<Pod>>> {
+    let owner = controller_of(rs.meta())?;
+    let siblings = ctx
         .sets
         .state()
         .iter()
@@ -227,10 +227,12 @@ fn related_pods<'a, K: ReplicatedSet>(
         .filter(|s| controller_of(s.meta()).is_some_and(|r| r.uid == owner.uid))
         .filter_map(|s| s.uid())
         .chain(rs.uid())
-        .collect();
-    in_ns
-        .iter()
-        .map(Arc::as_ref)
-        .filter(|p| controller_of(&p.metadata).is_some_and(|r| siblings.contains(&r.uid)))
-        .collect()
+        .collect::<std::collections::BTreeSet<String>>();
+    Some(
+        siblings
+            .iter()
+            .flat_map(|uid| ctx.pods.controlled_by(uid))
+            .filter(|p| p.namespace() == rs.namespace())
+            .collect(),
+    )
 }

@@ -480,7 +480,7 @@ async fn no_second_batch_before_the_cache_has_seen_the_first() {
     shared.informers.start();
     shared.informers.wait_ready().await;
     eventually("3 pods in the cache", WAIT, || async {
-        (ctx.pods.state().len() == 3).then_some(())
+        (ctx.pods.store().state().len() == 3).then_some(())
     })
     .await;
     sync(rs.clone(), ctx.clone()).await.unwrap();
@@ -497,7 +497,7 @@ async fn a_set_being_deleted_neither_creates_nor_adopts() {
     let _: Pod = api.create(orphan("stray", json!({"app": "web"}))).await;
     let mut rs: ReplicaSet = api.create(replica_set("web", 3, json!({}))).await;
     eventually("the orphan in the cache", WAIT, || async {
-        (ctx.pods.state().len() == 1).then_some(())
+        (ctx.pods.store().state().len() == 1).then_some(())
     })
     .await;
     rs.metadata.deletion_timestamp = Some(from_chrono(api.clock.now()));

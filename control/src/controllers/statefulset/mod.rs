@@ -30,7 +30,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
@@ -60,7 +60,7 @@ pub enum Error {
 pub struct Context {
     pub client: Client,
     pub sets: Store<StatefulSet>,
-    pub pods: Store<Pod>,
+    pub pods: crate::toolkit::PodIndex,
     pub revisions: Store<ControllerRevision>,
     pub claims: Store<PersistentVolumeClaim>,
     pub clock: Arc<dyn Clock>,
@@ -74,7 +74,7 @@ impl Context {
         Context {
             client: shared.client_for("statefulset"),
             sets: informers.store::<StatefulSet>(),
-            pods: informers.store::<Pod>(),
+            pods: informers.pods(),
             revisions: informers.store::<ControllerRevision>(),
             claims: informers.store::<PersistentVolumeClaim>(),
             clock: shared.clock.clone(),
@@ -114,7 +114,7 @@ pub fn selector_of(set: &StatefulSet) -> Option<LabelSelector> {
 /// The controller's reconcile: waits for the caches' first lists (a sync
 /// on an empty pod cache would create every pod again), then syncs.
 pub async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action, Error> {
-    synced(&ctx.pods).await;
+    synced(ctx.pods.store()).await;
     synced(&ctx.revisions).await;
     synced(&ctx.claims).await;
     let requeue = sync::sync(&set, &ctx).await?;

@@ -46,12 +46,11 @@ pub async fn sync(set: &StatefulSet, ctx: &Context) -> Result<Option<Duration>, 
     let selector = selector_of(set);
     let claims = ClaimManager::new(ctx.client.clone(), set, selector.as_ref());
     let in_ns = |n: &Option<String>| *n == ns;
-    let pods: Vec<Arc<Pod>> = ctx
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| in_ns(&p.namespace()))
-        .collect();
+    // Its own pods and the orphans of its namespace: all it may claim.
+    let pods: Vec<Arc<Pod>> = ctx.pods.claimable_by(
+        ns.as_deref().unwrap_or_default(),
+        set.metadata.uid.as_deref().unwrap_or_default(),
+    );
     let mut pods = claims.claim_members(pods, |p| is_member_of(set, p)).await?;
     pods.sort_by_key(|p| ordinal_of(p));
     let revisions: Vec<Arc<ControllerRevision>> = ctx

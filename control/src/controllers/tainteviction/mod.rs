@@ -32,7 +32,7 @@ use bosun::events::{reference_to, EventRecorder, EventType};
 
 use crate::toolkit::pods::{disrupt_and_delete, Disruption};
 use crate::toolkit::scheduling::{taints_with_effect, tolerates, tolerations};
-use crate::toolkit::{run_controller, to_chrono, Clock, Shared};
+use crate::toolkit::{run_controller, to_chrono, Clock, PodIndex, Shared};
 
 const COMPONENT: &str = "taint-eviction-controller";
 
@@ -111,7 +111,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
         recorder: shared.recorder(COMPONENT),
         scheduled: Mutex::new(HashSet::new()),
     });
-    let by_node = pods.clone();
+    let by_node = shared.informers.pods();
     let controller = Controller::for_shared_stream(shared.informers.subscribe::<Pod>(), pods)
         .watches_shared_stream(
             shared.informers.subscribe::<Node>(),
@@ -120,13 +120,9 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     run_controller("tainteviction", controller, ctx, reconcile).boxed()
 }
 
-/// The pods bound to `node`.
-fn pods_on(pods: &Store<Pod>, node: &str) -> Vec<ObjectRef<Pod>> {
-    pods.state()
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-        .map(|p| ObjectRef::from_obj(p.as_ref()))
-        .collect()
+/// The pods bound to `node` (from the pod cache's node index).
+fn pods_on(pods: &PodIndex, node: &str) -> Vec<ObjectRef<Pod>> {
+    pods.refs_on(node)
 }
 
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
