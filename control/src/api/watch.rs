@@ -37,8 +37,8 @@ use super::list::select;
 use super::negotiate::{Convert, Encoding};
 use super::object;
 use super::table::{self, IncludeObject};
-use super::{prefers_protobuf, protobuf, ApiRequest, ApiState};
-use crate::store::{Event, EventStream, EventType, ProgressWatch, StoreError, Stored};
+use super::{protobuf, ApiRequest, ApiState};
+use crate::store::{Event, EventType, ProgressWatch, StoreError, Stored};
 
 /// How a watch renders objects.
 #[derive(Clone)]
