@@ -125,7 +125,31 @@ pub async fn publish_cluster_info(
     }))?;
     let res = bosun::resources::by_kind("v1", "ConfigMap").expect("served");
     let key = res.storage_key(Some(bt::CLUSTER_INFO_NAMESPACE), bt::CLUSTER_INFO);
-    let existing = store.get(&key).await.context("reading cluster-info")?;
+    // Several control planes starting together (`bosun up --ha`) write it
+    // at once: one that loses the compare-and-swap reads it again.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match write_cluster_info(store, &key, &kubeconfig, service_range, cluster_cidr).await {
+            Err(e @ (StoreError::Conflict { .. } | StoreError::AlreadyExists(_)))
+                if attempts < 10 =>
+            {
+                tracing::debug!(error = %e, "cluster-info changed meanwhile; writing it again");
+            }
+            result => return result.context("writing cluster-info"),
+        }
+    }
+}
+
+/// One read and compare-and-swap write of cluster-info.
+async fn write_cluster_info(
+    store: &dyn Store,
+    key: &str,
+    kubeconfig: &str,
+    service_range: &str,
+    cluster_cidr: &str,
+) -> Result<(), StoreError> {
+    let existing = store.get(key).await?;
     let mut obj = existing
         .as_ref()
         .and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok())
@@ -156,12 +180,11 @@ pub async fn publish_cluster_info(
     if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("resourceVersion");
     }
-    let value = serde_json::to_vec(&obj)?;
+    let value = serde_json::to_vec(&obj).map_err(|e| StoreError::Backend(e.to_string()))?;
     match existing {
-        Some(kv) => store.update(&key, kv.mod_revision, value).await,
-        None => store.create(&key, value).await,
-    }
-    .context("writing cluster-info")?;
+        Some(kv) => store.update(key, kv.mod_revision, value).await,
+        None => store.create(key, value).await,
+    }?;
     Ok(())
 }
 
@@ -182,6 +205,86 @@ mod tests {
             .await
             .unwrap();
         store
+    }
+
+    /// A store on which another control plane writes cluster-info just
+    /// before this one's first update of it.
+    struct Interloper {
+        inner: EmbeddedStore,
+        interfered: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Interloper {
+        async fn get(&self, key: &str) -> crate::store::Result<Option<crate::store::KeyValue>> {
+            self.inner.get(key).await
+        }
+        async fn list(
+            &self,
+            prefix: &str,
+        ) -> crate::store::Result<(Vec<crate::store::KeyValue>, crate::store::Revision)> {
+            self.inner.list(prefix).await
+        }
+        async fn create(&self, key: &str, value: Vec<u8>) -> crate::store::Result<u64> {
+            self.inner.create(key, value).await
+        }
+        async fn update(
+            &self,
+            key: &str,
+            expected: u64,
+            value: Vec<u8>,
+        ) -> crate::store::Result<u64> {
+            if !self
+                .interfered
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                let other = self.inner.get(key).await?.expect("cluster-info exists");
+                let mut theirs: Value = serde_json::from_slice(&other.value).unwrap();
+                theirs["data"]["kubeconfig"] = json!("another server's");
+                let theirs = serde_json::to_vec(&theirs).unwrap();
+                self.inner.update(key, other.mod_revision, theirs).await?;
+            }
+            self.inner.update(key, expected, value).await
+        }
+        async fn delete(&self, key: &str, expected: u64) -> crate::store::Result<u64> {
+            self.inner.delete(key, expected).await
+        }
+        async fn watch(
+            &self,
+            prefix: &str,
+            after: u64,
+        ) -> crate::store::Result<crate::store::EventStream> {
+            self.inner.watch(prefix, after).await
+        }
+        fn current_revision(&self) -> u64 {
+            self.inner.current_revision()
+        }
+    }
+
+    #[tokio::test]
+    async fn cluster_info_written_by_another_server_meanwhile_is_read_again_and_written() {
+        let store = Interloper {
+            inner: EmbeddedStore::in_memory(StoreOptions::default()).unwrap(),
+            interfered: Default::default(),
+        };
+        let publish = |server: &'static str| {
+            publish_cluster_info(&store, server, "CA", "10.96.0.0/12", "10.244.0.0/16")
+        };
+        publish("https://10.0.0.1:6443").await.unwrap();
+        // The second server's write loses its compare-and-swap once.
+        publish("https://10.0.0.2:6443").await.unwrap();
+        let res = bosun::resources::by_kind("v1", "ConfigMap").unwrap();
+        let key = res.storage_key(Some(bt::CLUSTER_INFO_NAMESPACE), bt::CLUSTER_INFO);
+        let kv = store.get(&key).await.unwrap().unwrap();
+        let obj: Value = serde_json::from_slice(&kv.value).unwrap();
+        assert!(store.interfered.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(
+            obj["data"]["kubeconfig"]
+                .as_str()
+                .unwrap()
+                .contains("https://10.0.0.2:6443"),
+            "{obj}"
+        );
     }
 
     #[tokio::test]
