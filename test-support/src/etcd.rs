@@ -20,6 +20,18 @@ pub struct Etcd {
     child: Child,
     dir: tempfile::TempDir,
     client_port: u16,
+    /// Where `/health` answers over plain HTTP: the client port, or for a
+    /// member serving TLS its metrics port.
+    health_port: u16,
+}
+
+/// A member's TLS: it serves with `cert`/`key` and requires every client
+/// to present a certificate of `ca` (etcd's `--client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct MemberTls {
+    pub ca: std::path::PathBuf,
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
 }
 
 /// Whether Debian's etcd-server is installed (scripts/test.sh installs it).
@@ -64,26 +76,54 @@ impl Etcd {
             eprintln!("skipping: etcd is not installed (apt-get install -y etcd-server)");
             return None;
         }
+        Some(Self::start_with(None))
+    }
+
+    /// A member that serves only TLS and requires client certificates of
+    /// `tls.ca`; None, with the reason printed, when etcd is not installed.
+    pub fn start_tls(tls: &MemberTls) -> Option<Etcd> {
+        if !installed() {
+            eprintln!("skipping: etcd is not installed (apt-get install -y etcd-server)");
+            return None;
+        }
+        Some(Self::start_with(Some(tls)))
+    }
+
+    fn start_with(tls: Option<&MemberTls>) -> Etcd {
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start() {
-                Ok(etcd) => return Some(etcd),
+            match Self::try_start(tls) {
+                Ok(etcd) => return etcd,
                 Err(e) => last = e,
             }
         }
         panic!("etcd did not start: {last}");
     }
 
-    fn try_start() -> Result<Etcd, String> {
+    fn try_start(tls: Option<&MemberTls>) -> Result<Etcd, String> {
         let dir = tempfile::Builder::new()
             .prefix("bosun-test-etcd.")
             .tempdir()
             .map_err(|e| e.to_string())?;
         let (client_port, peer_port) = (free_port(), free_port());
-        let client = format!("http://127.0.0.1:{client_port}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
         let log = std::fs::File::create(dir.path().join("etcd.log")).map_err(|e| e.to_string())?;
-        let child = dies_with_test("etcd")
+        let mut command = dies_with_test("etcd");
+        let mut health_port = client_port;
+        if let Some(tls) = tls {
+            health_port = free_port();
+            command
+                .arg(format!("--trusted-ca-file={}", tls.ca.display()))
+                .arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()))
+                .arg("--client-cert-auth")
+                .arg(format!(
+                    "--listen-metrics-urls=http://127.0.0.1:{health_port}"
+                ));
+        }
+        let child = command
             .arg("--name=test")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
             .arg(format!("--listen-client-urls={client}"))
@@ -105,6 +145,7 @@ impl Etcd {
             child,
             dir,
             client_port,
+            health_port,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
@@ -121,7 +162,7 @@ impl Etcd {
 
     /// etcd's `/health` says so.
     fn healthy(&self) -> bool {
-        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.health_port)) else {
             return false;
         };
         let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
@@ -291,6 +332,38 @@ impl EtcdCluster {
         let mut out = String::new();
         let _ = conn.read_to_string(&mut out);
         out.contains("\"health\":\"true\"")
+    }
+
+    /// The member that is raft's leader now, as the members' status says
+    /// (etcd's HTTP gateway, `etcdctl endpoint status`): the one whose own
+    /// id is the leader id it reports.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.client_ports.len()).find(|&i| {
+            if self.members[i].is_none() {
+                return false;
+            }
+            let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.client_ports[i])) else {
+                return false;
+            };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let body = "{}";
+            if write!(
+                conn,
+                "POST /v3/maintenance/status HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .is_err()
+            {
+                return false;
+            }
+            let mut out = String::new();
+            let _ = conn.read_to_string(&mut out);
+            let field = |name: &str| {
+                let at = out.find(&format!("\"{name}\":\""))? + name.len() + 4;
+                out[at..].split('"').next().map(str::to_string)
+            };
+            matches!((field("member_id"), field("leader")), (Some(me), Some(leader)) if me == leader)
+        })
     }
 
     /// `--store` for bosun-control: every member.

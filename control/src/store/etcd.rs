@@ -34,6 +34,8 @@ mod cache;
 mod cache_tests;
 mod compactor;
 #[cfg(test)]
+mod leader_change_tests;
+#[cfg(test)]
 mod progress_race_tests;
 mod version;
 mod watch;
@@ -221,15 +223,16 @@ impl Shared {
 
     /// The revision of the latest write, from etcd (a count-only read).
     async fn fetch_revision(&self) -> Result<Revision> {
-        let resp = self
-            .kv
-            .clone()
-            .get(
-                format!("{}/", self.prefix),
-                Some(GetOptions::new().with_prefix().with_count_only()),
-            )
-            .await
-            .map_err(etcd_error)?;
+        let key = format!("{}/", self.prefix);
+        let resp = reading(|| {
+            let (mut kv, key) = (self.kv.clone(), key.clone());
+            async move {
+                kv.get(key, Some(GetOptions::new().with_prefix().with_count_only()))
+                    .await
+            }
+        })
+        .await
+        .map_err(etcd_error)?;
         Ok(self.seen(resp.header()))
     }
 }
@@ -272,8 +275,22 @@ fn lost_in_flight(e: &etcd_client::Error) -> bool {
     e.to_string().contains("transport error")
 }
 
+/// Whether a linearizable read failed because its member's leader
+/// changed while it waited for the read index (etcd's "leader changed",
+/// returned before anything is read or applied): a read sent again goes
+/// to the new leader's term. This happens when a member dies and the
+/// survivors elect a new leader, which takes about one election timeout.
+fn leader_changed(e: &etcd_client::Error) -> bool {
+    e.to_string().contains("etcdserver: leader changed")
+}
+
 /// How often a request that reached no member is sent again.
 const UNREACHED_TRIES: usize = 8;
+
+/// How long a read keeps being sent again while the members elect a new
+/// leader: several of etcd's default 1 s election timeouts, for a loaded
+/// machine.
+const ELECTION_WAIT: Duration = Duration::from_secs(5);
 
 /// `request` until it reaches a member (see [`unreached`]): for writes,
 /// which are sent again only when they cannot have been received.
@@ -286,14 +303,22 @@ where
 }
 
 /// `request`, a read, until it is answered: sent again also when its
-/// member died with it in flight (a read changes nothing, so sending it
-/// twice is harmless).
-pub(super) async fn reading<T, F, Fut>(request: F) -> std::result::Result<T, etcd_client::Error>
+/// member died with it in flight, and while a new leader is elected (a
+/// read changes nothing, so sending it twice is harmless).
+pub(super) async fn reading<T, F, Fut>(mut request: F) -> std::result::Result<T, etcd_client::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
 {
-    retrying(|e| unreached(e) || lost_in_flight(e), request).await
+    let started = tokio::time::Instant::now();
+    loop {
+        match retrying(|e| unreached(e) || lost_in_flight(e), &mut request).await {
+            Err(e) if leader_changed(&e) && started.elapsed() < ELECTION_WAIT => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 async fn retrying<T, F, Fut>(

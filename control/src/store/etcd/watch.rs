@@ -21,19 +21,15 @@ pub(super) async fn watch(
     let end = range_end(&key);
     // etcd tells a watch from a compacted revision so only after it is
     // created, with no hurry; a read at that revision tells at once.
-    let compacted = match shared
-        .kv
-        .clone()
-        .get(
-            key.clone(),
-            Some(
-                GetOptions::new()
-                    .with_range(end.clone())
-                    .with_count_only()
-                    .with_revision(after as i64 + 1),
-            ),
-        )
-        .await
+    let options = GetOptions::new()
+        .with_range(end.clone())
+        .with_count_only()
+        .with_revision(after as i64 + 1);
+    let compacted = match super::reading(|| {
+        let (mut kv, key, options) = (shared.kv.clone(), key.clone(), options.clone());
+        async move { kv.get(key, Some(options)).await }
+    })
+    .await
     {
         Ok(_) => false,
         Err(e) if is_compacted(&e) => true,
