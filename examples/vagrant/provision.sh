@@ -12,9 +12,14 @@
 #       joins as node NAME through scripts/node-join.sh, its agent given
 #       every control plane (CP_IPS, comma-separated)
 #
-# etcd speaks plain HTTP on the private network (a host-only network of
-# these VMs); a real cluster would give its members TLS (etcd's
-# --cert-file/--peer-cert-file, bosun-control's --etcd-cafile/...).
+# etcd speaks TLS only, to clients and peers alike, and requires a
+# certificate of its own CA from both (as kubeadm's etcd): cp makes the CA
+# (its key never leaves cp, in /root/etcd-ca), a certificate per
+# control-plane VM (serving and peer, for its IP) and the control planes'
+# client certificate, and hands each VM its own through
+# /vagrant/etcd-pki/IP/. `bosun up --store ... --etcd-cafile ...` keeps the
+# client certificate, and a joining control plane is handed it in the
+# uploaded bundle.
 #
 # The repository is at /bosun, the Vagrantfile's folder (shared by every
 # VM) at /vagrant. The control-plane VM builds the binaries once and leaves
@@ -35,26 +40,87 @@ log() { echo "provision($NAME): $*"; }
 STORE="etcd://$(echo "$CP_IPS" | sed 's/,/:2379,/g'):2379"
 API_SERVERS="https://$(echo "$CP_IPS" | sed 's|,|:6443,https://|g'):6443"
 
+# The etcd PKI, made once on cp (kept if it exists): the CA in
+# /root/etcd-ca (0700), and in $SHARED/etcd-pki/IP/ for each control-plane
+# IP its member certificate (serving and peer: IP and 127.0.0.1) with the
+# CA certificate and the control planes' client certificate.
+make_etcd_pki() {
+  local ca=/root/etcd-ca out="$SHARED/etcd-pki" ip dir ext
+  install -d -m 0700 "$ca"
+  if [ ! -s "$ca/ca.key" ]; then
+    openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+      -keyout "$ca/ca.key" -out "$ca/ca.crt" -days 3650 -subj "/CN=bosun-vagrant-etcd-ca" 2>/dev/null
+  fi
+  # sign NAME CN SANS USAGES: $ca/NAME.{key,crt}
+  sign() {
+    ext=$(mktemp)
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n' "$4" >"$ext"
+    [ -n "$3" ] && printf 'subjectAltName=%s\n' "$3" >>"$ext"
+    openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+      -keyout "$ca/$1.key" -out "$ca/$1.csr" -subj "/CN=$2" 2>/dev/null
+    openssl x509 -req -in "$ca/$1.csr" -CA "$ca/ca.crt" -CAkey "$ca/ca.key" -CAcreateserial \
+      -out "$ca/$1.crt" -days 3650 -extfile "$ext" 2>/dev/null
+    rm -f "$ext" "$ca/$1.csr"
+  }
+  [ -s "$ca/client.crt" ] || sign client kube-apiserver-etcd-client "" clientAuth
+  for ip in ${CP_IPS//,/ }; do
+    [ -s "$ca/member-$ip.crt" ] || sign "member-$ip" "etcd-$ip" "IP:$ip,IP:127.0.0.1" serverAuth,clientAuth
+    dir="$out/$ip"
+    install -d -m 0700 "$dir"
+    install -m 0644 "$ca/ca.crt" "$dir/ca.crt"
+    install -m 0644 "$ca/member-$ip.crt" "$dir/member.crt"
+    install -m 0600 "$ca/member-$ip.key" "$dir/member.key"
+    install -m 0644 "$ca/client.crt" "$dir/client.crt"
+    install -m 0600 "$ca/client.key" "$dir/client.key"
+  done
+}
+
+# This VM's copy of its etcd files (/etc/bosun-etcd: the member's for
+# etcd's own user, the client's for root).
+ETCD_PKI=/etc/bosun-etcd
+install_etcd_pki() {
+  local from="$SHARED/etcd-pki/$IP"
+  [ -s "$from/member.crt" ] || { log "$from is missing: provision cp first"; exit 1; }
+  install -d -m 0755 "$ETCD_PKI"
+  install -m 0644 "$from/ca.crt" "$from/member.crt" "$from/client.crt" "$ETCD_PKI/"
+  install -m 0600 "$from/client.key" "$ETCD_PKI/client.key"
+  install -m 0600 "$from/member.key" "$ETCD_PKI/member.key"
+}
+ETCD_CLIENT=(--cacert "$ETCD_PKI/ca.crt" --cert "$ETCD_PKI/client.crt" --key "$ETCD_PKI/client.key")
+BOSUN_ETCD=(--etcd-cafile "$ETCD_PKI/ca.crt" --etcd-certfile "$ETCD_PKI/client.crt"
+  --etcd-keyfile "$ETCD_PKI/client.key")
+
 # This VM's etcd member (Debian's etcd-server, run by its etcd.service,
 # which reads /etc/default/etcd): $1 is `new` (the first) or `existing`,
-# $2 the initial cluster (NAME=http://IP:2380,...).
+# $2 the initial cluster (NAME=https://IP:2380,...).
 etcd_member() {
   apt-get install -y -qq etcd-server etcd-client >/dev/null
+  install_etcd_pki
+  chown etcd "$ETCD_PKI/member.key"
   cat >/etc/default/etcd <<CONF
 ETCD_NAME=$NAME
 ETCD_DATA_DIR=/var/lib/etcd/bosun
-ETCD_LISTEN_CLIENT_URLS=http://$IP:2379,http://127.0.0.1:2379
-ETCD_ADVERTISE_CLIENT_URLS=http://$IP:2379
-ETCD_LISTEN_PEER_URLS=http://$IP:2380
-ETCD_INITIAL_ADVERTISE_PEER_URLS=http://$IP:2380
+ETCD_LISTEN_CLIENT_URLS=https://$IP:2379,https://127.0.0.1:2379
+ETCD_ADVERTISE_CLIENT_URLS=https://$IP:2379
+ETCD_LISTEN_PEER_URLS=https://$IP:2380
+ETCD_INITIAL_ADVERTISE_PEER_URLS=https://$IP:2380
 ETCD_INITIAL_CLUSTER=$2
 ETCD_INITIAL_CLUSTER_STATE=$1
 ETCD_INITIAL_CLUSTER_TOKEN=bosun-vagrant
+ETCD_CERT_FILE=$ETCD_PKI/member.crt
+ETCD_KEY_FILE=$ETCD_PKI/member.key
+ETCD_TRUSTED_CA_FILE=$ETCD_PKI/ca.crt
+ETCD_CLIENT_CERT_AUTH=true
+ETCD_PEER_CERT_FILE=$ETCD_PKI/member.crt
+ETCD_PEER_KEY_FILE=$ETCD_PKI/member.key
+ETCD_PEER_TRUSTED_CA_FILE=$ETCD_PKI/ca.crt
+ETCD_PEER_CLIENT_CERT_AUTH=true
 CONF
   systemctl enable etcd >/dev/null
   systemctl restart etcd
   for _ in $(seq 1 60); do
-    ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:2379" endpoint health >/dev/null 2>&1 && return 0
+    ETCDCTL_API=3 etcdctl --endpoints "https://127.0.0.1:2379" "${ETCD_CLIENT[@]}" \
+      endpoint health >/dev/null 2>&1 && return 0
     sleep 1
   done
   log "etcd did not become healthy: journalctl -u etcd"
@@ -90,15 +156,16 @@ case "$ROLE" in
     done
     bash "$REPO/scripts/build-images.sh"
     # A one-member etcd (kept if it exists); cp2 and cp3 add theirs.
+    make_etcd_pki
     if [ ! -d /var/lib/etcd/bosun ]; then
-      etcd_member new "$NAME=http://$IP:2380"
+      etcd_member new "$NAME=https://$IP:2380"
     fi
     # The control plane listens beyond loopback and its certificate
     # covers CP_IP; this VM's agent is node NAME at IP (never 10.0.2.15).
     # It prints the command further control planes join with (certificates
     # uploaded encrypted, good for 2 h): kept for cp2 and cp3.
-    bosun up --store "etcd://$IP:2379" --advertise-address "$CP_IP" --node-name "$NAME" \
-      --node-ip "$IP" --timeout 120s | tee /root/bosun-up.txt
+    bosun up --store "etcd://$IP:2379" "${BOSUN_ETCD[@]}" --advertise-address "$CP_IP" \
+      --node-name "$NAME" --node-ip "$IP" --timeout 120s | tee /root/bosun-up.txt
     rm -f "$SHARED/control-plane-join-command"
     if grep -q -- '--control-plane --certificate-key' /root/bosun-up.txt; then
       grep -- '--control-plane --certificate-key' /root/bosun-up.txt | sed 's/^ *//' \
@@ -123,8 +190,9 @@ case "$ROLE" in
     if [ ! -d /var/lib/etcd/bosun ]; then
       # Added to the cluster's etcd first, then started knowing its peers.
       apt-get install -y -qq etcd-client >/dev/null
-      ETCDCTL_API=3 etcdctl --endpoints "http://$CP_IP:2379" member add "$NAME" \
-        --peer-urls "http://$IP:2380" >/root/etcd-member-add.txt
+      install_etcd_pki
+      ETCDCTL_API=3 etcdctl --endpoints "https://$CP_IP:2379" "${ETCD_CLIENT[@]}" \
+        member add "$NAME" --peer-urls "https://$IP:2380" >/root/etcd-member-add.txt
       initial=$(sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p' /root/etcd-member-add.txt)
       etcd_member existing "$initial"
     fi

@@ -77,11 +77,9 @@ pub async fn join_control_plane(
         joined.service_cidr.clone(),
     ];
     // The etcd of `bosun up --ha` wants a client certificate: the bundle
-    // brought its CA and one.
-    let [ca, cert, key] = etcd_pki::CLIENT_FILES.map(|f| dir.join(f));
-    if ca.exists() && cert.exists() && key.exists() {
-        control_args.extend(etcd_pki::control_args(&ca, &cert, &key));
-    }
+    // brought its CA and one (or what `up --store` was given for the
+    // user's etcd).
+    control_args.extend(etcd_pki::joined_control_args(&dir));
     if let Some(addr) = args.advertise_address {
         control_args.extend([
             "--advertise-address".into(),

@@ -40,6 +40,91 @@ pub const CLIENT_FILES: [&str; 3] = [
     "apiserver-etcd-client.key",
 ];
 
+/// The same files in this PKI's folder.
+const CLIENT_SOURCES: [&str; 3] = [
+    "ca.crt",
+    "apiserver-etcd-client.crt",
+    "apiserver-etcd-client.key",
+];
+
+/// The client files of an etcd the user runs, as given to `bosun up
+/// --store` (kube-apiserver's `--etcd-cafile`, `--etcd-certfile`,
+/// `--etcd-keyfile`).
+#[derive(Debug, Default, Clone)]
+pub struct EtcdClientFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// One of [`EtcdClientFiles`], read and checked: its name in the PKI's
+/// folder, its text and mode.
+#[derive(Debug)]
+pub struct GivenFile {
+    name: &'static str,
+    text: String,
+    mode: u32,
+}
+
+impl EtcdClientFiles {
+    /// Reads the files, each checked to be PEM of its kind, the flags
+    /// checked to be given together: errors name the flag, and nothing is
+    /// written yet ([`EtcdPki::keep`] does).
+    pub fn read(&self) -> Result<Vec<GivenFile>> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let read = |flag: &str, path: &Path| {
+            std::fs::read_to_string(path).with_context(|| format!("{flag} {}", path.display()))
+        };
+        let certificate = |flag: &str, path: &Path| -> Result<String> {
+            let text = read(flag, path)?;
+            let parsed = CertificateDer::pem_slice_iter(text.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .is_ok_and(|c| !c.is_empty());
+            anyhow::ensure!(parsed, "{flag} {}: not a PEM certificate", path.display());
+            Ok(text)
+        };
+        let mut files = Vec::new();
+        match (&self.ca, &self.cert, &self.key) {
+            (None, Some(_), _) | (None, _, Some(_)) => anyhow::bail!(
+                "--etcd-certfile/--etcd-keyfile need --etcd-cafile: the CA of the etcd \
+                 members' serving certificates"
+            ),
+            (_, Some(_), None) => anyhow::bail!("--etcd-certfile needs --etcd-keyfile"),
+            (_, None, Some(_)) => anyhow::bail!("--etcd-keyfile needs --etcd-certfile"),
+            _ => {}
+        }
+        if let Some(ca) = &self.ca {
+            let text = certificate("--etcd-cafile", ca)?;
+            files.push(GivenFile {
+                name: "ca.crt",
+                text,
+                mode: 0o644,
+            });
+        }
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            let text = certificate("--etcd-certfile", cert)?;
+            files.push(GivenFile {
+                name: "apiserver-etcd-client.crt",
+                text,
+                mode: 0o644,
+            });
+            let text = read("--etcd-keyfile", key)?;
+            anyhow::ensure!(
+                PrivateKeyDer::from_pem_slice(text.as_bytes()).is_ok(),
+                "--etcd-keyfile {}: not a PEM private key",
+                key.display()
+            );
+            files.push(GivenFile {
+                name: "apiserver-etcd-client.key",
+                text,
+                mode: 0o600,
+            });
+        }
+        Ok(files)
+    }
+}
+
 /// The client certificate's subject, as kubeadm names it.
 const CLIENT_NAME: &str = "kube-apiserver-etcd-client";
 
@@ -152,16 +237,13 @@ impl EtcdPki {
     }
 
     /// The files a joining control plane is handed, by their names in
-    /// [`CLIENT_FILES`], read now.
+    /// [`CLIENT_FILES`], read now: those this PKI has (all three for `up
+    /// --ha`; for an etcd of the user's, what `up --store` was given).
     pub fn client_files(&self) -> Result<Vec<(String, String)>> {
-        let sources = [
-            "ca.crt",
-            "apiserver-etcd-client.crt",
-            "apiserver-etcd-client.key",
-        ];
         CLIENT_FILES
             .iter()
-            .zip(sources)
+            .zip(CLIENT_SOURCES)
+            .filter(|(_, source)| self.path(source).exists())
             .map(|(name, source)| {
                 let path = self.path(source);
                 let text = std::fs::read_to_string(&path)
@@ -169,6 +251,33 @@ impl EtcdPki {
                 Ok((name.to_string(), text))
             })
             .collect()
+    }
+
+    /// Keeps the client files of an etcd the user runs, read and checked
+    /// by [`EtcdClientFiles::read`], under the names `up --ha` uses (the
+    /// key 0600), so that later `bosun up`s and joining control planes
+    /// have them; given again, they replace the copies (a rotation).
+    pub fn keep(&self, files: Vec<GivenFile>) -> Result<()> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("creating {}", self.dir.display()))?;
+        std::fs::set_permissions(
+            &self.dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .with_context(|| format!("making {} private", self.dir.display()))?;
+        for file in files {
+            write(&self.path(file.name), &file.text, file.mode)?;
+        }
+        Ok(())
+    }
+
+    /// `bosun-control`'s flags for the client files this PKI has (see
+    /// [`EtcdPki::adopt`]); none when it has none.
+    pub fn given_control_args(&self) -> Vec<String> {
+        args_for_present(CLIENT_SOURCES.map(|source| self.path(source)))
     }
 
     /// Whether the member at `127.0.0.1:port` answers `/health` healthy
@@ -196,6 +305,25 @@ impl EtcdPki {
             .with_root_certificates(roots)
             .with_client_auth_cert(certs, key)?)
     }
+}
+
+/// `bosun-control`'s flags on a control plane that joined, for the
+/// [`CLIENT_FILES`] its bundle brought into `dir`.
+pub fn joined_control_args(dir: &Path) -> Vec<String> {
+    args_for_present(CLIENT_FILES.map(|name| dir.join(name)))
+}
+
+/// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile` for those of the
+/// CA, certificate and key (in that order) that exist.
+fn args_for_present(paths: [PathBuf; 3]) -> Vec<String> {
+    let flags = ["--etcd-cafile", "--etcd-certfile", "--etcd-keyfile"];
+    let mut args = Vec::new();
+    for (flag, path) in flags.into_iter().zip(paths) {
+        if path.exists() {
+            args.extend([flag.to_string(), path.display().to_string()]);
+        }
+    }
+    args
 }
 
 /// `bosun-control`'s `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`.

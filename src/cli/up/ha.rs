@@ -402,9 +402,8 @@ pub async fn print_control_plane_join(
     // The members of `up --ha` want a client certificate: the joining
     // control plane gets the etcd CA and the client certificate (not the
     // etcd CA's key: it runs no member).
-    if Layout::read(dir)?.is_some_and(|l| l.tls) {
-        bundle.files.extend(EtcdPki::of(dir).client_files()?);
-    }
+    // An etcd of the user's given with `--etcd-*` files: the same files.
+    bundle.files.extend(EtcdPki::of(dir).client_files()?);
     let (key, token) = certs::upload(&ctx, &bundle).await?;
     let join = crate::cli::token::join_command(&ctx, &token).await?;
     let hours = certs::UPLOAD_TTL.as_secs() / 3600;
@@ -425,7 +424,23 @@ pub async fn print_control_plane_join(
 /// The etcd a cluster made with `bosun up --store` keeps (`DIR/store`):
 /// given the first time, then the same each time (a cluster's objects do
 /// not move between stores by a flag).
-pub fn external_store(dir: &Path, given: Option<&str>) -> Result<Option<String>> {
+///
+/// The etcd client files given with it are read and checked before
+/// anything is written, then kept in `DIR/etcd-pki/` ([`EtcdPki::keep`]).
+pub fn external_store(
+    dir: &Path,
+    given: Option<&str>,
+    files: &super::etcd_pki::EtcdClientFiles,
+) -> Result<Option<String>> {
+    let files = files.read()?;
+    let store = store_of(dir, given)?;
+    if store.is_some() {
+        EtcdPki::of(dir).keep(files)?;
+    }
+    Ok(store)
+}
+
+fn store_of(dir: &Path, given: Option<&str>) -> Result<Option<String>> {
     let path = dir.join(STORE_FILE);
     let had = read_trimmed(&path);
     match (had, given) {

@@ -90,6 +90,18 @@ pub struct UpArgs {
     /// Chosen when the cluster is made.
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// With --store: the CA of the etcd members' serving certificates
+    /// (kube-apiserver's flag). Copied into the cluster's data dir, and
+    /// handed to control planes that join.
+    #[arg(long, value_name = "FILE", requires = "store")]
+    etcd_cafile: Option<PathBuf>,
+    /// With --store: the client certificate bosun-control presents to the
+    /// members (with --etcd-keyfile). Copied as --etcd-cafile is.
+    #[arg(long, value_name = "FILE", requires = "store")]
+    etcd_certfile: Option<PathBuf>,
+    /// With --store: the client certificate's key (kept 0600).
+    #[arg(long, value_name = "FILE", requires = "store")]
+    etcd_keyfile: Option<PathBuf>,
     #[command(flatten)]
     pub process: ProcessArgs,
 }
@@ -374,7 +386,12 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
             return Err(e);
         }
     };
-    let external = match ha::external_store(&dir, args.store.as_deref()) {
+    let etcd_files = etcd_pki::EtcdClientFiles {
+        ca: args.etcd_cafile.clone(),
+        cert: args.etcd_certfile.clone(),
+        key: args.etcd_keyfile.clone(),
+    };
+    let external = match ha::external_store(&dir, args.store.as_deref(), &etcd_files) {
         Ok(store) => store,
         Err(e) => {
             if let Some(made) = made {
@@ -421,8 +438,12 @@ pub async fn up(args: &UpArgs, kubeconfig: Option<&Path>) -> Result<bool> {
     if let Some(store) = &store {
         control_args.extend(["--store".into(), store.clone()]);
     }
-    if let Some(layout) = &ha {
-        control_args.extend(layout.control_args(&dir));
+    match &ha {
+        Some(layout) => control_args.extend(layout.control_args(&dir)),
+        None if store.is_some() => {
+            control_args.extend(etcd_pki::EtcdPki::of(&dir).given_control_args())
+        }
+        None => {}
     }
     let shared_args = control_args;
     let mut control_args = vec![

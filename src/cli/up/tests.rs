@@ -127,15 +127,26 @@ fn an_ha_layout_gives_every_control_plane_all_members_and_the_agent_the_others()
 fn a_clusters_etcd_is_kept_and_cannot_change() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    assert_eq!(ha::external_store(dir, None).unwrap(), None);
-    let err = ha::external_store(dir, Some("http://x:2379")).unwrap_err();
+    assert_eq!(
+        ha::external_store(dir, None, &Default::default()).unwrap(),
+        None
+    );
+    let err = ha::external_store(dir, Some("http://x:2379"), &Default::default()).unwrap_err();
     assert!(err.to_string().contains("expected etcd://"), "{err}");
     let a = "etcd://10.0.0.1:2379";
     assert_eq!(
-        ha::external_store(dir, Some(a)).unwrap().as_deref(),
+        ha::external_store(dir, Some(a), &Default::default())
+            .unwrap()
+            .as_deref(),
         Some(a)
     );
-    assert_eq!(ha::external_store(dir, None).unwrap().as_deref(), Some(a));
-    let err = ha::external_store(dir, Some("etcd://10.0.0.2:2379")).unwrap_err();
+    assert_eq!(
+        ha::external_store(dir, None, &Default::default())
+            .unwrap()
+            .as_deref(),
+        Some(a)
+    );
+    let err =
+        ha::external_store(dir, Some("etcd://10.0.0.2:2379"), &Default::default()).unwrap_err();
     assert!(err.to_string().contains("cannot change"), "{err}");
 }
