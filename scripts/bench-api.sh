@@ -5,7 +5,8 @@
 # them, samples both servers' memory, stops them with SIGTERM and removes the
 # temp dir, also when something fails. Extra arguments go to api_bench
 # (e.g. --concurrency 16 --rate 1000 --duration 20). Results are printed and
-# written as JSON to $BENCH_JSON (default target/bench-api.json).
+# written as JSON to $BENCH_JSON (default bench-api.json in the target dir:
+# target-rel for release, target for debug).
 # BENCH_CONTROL_BIN=PATH runs that bosun-control binary instead of the one
 # just built (e.g. a build of an older commit, for before/after figures).
 # BENCH_STORE=etcd runs bosun-control on the throwaway etcd (--store
@@ -32,13 +33,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
-json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
-
 profile="${BENCH_PROFILE:-release}"
 [ -n "${BENCH_DEBUG:-}" ] && profile=debug
+# Release: the build bench-scale.sh shares (scripts/build-release.sh, in
+# target-rel); debug: the tests' target.
 if [ "$profile" = release ]; then
-    cargo build --release --quiet -p bosun-control --bin bosun-control --example api_bench
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target-rel}"
+else
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+fi
+json_out="${BENCH_JSON:-$CARGO_TARGET_DIR/bench-api.json}"
+if [ "$profile" = release ]; then
+    scripts/build-release.sh
 else
     cargo build --quiet -p bosun-control --bin bosun-control --example api_bench
 fi

@@ -51,7 +51,7 @@ if [ -n "${NEW_BIN:-}" ]; then
   NEW=$NEW_BIN
 else
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target-rel}"
-  cargo build --release --quiet -p bosun-control -p bosun-agent -p bosun
+  scripts/build-release.sh
   NEW="$CARGO_TARGET_DIR/release"
 fi
 CONTROL_BINS="${CONTROL_BINS:-$NEW}"
