@@ -4,8 +4,16 @@
 
 stop() { [ -n "$1" ] && kill "$1" 2>/dev/null && wait "$1" 2>/dev/null || true; }
 
+# CONTROL_WRAP: words put before the bosun-control command, for a
+# profiler that must start with it; they must exec the binary (as `env
+# LD_PRELOAD=...` does) so that CONTROL_PID stays the control plane's pid
+# (the one stopped and measured). Heaptrack, e.g.:
+#   mkfifo D/fifo; /usr/lib/heaptrack/libexec/heaptrack_interpret <D/fifo | zstd >D/control.zst &
+#   CONTROL_WRAP="env LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=D/fifo"
+# then `heaptrack_print D/control.zst` (one control run per fifo).
 start_control() {
-  "$BIN/bosun-control" --data-dir "$WORK/control" --port 0 "$@" 2>"$WORK/control.log" &
+  # shellcheck disable=SC2086 # CONTROL_WRAP is words
+  ${CONTROL_WRAP:-} "$BIN/bosun-control" --data-dir "$WORK/control" --port 0 "$@" 2>"$WORK/control.log" &
   CONTROL_PID=$!
   for _ in $(seq 200); do [ -s "$WORK/control/address" ] && break; sleep 0.1; done
   KC="$WORK/control/admin.kubeconfig"

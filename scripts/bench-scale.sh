@@ -17,6 +17,10 @@
 #   PHASE_TIMEOUT=900      seconds each phase may take
 #   CARGO_TARGET_DIR       where this tree's release build goes (default target-rel)
 #   NEW_BIN=DIR            take bosun-agent and bosun from DIR instead of building
+#   SCALE_DOWN=0           stop after the rollout (no scale to zero); the
+#                          line's figures then cover the apply and rollout
+#   CONTROL_WRAP="WORDS"   put before the control plane's command, e.g. a
+#                          heap profiler's preload (see scripts/bench-lib.sh)
 #   BENCH_KEEP=DIR         copy each run's control.log and /metrics there
 #                          (N-control.log, N-metrics.txt, N counting runs;
 #                          the log also when a phase times out)
@@ -86,6 +90,7 @@ wait_phase() {
     [ "$out" = DONE ] && return 0
     if [ $(( $(date +%s) - start )) -ge "$PHASE_TIMEOUT" ]; then
       say "timed out after ${PHASE_TIMEOUT}s waiting for $what (last: $out)"
+      say "control RSS peak so far: $(awk '/^VmHWM/ { printf "%.0f MiB", $2 / 1024 }' "/proc/$CONTROL_PID/status")"
       tail -20 "$WORK/control.log" >&2 || true
       tail -20 "$WORK/hollow.log" >&2 || true
       return 1
@@ -182,10 +187,12 @@ run_one() { # control binary dir
   wait_phase "the rollout to a new image" rollouts_done
   say "rolled to a new image in $(awk -v a="$t1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
 
-  t1=$(now)
-  k scale deployments -l bench=scale --replicas=0 >/dev/null
-  wait_phase "every pod gone after scaling to zero" pods_gone
-  say "scaled to zero in $(awk -v a="$t1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+  if [ "${SCALE_DOWN:-1}" != 0 ]; then
+    t1=$(now)
+    k scale deployments -l bench=scale --replicas=0 >/dev/null
+    wait_phase "every pod gone after scaling to zero" pods_gone
+    say "scaled to zero in $(awk -v a="$t1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+  fi
 
   k get --raw /metrics >"$WORK/metrics.txt" || : >"$WORK/metrics.txt"
   local hwm ticks clk
