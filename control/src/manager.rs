@@ -17,7 +17,8 @@ use crate::controllers::{
     podautoscaler, podgc, replicaset, replicationcontroller, resourcequota, rootcacertpublisher,
     serviceaccount, statefulset, tainteviction, volumebinding,
 };
-use crate::toolkit::Shared;
+use crate::toolkit::{retry_after, Shared};
+use tower::Layer;
 
 /// One loop `--controllers` can name: its name and how to start it, as
 /// kube-controller-manager's `NewControllerDescriptors`.
@@ -166,7 +167,9 @@ impl ControllerOptions {
 /// A kube client that calls `router` in process, authenticated with the
 /// admin token: no socket, no TLS, the same handlers as any client. Its
 /// User-Agent names kube-controller-manager, so the API records the
-/// controllers' writes under that manager, as Kubernetes does.
+/// controllers' writes under that manager, as Kubernetes does. Like every
+/// in-process client here, it sends a request again when the API answers
+/// 429 (or 5xx) with `Retry-After` ([`retry_after`]), as client-go does.
 pub fn in_process_client(router: axum::Router, token: &str) -> Client {
     in_process_client_as(router, token, bosun::fieldmanager::KUBE_CONTROLLER_MANAGER)
 }
@@ -186,7 +189,7 @@ pub fn in_process_client_as(router: axum::Router, token: &str, component: &str) 
             .or_insert_with(|| agent.clone());
         req.map(axum::body::Body::new)
     });
-    Client::new(service, "default")
+    Client::new(retry_after::layer().layer(service), "default")
 }
 
 /// A kube client that calls `router` in process as `user`, a request
@@ -208,7 +211,7 @@ pub fn in_process_client_for(
             .or_insert_with(|| agent.clone());
         req.map(axum::body::Body::new)
     });
-    Client::new(service, "default")
+    Client::new(retry_after::layer().layer(service), "default")
 }
 
 /// Who the shared informers (and kube-controller-manager's own requests,

@@ -6,23 +6,17 @@
 //! second request of its flow while the first holds the seat, others
 //! unaffected.
 //!
-//! The first request holds its seat deterministically by sending its body
-//! slowly: a create's seat is taken when its headers arrive and kept
-//! until it is answered, and its answer needs the whole body.
+//! The first request holds its seat as `common::apf` does: by sending its
+//! body slowly.
 
 mod common;
 
-use std::net::SocketAddr;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bosun_test_support::binaries::kubectl_binary;
+use common::apf::{finish, hold_seat, metric};
 use common::{wait_for, ControlPlane};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(kubectl_binary())
@@ -366,73 +360,6 @@ async fn list_config_maps(client: &kube::Client) -> (u16, Option<String>, Option
     )
 }
 
-/// A counter or gauge of `/metrics` for a flow schema (0 when absent).
-async fn metric(client: &kube::Client, name: &str, schema: &str) -> f64 {
-    let (_, body) = common::raw(client, "GET", "/metrics", "text/plain", vec![]).await;
-    let text = body.as_str().unwrap_or_default().to_string();
-    let label = format!("flow_schema=\"{schema}\"");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(&label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-/// A create of a ConfigMap as `user` whose body is sent only in part:
-/// the request holds its seat until [`finish`] sends the rest.
-struct HeldCreate {
-    stream: tokio_rustls::client::TlsStream<TcpStream>,
-    rest: Vec<u8>,
-}
-
-async fn hold_create(cp: &ControlPlane, user: &str, name: &str) -> HeldCreate {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(cp.data_dir().join("ca.crt")).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let addr: SocketAddr = cp.addr.trim().parse().unwrap();
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let mut stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::IpAddress(addr.ip().into()), tcp)
-        .await
-        .unwrap();
-    let body = format!(
-        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"k":"v"}}}}"#
-    )
-    .into_bytes();
-    let head = format!(
-        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nImpersonate-User: {user}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        cp.token(),
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body[..10]).await.unwrap();
-    stream.flush().await.unwrap();
-    HeldCreate {
-        stream,
-        rest: body[10..].to_vec(),
-    }
-}
-
-/// Sends the rest of the body: the answer's status code.
-async fn finish(mut held: HeldCreate) -> u16 {
-    held.stream.write_all(&held.rest).await.unwrap();
-    held.stream.flush().await.unwrap();
-    let mut buf = vec![0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(30), held.stream.read(&mut buf))
-        .await
-        .expect("an answer")
-        .unwrap();
-    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
-    head.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Waits until a request of `user` is classified to its own schema.
 async fn wait_classified(cp: &ControlPlane, client: &kube::Client, user: &str) {
     let want = uid(cp, "flowschema", user);
@@ -443,20 +370,6 @@ async fn wait_classified(cp: &ControlPlane, client: &kube::Client, user: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("{user}'s requests never went to its schema");
-}
-
-/// Sends a held create and waits until the server gave it its seat.
-async fn hold_seat(cp: &ControlPlane, admin: &kube::Client, user: &str, name: &str) -> HeldCreate {
-    let metric_name = "apiserver_flowcontrol_dispatched_requests_total";
-    let before = metric(admin, metric_name, user).await;
-    let held = hold_create(cp, user, name).await;
-    for _ in 0..300 {
-        if metric(admin, metric_name, user).await > before {
-            return held;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the held request of {user} never got its seat");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -490,7 +403,7 @@ async fn a_one_seat_level_rejects_or_queues_a_second_request_of_its_flow() {
 
     // Reject: while alice's create holds the seat, her next request is
     // refused with 429 and Retry-After; bob is served.
-    let held = hold_seat(&cp, &admin, "alice", "held-a").await;
+    let held = hold_seat(&cp, &admin, "alice", "alice", "held-a").await;
     let (code, schema_uid, retry_after) = list_config_maps(&alice).await;
     assert_eq!(code, 429);
     assert_eq!(retry_after.as_deref(), Some("1"));
@@ -510,7 +423,7 @@ async fn a_one_seat_level_rejects_or_queues_a_second_request_of_its_flow() {
 
     // Queue: carol's second request waits in a queue until her first is
     // answered, then is served.
-    let held = hold_seat(&cp, &admin, "carol", "held-c").await;
+    let held = hold_seat(&cp, &admin, "carol", "carol", "held-c").await;
     let waiting = tokio::spawn(async move { list_config_maps(&carol).await.0 });
     let gauge = "apiserver_flowcontrol_current_inqueue_requests";
     for i in 0.. {

@@ -22,6 +22,8 @@
 //!   and DaemonSets keep, and the hash that names them;
 //! - [`dynamic`]: the API of any served resource, for controllers that
 //!   work across kinds;
+//! - [`retry_after`]: the in-process clients send a request again when
+//!   the API answers 429 (or 5xx) with `Retry-After`, as client-go does;
 //! - [`clock`]: time as a dependency, so unit tests move it by hand;
 //! - [`api_errors`]: reading a kube client's error as the API's status;
 //! - [`scheduling`]: whether a pod may run on a node (taints, tolerations,
@@ -43,6 +45,7 @@ pub mod informers;
 pub mod owners;
 pub mod pod_index;
 pub mod pods;
+pub mod retry_after;
 pub mod run;
 pub mod scheduling;
 pub mod status;

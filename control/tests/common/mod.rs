@@ -5,6 +5,8 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod apf;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
