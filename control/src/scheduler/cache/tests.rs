@@ -104,13 +104,25 @@ fn summary(info: &NodeInfo) -> Summary {
 }
 
 /// The pod cache (pods by name, nodes by name) and the pods this
-/// scheduler assumed (name: its uid and node), as the scheduler kept
-/// them before the cache; [`World::rebuild`] is its full rebuild.
+/// scheduler assumed (name: its uid, node, and the pod as it was bound),
+/// as the scheduler kept them before the cache; [`World::rebuild`] is
+/// its full rebuild.
 #[derive(Default)]
 struct World {
     pods: HashMap<String, Arc<Pod>>,
     nodes: HashMap<String, Arc<Node>>,
-    assumed: HashMap<String, (String, String)>,
+    assumed: HashMap<String, (String, String, Pod)>,
+}
+
+/// The scheduler bound `p` to `node`: assumed there in the cache and in
+/// the world.
+fn assume(world: &mut World, cache: &mut Cache, p: &Pod, node: &str) {
+    cache.assume(p, node);
+    let mut placed = p.clone();
+    placed.spec.as_mut().unwrap().node_name = Some(node.into());
+    let uid = p.metadata.uid.clone().unwrap();
+    let name = p.metadata.name.clone().unwrap();
+    world.assumed.insert(name, (uid, node.into(), placed));
 }
 
 impl World {
@@ -121,11 +133,12 @@ impl World {
             let bound = spec.node_name.clone().unwrap_or_default();
             if !bound.is_empty() {
                 counted.push(((**p).clone(), bound));
-            } else if let Some((uid, node)) = self.assumed.get(p.metadata.name.as_ref().unwrap()) {
+            } else if let Some((uid, node, placed)) =
+                self.assumed.get(p.metadata.name.as_ref().unwrap())
+            {
+                // The pod as it was bound counts, as the scheduler kept it.
                 if p.metadata.uid.as_ref() == Some(uid) {
-                    let mut placed = (**p).clone();
-                    placed.spec.as_mut().unwrap().node_name = Some(node.clone());
-                    counted.push((placed, node.clone()));
+                    counted.push((placed.clone(), node.clone()));
                 }
             }
         }
@@ -151,7 +164,7 @@ impl World {
         let same = self
             .assumed
             .get(&name)
-            .is_some_and(|(uid, _)| p.metadata.uid.as_ref() == Some(uid));
+            .is_some_and(|(uid, _, _)| p.metadata.uid.as_ref() == Some(uid));
         if bound || !same || nodeinfo::is_terminal(&p) {
             self.assumed.remove(&name);
         }
@@ -221,16 +234,13 @@ fn step(rng: &mut StdRng, world: &mut World, cache: &mut Cache, uids: &mut u32) 
                 return "already assumed".into();
             }
             let node = NODES[rng.random_range(0..NODES.len())];
-            cache.assume(&p, node);
-            world
-                .assumed
-                .insert(name.clone(), (p.metadata.uid.clone().unwrap(), node.into()));
+            assume(world, cache, &p, node);
             format!("assume {name} on {node}")
         }
         // The pod cache shows an assumed pod bound (where assumed, or
         // elsewhere: a moved binding).
         70..=79 => {
-            let Some((_, node)) = world.assumed.get(&name).cloned() else {
+            let Some((_, node, _)) = world.assumed.get(&name).cloned() else {
                 return "nothing assumed".into();
             };
             let mut bound = Pod::clone(existing.as_ref().unwrap());
@@ -373,10 +383,7 @@ fn added_moved_deleted_assumed_bound_and_expired_pods() {
     world.apply(api.clone());
     cache.on_pod(api.clone());
     assert!(!cache.is_assumed(&api));
-    cache.assume(&api, "a");
-    world
-        .assumed
-        .insert("api".into(), ("uid-api".into(), "a".into()));
+    assume(&mut world, &mut cache, &api, "a");
     assert!(cache.is_assumed(&api));
     check(&cache, &world, &mut snap, [(1, 500, 1), (0, 0, 0)]);
     // The pod cache shows it unbound a while longer (a status write).
@@ -402,10 +409,7 @@ fn added_moved_deleted_assumed_bound_and_expired_pods() {
     let job = pod(&spec("job", ""));
     world.apply(job.clone());
     cache.on_pod(job.clone());
-    cache.assume(&job, "b");
-    world
-        .assumed
-        .insert("job".into(), ("uid-job".into(), "b".into()));
+    assume(&mut world, &mut cache, &job, "b");
     check(&cache, &world, &mut snap, [(0, 0, 0), (1, 500, 1)]);
     world.pods.remove("job");
     world.assumed.remove("job");
@@ -419,10 +423,7 @@ fn added_moved_deleted_assumed_bound_and_expired_pods() {
     let old = pod(&spec("db", ""));
     world.apply(old.clone());
     cache.on_pod(old.clone());
-    cache.assume(&old, "a");
-    world
-        .assumed
-        .insert("db".into(), ("uid-db".into(), "a".into()));
+    assume(&mut world, &mut cache, &old, "a");
     let new = pod(&Spec {
         uid: "uid-db-2".into(),
         ..spec("db", "")
