@@ -6,9 +6,11 @@
 //! when a node or a pod changes in a way that may make room, and
 //! periodically with back-off.
 //!
-//! Pods and nodes come from the shared caches. A pod just bound is
-//! "assumed" on its node until the cache shows it bound, so a burst of
-//! pods spreads correctly before the cache catches up.
+//! Pods and nodes come from the shared caches. What the pods on each
+//! node take is kept by the scheduler's own [`cache`], pod event by pod
+//! event. A pod just bound is "assumed" on its node there until the pod
+//! cache shows it bound, so a burst of pods spreads correctly before the
+//! cache catches up.
 //!
 //! The queue serves higher priorities first. A pod no node fits may
 //! preempt pods of lower priority ([`preemption`]): it is nominated to
@@ -16,6 +18,7 @@
 //! the room they leave is kept for it (pods nominated to a node count
 //! there against pods of lower or equal priority).
 
+pub mod cache;
 pub mod filters;
 pub mod message;
 pub mod nodeinfo;
@@ -47,6 +50,7 @@ use serde_json::json;
 
 use crate::observe;
 use crate::toolkit::{key_of, Shared};
+use cache::{Cache, Snapshot};
 use nodeinfo::NodeInfo;
 use nominator::Nominator;
 use queue::SchedulingQueue;
@@ -102,13 +106,6 @@ fn reference(pod: &Pod) -> ObjectReference {
     }
 }
 
-/// A pod bound by this scheduler that the cache may still show unbound.
-struct Assumed {
-    uid: String,
-    node: String,
-    pod: Pod,
-}
-
 /// What became of one attempt to schedule a pod.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -144,7 +141,10 @@ pub struct Scheduler {
     budgets: Store<PodDisruptionBudget>,
     recorder: EventRecorder,
     queue: SchedulingQueue,
-    assumed: HashMap<String, Assumed>,
+    /// What the pods bound or assumed to each node take.
+    cache: Cache,
+    /// The node infos of the last scheduling cycle.
+    snapshot: Snapshot,
     node_fingerprints: HashMap<String, String>,
     nominator: Nominator,
 }
@@ -222,7 +222,8 @@ impl Scheduler {
             budgets: shared.informers.store::<PodDisruptionBudget>(),
             recorder: shared.recorder(SCHEDULER_NAME),
             queue: SchedulingQueue::default(),
-            assumed: HashMap::new(),
+            cache: Cache::default(),
+            snapshot: Snapshot::default(),
             node_fingerprints: HashMap::new(),
             nominator: Nominator::default(),
         }
@@ -230,19 +231,18 @@ impl Scheduler {
 
     /// Whether `pod` was bound by us and the cache has not caught up.
     fn is_assumed(&self, pod: &Pod) -> bool {
-        self.assumed
-            .get(&key_of(pod))
-            .is_some_and(|a| Some(&a.uid) == pod.metadata.uid.as_ref())
+        self.cache.is_assumed(pod)
     }
 
-    fn on_pod(&mut self, pod: &Pod) {
-        let key = key_of(pod);
+    fn on_pod(&mut self, pod: &Arc<Pod>) {
+        let key = key_of(pod.as_ref());
         self.nominator.on_pod(pod);
+        let assumed = self.is_assumed(pod);
+        self.cache.on_pod(pod.clone());
         if needs_scheduling(pod) {
-            if self.is_assumed(pod) {
+            if assumed {
                 return;
             }
-            self.assumed.remove(&key);
             self.queue
                 .add_or_update(&key, &pod_fingerprint(pod), preemption::priority(pod));
             return;
@@ -250,7 +250,6 @@ impl Scheduler {
         self.queue.forget(&key);
         let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if bound.is_some_and(|n| !n.is_empty()) {
-            self.assumed.remove(&key);
             // A pod that finished or is leaving frees its node's room.
             if nodeinfo::is_terminal(pod) || pod.metadata.deletion_timestamp.is_some() {
                 self.queue.move_all_to_active();
@@ -262,7 +261,7 @@ impl Scheduler {
         let key = key_of(pod);
         self.nominator.forget(&key);
         self.queue.forget(&key);
-        self.assumed.remove(&key);
+        self.cache.on_pod_deleted(pod);
         let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         if bound.is_some_and(|n| !n.is_empty()) {
             self.queue.move_all_to_active();
@@ -294,47 +293,18 @@ impl Scheduler {
         for node in self.nodes.state() {
             self.on_node(&node);
         }
-        // Assumed pods the cache no longer has were deleted. (One lookup
-        // each: a scan of every pod per assumed pod, a name formatted for
-        // each, took the whole tick and more once thousands were bound
-        // in a burst, and the scheduler bound nothing meanwhile.)
-        let cache = &self.pods;
-        self.assumed.retain(|key, a| {
-            cache
-                .get(&pod_ref(key))
-                .is_some_and(|p| p.metadata.uid.as_ref() == Some(&a.uid))
-        });
+        // Pods deleted during a relist (which sends no deletion), and
+        // assumed pods the pod cache no longer has, leave the cache.
+        self.cache.resync(&pods);
     }
 
-    /// The nodes with every pod bound to them, assumed ones included.
-    fn snapshot(&self) -> Vec<NodeInfo> {
-        let pods = self.pods.state();
-        let mut bound: Vec<(&Pod, &str)> = Vec::new();
-        for p in &pods {
-            match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-                Some(node) if !node.is_empty() => bound.push((p.as_ref(), node)),
-                // Unbound: ours if we bound it and the cache has not caught
-                // up (no key made for the many pending pods when none is).
-                _ if self.assumed.is_empty() => {}
-                _ => {
-                    if let Some(a) = self.assumed.get(&key_of(p.as_ref())) {
-                        if p.metadata.uid.as_ref() == Some(&a.uid) {
-                            bound.push((&a.pod, a.node.as_str()));
-                        }
-                    }
-                }
-            }
-        }
-        nodeinfo::snapshot(self.nodes.state(), bound)
-    }
-
-    /// Schedules every queued pod, one at a time, against one snapshot
-    /// that each binding updates.
+    /// Schedules every queued pod, one at a time, each against the
+    /// snapshot brought up to date with the pods bound or assumed since.
     pub async fn schedule_queued(&mut self) {
         if self.queue.is_empty() {
             return;
         }
-        let mut infos = self.snapshot();
+        let mut snapshot = std::mem::take(&mut self.snapshot);
         while let Some(key) = self.queue.pop() {
             let Some(pod) = self.pods.get(&pod_ref(&key)) else {
                 self.queue.forget(&key);
@@ -345,19 +315,26 @@ impl Scheduler {
                 continue;
             }
             let started = std::time::Instant::now();
-            let outcome = self.schedule_one(&pod, &mut infos).await;
+            self.cache
+                .update_snapshot(self.nodes.state(), &mut snapshot);
+            let outcome = self.schedule_one(&pod, snapshot.infos()).await;
             observe::scheduling_attempt(outcome.result(), started);
-            let (print, priority) = (pod_fingerprint(&pod), preemption::priority(&pod));
+            let priority = preemption::priority(&pod);
             match outcome {
                 Outcome::Bound(_) | Outcome::Skipped => self.queue.forget(&key),
-                Outcome::Unschedulable(_) => self.queue.park(&key, &print, priority),
-                Outcome::Failed => self.queue.park_briefly(&key, &print, priority),
+                Outcome::Unschedulable(_) => {
+                    self.queue.park(&key, &pod_fingerprint(&pod), priority)
+                }
+                Outcome::Failed => self
+                    .queue
+                    .park_briefly(&key, &pod_fingerprint(&pod), priority),
             }
         }
+        self.snapshot = snapshot;
     }
 
     /// Filters, scores and binds one pod.
-    pub async fn schedule_one(&mut self, pod: &Pod, infos: &mut [NodeInfo]) -> Outcome {
+    pub async fn schedule_one(&mut self, pod: &Pod, infos: &[NodeInfo]) -> Outcome {
         let storage = volumes::Storage {
             claims: self.claims.state(),
             volumes: self.volumes.state(),
@@ -424,19 +401,7 @@ impl Scheduler {
         }
         match self.bind(pod, &node).await {
             Ok(()) => {
-                let mut placed = pod.clone();
-                if let Some(spec) = placed.spec.as_mut() {
-                    spec.node_name = Some(node.clone());
-                }
-                infos[chosen].add_pod(&placed);
-                self.assumed.insert(
-                    key_of(pod),
-                    Assumed {
-                        uid: pod.metadata.uid.clone().unwrap_or_default(),
-                        node: node.clone(),
-                        pod: placed,
-                    },
-                );
+                self.cache.assume(pod, &node);
                 self.recorder.record(
                     &reference(pod),
                     EventType::Normal,

@@ -30,6 +30,11 @@ impl Resources {
         self.memory += other.memory;
     }
 
+    fn sub(&mut self, other: Resources) {
+        self.milli_cpu -= other.milli_cpu;
+        self.memory -= other.memory;
+    }
+
     fn max(&mut self, other: Resources) {
         self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
         self.memory = self.memory.max(other.memory);
@@ -171,30 +176,38 @@ pub struct NodeInfo {
     pub used_ports: Vec<HostPort>,
     /// How many of its pods each controlling owner (by uid) has here.
     pub owners: HashMap<String, usize>,
-    /// The pods counted here (the ones preemption may remove).
-    pub pod_list: Vec<Pod>,
+    /// The pods counted here (the ones preemption may remove), shared
+    /// with the pod cache: a node info is copied per scheduling cycle.
+    pub pod_list: Vec<Arc<Pod>>,
 }
 
 impl NodeInfo {
     pub fn new(node: Arc<Node>) -> Self {
-        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
-        let allocatable = Resources {
-            milli_cpu: quantity(alloc.and_then(|a| a.get("cpu")), true).unwrap_or(0),
-            memory: quantity(alloc.and_then(|a| a.get("memory")), false).unwrap_or(0),
-        };
-        let allowed_pods =
-            quantity(alloc.and_then(|a| a.get("pods")), false).unwrap_or(DEFAULT_MAX_PODS);
-        NodeInfo {
-            node,
-            allocatable,
-            allowed_pods,
+        let mut info = NodeInfo {
+            node: Arc::default(),
+            allocatable: Resources::default(),
+            allowed_pods: 0,
             requested: Resources::default(),
             non_zero_requested: Resources::default(),
             pods: 0,
             used_ports: Vec::new(),
             owners: HashMap::new(),
             pod_list: Vec::new(),
-        }
+        };
+        info.set_node(node);
+        info
+    }
+
+    /// The node (again), with what it offers; the pods counted stay.
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        self.allocatable = Resources {
+            milli_cpu: quantity(alloc.and_then(|a| a.get("cpu")), true).unwrap_or(0),
+            memory: quantity(alloc.and_then(|a| a.get("memory")), false).unwrap_or(0),
+        };
+        self.allowed_pods =
+            quantity(alloc.and_then(|a| a.get("pods")), false).unwrap_or(DEFAULT_MAX_PODS);
+        self.node = node;
     }
 
     pub fn name(&self) -> &str {
@@ -203,15 +216,47 @@ impl NodeInfo {
 
     /// Counts a (non-terminal) pod bound or assumed to this node.
     pub fn add_pod(&mut self, pod: &Pod) {
+        self.add_shared(Arc::new(pod.clone()));
+    }
+
+    /// [`NodeInfo::add_pod`] without a copy of the pod.
+    pub fn add_shared(&mut self, pod: Arc<Pod>) {
         let Some(spec) = &pod.spec else { return };
         self.requested.add(pod_requests(spec, false));
         self.non_zero_requested.add(pod_requests(spec, true));
         self.pods += 1;
         self.used_ports.extend(host_ports(spec));
-        if let Some(uid) = controller_uid(pod) {
+        if let Some(uid) = controller_uid(&pod) {
             *self.owners.entry(uid.to_string()).or_default() += 1;
         }
-        self.pod_list.push(pod.clone());
+        self.pod_list.push(pod);
+    }
+
+    /// Takes back what [`NodeInfo::add_shared`] counted for `pod` (the
+    /// same `Arc`); false if it was not counted here.
+    pub fn remove_pod(&mut self, pod: &Arc<Pod>) -> bool {
+        let Some(i) = self.pod_list.iter().position(|p| Arc::ptr_eq(p, pod)) else {
+            return false;
+        };
+        self.pod_list.swap_remove(i);
+        let Some(spec) = &pod.spec else { return true };
+        self.requested.sub(pod_requests(spec, false));
+        self.non_zero_requested.sub(pod_requests(spec, true));
+        self.pods -= 1;
+        for port in host_ports(spec) {
+            if let Some(j) = self.used_ports.iter().position(|u| *u == port) {
+                self.used_ports.swap_remove(j);
+            }
+        }
+        if let Some(uid) = controller_uid(pod) {
+            if let Some(n) = self.owners.get_mut(uid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.owners.remove(uid);
+                }
+            }
+        }
+        true
     }
 }
 

@@ -199,7 +199,7 @@ pub fn select_victims(pod: &Pod, info: &NodeInfo, budgets: &dyn Budgets) -> Opti
     let (mut potential, kept): (Vec<Pod>, Vec<Pod>) = info
         .pod_list
         .iter()
-        .cloned()
+        .map(|p| Pod::clone(p))
         .partition(|p| priority(p) < mine);
     if potential.is_empty() {
         return None;
