@@ -102,12 +102,17 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use tokio::time::Instant;
 
+    /// A scripted answer: the status and its `Retry-After`, if any.
+    type Answer = (u16, Option<&'static str>);
+    /// A request as the fake API got it: method, URI, body, when.
+    type Seen = (String, String, Vec<u8>, Instant);
+
     /// A fake API answering from a script, one answer per request, and
     /// recording what it was sent (method, URI, body).
     #[derive(Clone, Default)]
     struct Scripted {
-        answers: Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>,
-        seen: Arc<Mutex<Vec<(String, String, Vec<u8>, Instant)>>>,
+        answers: Arc<Mutex<VecDeque<Answer>>>,
+        seen: Arc<Mutex<Vec<Seen>>>,
     }
 
     impl Scripted {
