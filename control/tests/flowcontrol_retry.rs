@@ -261,4 +261,55 @@ async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
             None
         )
     );
+
+    // A refusal that outlasts the retries (ten, a second apart) fails the
+    // sync; the pods it did not delete are not awaited as deleted, so
+    // the ReplicaSet deletes them again after its short back-off once the
+    // seat frees, not after the 5-minute expectations timeout.
+    ok(
+        &cp,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "-n",
+            "default",
+            "--replicas=2",
+        ],
+        None,
+    );
+    wait_for("two pods again", Duration::from_secs(60), || {
+        (pods(&cp).len() == 2).then_some(())
+    });
+    let failed_before = failed_syncs(&admin).await;
+    let held = hold_seat(&cp, &admin, "holder", "holder", "held-long").await;
+    ok(
+        &cp,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "-n",
+            "default",
+            "--replicas=0",
+        ],
+        None,
+    );
+    for i in 0.. {
+        if failed_syncs(&admin).await > failed_before {
+            break;
+        }
+        assert!(
+            i < 1200,
+            "no ReplicaSet sync failed while the seat was held for 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(pods(&cp).len(), 2, "a pod went while the seat was held");
+    assert_eq!(finish(held).await, 201);
+    wait_for(
+        "the scale to zero after a failed sync",
+        Duration::from_secs(60),
+        || pods(&cp).is_empty().then_some(()),
+    );
 }

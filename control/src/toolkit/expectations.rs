@@ -48,6 +48,17 @@ impl Expectations {
         p.since.get_or_insert_with(Instant::now);
     }
 
+    /// The delete of `uid` for `owner` failed: the cache will not see it
+    /// go, so it is expected no more (upstream lowers the count the same
+    /// way, `DeletionObserved` on a failed delete). Else the owner would
+    /// wait [`EXPECTATIONS_TIMEOUT`] before trying again.
+    pub fn delete_failed(&self, owner: &str, uid: &str) {
+        let mut pending = self.pending.lock().unwrap();
+        if let Some(p) = pending.get_mut(owner) {
+            p.deletes.remove(uid);
+        }
+    }
+
     /// True when the cache has caught up with everything `owner` expects:
     /// `created(name)` tells whether the cache holds a created object,
     /// `gone(uid)` whether a deleted one has left it. Met expectations are
@@ -148,6 +159,21 @@ mod tests {
         assert!(!e.satisfied("ns/rs", |n| n == "rs-a", |_| true));
         // rs-a stays seen; rs-b arrives now.
         assert!(e.satisfied("ns/rs", |n| n == "rs-b", |_| true));
+        assert!(e.satisfied("ns/rs", |_| false, |_| false));
+    }
+
+    #[test]
+    fn a_failed_delete_is_expected_no_more() {
+        let e = Expectations::default();
+        e.expect_delete("ns/rs", "uid-1");
+        e.expect_delete("ns/rs", "uid-2");
+        // Both pods still live in the cache: waiting.
+        assert!(!e.satisfied("ns/rs", |_| false, |_| false));
+        // uid-1's delete was refused (a 429 after every retry): the pod
+        // stays, and only uid-2 is still awaited.
+        e.delete_failed("ns/rs", "uid-1");
+        assert!(!e.satisfied("ns/rs", |_| false, |u| u == "uid-1"));
+        e.delete_failed("ns/rs", "uid-2");
         assert!(e.satisfied("ns/rs", |_| false, |_| false));
     }
 }

@@ -283,6 +283,10 @@ impl PodControl<'_> {
                 ),
                 Err(e) if code_of(&e) == Some(404) => {}
                 Err(e) => {
+                    // Not deleted: the pod stays, and the owner's next
+                    // sync (after its back-off) may try again at once.
+                    self.expectations
+                        .delete_failed(&self.key, &victim.uid().unwrap_or_default());
                     let message = message_of(&e);
                     self.event(
                         EventType::Warning,
