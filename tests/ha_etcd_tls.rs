@@ -255,16 +255,9 @@ fn the_etcd_of_up_ha_refuses_clients_without_its_client_certificate() {
 
     // A control plane joined with the printed command gets the etcd CA and
     // a client certificate, not the etcd CA's key, and serves.
-    let join = up
-        .stdout
-        .lines()
-        .find(|l| l.contains("--control-plane --certificate-key"))
-        .unwrap_or_else(|| panic!("no control-plane join command:\n{}", up.stdout))
-        .trim()
-        .to_string();
-    let mut join_args: Vec<&str> = join.split_whitespace().skip(1).collect();
+    let join_args = common::control_plane_join_args(&up.stdout, &joined);
+    let join_args: Vec<&str> = join_args.iter().map(String::as_str).collect();
     let joined_str = joined.to_str().unwrap().to_string();
-    join_args.extend(["--data-dir", &joined_str, "--control-plane-port", "0"]);
     let joined_up = bosun(&join_args);
     assert!(
         joined_up.ok().contains("is a control plane of the cluster"),

@@ -241,17 +241,11 @@ fn up_on_a_users_etcd_with_client_certificates() {
 
     // A control plane joined with the printed command is handed the etcd
     // CA and the client certificate, and serves from the same etcd.
-    let join = again
-        .stdout
-        .lines()
-        .chain(first.stdout.lines())
-        .find(|l| l.contains("--control-plane --certificate-key"))
-        .unwrap_or_else(|| panic!("no control-plane join command:\n{}", first.stdout))
-        .trim()
-        .to_string();
-    let mut join_args: Vec<&str> = join.split_whitespace().skip(1).collect();
+    // The later up uploaded the certificates again: its command first.
+    let stdout = format!("{}{}", again.stdout, first.stdout);
+    let join_args = common::control_plane_join_args(&stdout, &joined);
+    let join_args: Vec<&str> = join_args.iter().map(String::as_str).collect();
     let joined_str = joined.to_str().unwrap().to_string();
-    join_args.extend(["--data-dir", &joined_str, "--control-plane-port", "0"]);
     let joined_up = bosun(&join_args);
     assert!(
         joined_up.ok().contains("is a control plane of the cluster"),

@@ -403,3 +403,21 @@ pub fn remove_forward_rule(cidr: &str) {
         iptables(&["-X", FORWARD_CHAIN]);
     }
 }
+
+/// The arguments of the control-plane join command `bosun up` printed in
+/// `stdout` (without the leading `bosun`), joining into `dir` with the
+/// API on a free port.
+pub fn control_plane_join_args(stdout: &str, dir: &Path) -> Vec<String> {
+    let join = stdout
+        .lines()
+        .find(|l| l.contains("--control-plane --certificate-key"))
+        .unwrap_or_else(|| panic!("no control-plane join command:\n{stdout}"));
+    let mut args: Vec<String> = join.split_whitespace().skip(1).map(String::from).collect();
+    args.extend([
+        "--data-dir".to_string(),
+        dir.display().to_string(),
+        "--control-plane-port".to_string(),
+        "0".to_string(),
+    ]);
+    args
+}
