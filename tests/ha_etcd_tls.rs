@@ -246,9 +246,7 @@ fn the_etcd_of_up_ha_refuses_clients_without_its_client_certificate() {
     let ctx = format!("bosun-{name}");
     let kubectl = |args: &[&str]| kubectl_context(&kubeconfig, &ctx, args);
     for i in 0..MEMBERS {
-        let address = read_file(&control_dir(&dir, i).join("address"));
-        let port = address.trim().rsplit_once(':').unwrap().1;
-        let server = format!("https://127.0.0.1:{port}");
+        let server = common::loopback_server(&control_dir(&dir, i));
         let ns = kubectl(&["--server", &server, "get", "ns", "default", "-o", "name"]);
         assert_eq!(ns.ok().trim(), "namespace/default");
     }
@@ -279,9 +277,7 @@ fn the_etcd_of_up_ha_refuses_clients_without_its_client_certificate() {
             entry.path()
         );
     }
-    let address = read_file(&joined.join("address"));
-    let port = address.trim().rsplit_once(':').unwrap().1;
-    let via_joined = format!("https://127.0.0.1:{port}");
+    let via_joined = common::loopback_server(&joined);
     let ns = kubectl(&[
         "--server",
         &via_joined,

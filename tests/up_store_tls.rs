@@ -257,9 +257,7 @@ fn up_on_a_users_etcd_with_client_certificates() {
         read_file(&kept.join("ca.crt"))
     );
     assert_eq!(mode(&joined.join("apiserver-etcd-client.key")), 0o600);
-    let address = read_file(&joined.join("address"));
-    let port = address.trim().rsplit_once(':').unwrap().1;
-    let via_joined = format!("https://127.0.0.1:{port}");
+    let via_joined = common::loopback_server(&joined);
     let value = kubectl(&[
         "--server",
         &via_joined,

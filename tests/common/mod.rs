@@ -421,3 +421,13 @@ pub fn control_plane_join_args(stdout: &str, dir: &Path) -> Vec<String> {
     ]);
     args
 }
+
+/// `https://127.0.0.1:PORT` of the control plane whose data dir is `dir`
+/// (the port from the `address` file it writes once listening).
+pub fn loopback_server(dir: &Path) -> String {
+    let path = dir.join("address");
+    let address =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let port = address.trim().rsplit_once(':').unwrap().1;
+    format!("https://127.0.0.1:{port}")
+}
