@@ -29,6 +29,7 @@ mod patch;
 pub mod protobuf;
 pub mod proxy;
 mod request;
+mod respond;
 mod reviews;
 mod scale;
 mod snapshot;
@@ -41,6 +42,9 @@ mod update;
 mod watch;
 pub mod webhook_client;
 
+use respond::json_response;
+pub use respond::{encoded_response, object_response, prefers_protobuf};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,7 +56,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use bosun::resources::{self, ResourceInfo, RESOURCES};
 use http::{HeaderMap, Method, StatusCode};
-use serde_json::Value;
 
 use crate::store::Store;
 use error::{ApiError, ApiResult};
@@ -238,53 +241,6 @@ fn parse_target(
         subresource: sub,
         custom,
     })
-}
-
-/// A JSON answer, gzipped when large and the client accepts it.
-fn json_response(code: StatusCode, body: &Value) -> Response {
-    compression::compressible(
-        (
-            code,
-            [(http::header::CONTENT_TYPE, "application/json")],
-            serde_json::to_vec(body).unwrap_or_default(),
-        )
-            .into_response(),
-    )
-}
-
-/// Whether the client's Accept header prefers Kubernetes protobuf: the
-/// first media range bosun can answer is protobuf (kubectl's typed
-/// clients send `application/vnd.kubernetes.protobuf,application/json`).
-/// A Table is always answered in JSON, as kube-apiserver does.
-pub fn prefers_protobuf(headers: &HeaderMap) -> bool {
-    negotiate::lenient(headers).encoding == negotiate::Encoding::Protobuf
-}
-
-/// An object (or list, or Status) in the encoding the client prefers:
-/// protobuf when it asks for it first and the kind has a message, JSON
-/// otherwise.
-pub fn object_response(headers: &HeaderMap, code: StatusCode, body: &Value) -> Response {
-    encoded_response(negotiate::lenient(headers).encoding, code, body)
-}
-
-/// `body` in `encoding` (JSON when it has no protobuf form).
-pub fn encoded_response(encoding: negotiate::Encoding, code: StatusCode, body: &Value) -> Response {
-    if encoding == negotiate::Encoding::Protobuf {
-        match protobuf::encode_object(body) {
-            Ok(bytes) => {
-                return compression::compressible(
-                    (
-                        code,
-                        [(http::header::CONTENT_TYPE, protobuf::MEDIA_TYPE)],
-                        bytes,
-                    )
-                        .into_response(),
-                )
-            }
-            Err(e) => tracing::debug!(error = %e, "answering in JSON: no protobuf form"),
-        }
-    }
-    json_response(code, body)
 }
 
 /// Everything a verb handler needs of the request.
