@@ -15,8 +15,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use bosun_test_support::binaries::kubectl_binary;
-use common::apf::{finish, hold_seat, metric, metric_with, REJECTED};
+use common::apf::{finish, hold_seat, metric, metric_with, DISPATCHED, REJECTED};
 use common::{wait_for, ControlPlane};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
 
 fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(kubectl_binary())
@@ -134,24 +137,43 @@ fn pods(cp: &ControlPlane) -> Vec<String> {
     out.lines().map(String::from).collect()
 }
 
+/// The scheduler's requests go to the level `one-seat` too.
+const SCHEDULER_ON_ONE_SEAT: &str = r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: scheduler-one-seat
+spec:
+  priorityLevelConfiguration:
+    name: one-seat
+  matchingPrecedence: 300
+  rules:
+  - subjects:
+    - kind: User
+      user:
+        name: system:kube-scheduler
+    resourceRules:
+    - verbs: ["*"]
+      apiGroups: ["*"]
+      resources: ["*"]
+      clusterScope: true
+      namespaces: ["*"]
+"#;
+
 /// The ReplicaSet controller's failed syncs so far.
 async fn failed_syncs(admin: &kube::Client) -> f64 {
     let name = "controller_runtime_reconcile_errors_total";
     metric_with(admin, name, "controller", "replicaset").await
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
-    // 40 seats in all: a level of 1 share in ~250 gets one seat.
-    let cp = ControlPlane::start_with(&[
-        "--max-requests-inflight=40",
-        "--max-mutating-requests-inflight=0",
-        "--controllers=replicaset,deployment",
-    ]);
-    ok(&cp, &["apply", "-f", "-"], Some(ONE_SEAT));
-    ok(&cp, &["apply", "-f", "-"], Some(HOLDER));
+/// Makes the user `holder` (cluster-admin) and its schema on the level
+/// `one-seat`, and waits until the holder's requests go to that schema:
+/// the configuration holding the schemas applied before it is then in
+/// force too (they are stored in order).
+async fn holder_schema_in_force(cp: &ControlPlane) {
+    ok(cp, &["apply", "-f", "-"], Some(HOLDER));
     ok(
-        &cp,
+        cp,
         &[
             "create",
             "clusterrolebinding",
@@ -161,11 +183,8 @@ async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
         ],
         None,
     );
-    let admin = cp.client().await;
-    // The holder's requests go to its schema: the configuration holding
-    // both schemas is in force (they were stored in this order).
     let holder_uid = ok(
-        &cp,
+        cp,
         &[
             "get",
             "flowschema",
@@ -191,6 +210,19 @@ async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
         assert!(i < 200, "holder's requests never went to its schema");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
+    // 40 seats in all: a level of 1 share in ~250 gets one seat.
+    let cp = ControlPlane::start_with(&[
+        "--max-requests-inflight=40",
+        "--max-mutating-requests-inflight=0",
+        "--controllers=replicaset,deployment",
+    ]);
+    ok(&cp, &["apply", "-f", "-"], Some(ONE_SEAT));
+    holder_schema_in_force(&cp).await;
+    let admin = cp.client().await;
 
     // Three pods, made through the one seat while nothing else wants it.
     ok(&cp, &["apply", "-f", "-"], Some(DEPLOYMENT));
@@ -312,4 +344,91 @@ async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
         Duration::from_secs(60),
         || pods(&cp).is_empty().then_some(()),
     );
+}
+
+/// The node a pod is bound to ("" if none).
+fn node_of(cp: &ControlPlane, pod: &str) -> String {
+    ok(
+        cp,
+        &[
+            "get",
+            "pod",
+            pod,
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.nodeName}",
+        ],
+        None,
+    )
+}
+
+/// The scheduler binds in tasks of its own after assuming the pod on its
+/// node; a binding refused past its retries forgets the assumption and
+/// the pod is scheduled again, so once the seat frees it is bound (an
+/// assumption kept after a failed binding would leave it Pending for
+/// good, the scheduler taking it for bound).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_binding_refused_past_its_retries_is_made_again_once_the_seat_frees() {
+    let cp = ControlPlane::start_with(&[
+        "--max-requests-inflight=40",
+        "--max-mutating-requests-inflight=0",
+        "--controllers=scheduler",
+    ]);
+    ok(&cp, &["apply", "-f", "-"], Some(ONE_SEAT));
+    ok(&cp, &["apply", "-f", "-"], Some(SCHEDULER_ON_ONE_SEAT));
+    holder_schema_in_force(&cp).await;
+    let admin = cp.client().await;
+    let nodes: kube::Api<Node> = kube::Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "allocatable": {"cpu": "2", "memory": "2Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
+    let pod = |name: &str| {
+        format!("{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"image\":\"busybox:1.36\"}}]}}}}")
+    };
+
+    // A first pod is bound through the one seat, by the scheduler's schema.
+    let through_before = metric(&admin, DISPATCHED, "scheduler-one-seat").await;
+    ok(&cp, &["create", "-f", "-"], Some(&pod("first")));
+    wait_for("the first pod bound", Duration::from_secs(30), || {
+        (node_of(&cp, "first") == "n1").then_some(())
+    });
+    assert!(metric(&admin, DISPATCHED, "scheduler-one-seat").await > through_before);
+
+    // The holder takes the seat: the second pod's binding is refused ten
+    // times a second apart, then fails.
+    let held = hold_seat(&cp, &admin, "holder", "holder", "held").await;
+    ok(&cp, &["create", "-f", "-"], Some(&pod("second")));
+    wait_for("the binding rejected", Duration::from_secs(90), || {
+        let events = ok(
+            &cp,
+            &[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector=reason=FailedScheduling,involvedObject.name=second",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+            None,
+        );
+        events.contains("Binding rejected").then_some(())
+    });
+    assert_eq!(node_of(&cp, "second"), "", "bound while the seat was held");
+
+    // The seat frees: the pod is scheduled again and bound.
+    assert_eq!(finish(held).await, 201);
+    wait_for("the second pod bound", Duration::from_secs(60), || {
+        (node_of(&cp, "second") == "n1").then_some(())
+    });
 }

@@ -135,8 +135,22 @@ impl Cache {
         self.add(key_of(pod), node, Arc::new(placed), true);
     }
 
-    /// Whether this scheduler bound `pod` and the pod cache has not shown
-    /// it bound yet.
+    /// The binding of an assumed `pod` failed: it counts on its node no
+    /// more (upstream's `ForgetPod`). Nothing changes if the pod cache
+    /// has shown it bound meanwhile, or the name is another pod's now.
+    pub fn forget(&mut self, pod: &Pod) {
+        let key = key_of(pod);
+        if self
+            .pods
+            .get(&key)
+            .is_some_and(|c| c.assumed && uid(&c.pod) == uid(pod))
+        {
+            self.remove(&key);
+        }
+    }
+
+    /// Whether this scheduler assumed `pod` on a node and the pod cache
+    /// has not shown it bound yet.
     pub fn is_assumed(&self, pod: &Pod) -> bool {
         self.pods
             .get(&key_of(pod))

@@ -8,9 +8,15 @@
 //!
 //! Pods and nodes come from the shared caches. What the pods on each
 //! node take is kept by the scheduler's own [`cache`], pod event by pod
-//! event. A pod just bound is "assumed" on its node there until the pod
-//! cache shows it bound, so a burst of pods spreads correctly before the
-//! cache catches up.
+//! event. A pod a node was chosen for is "assumed" on its node there
+//! until the pod cache shows it bound, so a burst of pods spreads
+//! correctly before the cache catches up.
+//!
+//! As upstream, binding is a cycle of its own: once a node is chosen and
+//! the pod assumed there, the next pod is scheduled while the binding
+//! (the claims' selected node, then the `binding` subresource) goes on in
+//! a task of its own, up to [`BIND_CONCURRENCY`] at once. A binding that
+//! fails forgets the assumption and the pod is tried again.
 //!
 //! The queue serves higher priorities first. A pod no node fits may
 //! preempt pods of lower priority ([`preemption`]): it is nominated to
@@ -18,6 +24,7 @@
 //! the room they leave is kept for it (pods nominated to a node count
 //! there against pods of lower or equal priority).
 
+mod binding;
 pub mod cache;
 pub mod filters;
 pub mod message;
@@ -43,10 +50,13 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 use serde_json::json;
+use tokio::sync::{mpsc, Semaphore};
+
+pub use binding::Binding;
 
 use crate::observe;
 use crate::toolkit::{key_of, Shared};
@@ -60,6 +70,11 @@ pub const SCHEDULER_NAME: &str = "default-scheduler";
 
 /// How often parked pods and the caches are looked over.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How many bindings may be under way at once. Each is one or two API
+/// writes; with one at a time the scheduler could place no more pods a
+/// second than one write's round trip allows.
+pub const BIND_CONCURRENCY: usize = 16;
 
 /// Whether this scheduler should place `pod`: no node yet, ours to place,
 /// not being deleted, not finished.
@@ -109,7 +124,9 @@ fn reference(pod: &Pod) -> ObjectReference {
 /// What became of one attempt to schedule a pod.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Bound(String),
+    /// Assumed on this node; its binding goes on in a task of its own and
+    /// reports back as a [`Binding`].
+    Assumed(String),
     Unschedulable(String),
     /// The pod is gone or already bound: nothing to do.
     Skipped,
@@ -122,7 +139,8 @@ impl Outcome {
     /// needed no attempt after all.
     pub fn result(&self) -> Option<&'static str> {
         match self {
-            Outcome::Bound(_) => Some("scheduled"),
+            // Counted when its binding ends (`Binding::result`).
+            Outcome::Assumed(_) => None,
             Outcome::Unschedulable(_) => Some("unschedulable"),
             Outcome::Failed => Some("error"),
             Outcome::Skipped => None,
@@ -147,6 +165,10 @@ pub struct Scheduler {
     snapshot: Snapshot,
     node_fingerprints: HashMap<String, String>,
     nominator: Nominator,
+    /// Where binding tasks report how they ended.
+    bindings: mpsc::UnboundedSender<Binding>,
+    /// Bounds the bindings under way ([`BIND_CONCURRENCY`]).
+    binding_slots: Arc<Semaphore>,
 }
 
 /// Sets up the scheduler on the shared caches; the returned future is
@@ -159,7 +181,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
     // A claim bound or a volume made may let a waiting pod in.
     let claim_events = shared.informers.subscribe::<PersistentVolumeClaim>();
     let volume_events = shared.informers.subscribe::<PersistentVolume>();
-    let scheduler = Scheduler::new(shared);
+    let (scheduler, mut bindings) = Scheduler::new(shared);
     async move {
         let mut scheduler = scheduler;
         let mut pod_events = std::pin::pin!(pod_events);
@@ -199,6 +221,7 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
                 }
                 Some(_) = claim_events.next() => scheduler.queue.move_all_to_active(),
                 Some(_) = volume_events.next() => scheduler.queue.move_all_to_active(),
+                Some(done) = bindings.recv() => scheduler.on_binding(done),
                 _ = tick.tick() => if is_ready { scheduler.on_tick() },
             }
             if is_ready {
@@ -211,8 +234,10 @@ pub fn start(shared: &Arc<Shared>) -> BoxFuture<'static, ()> {
 }
 
 impl Scheduler {
-    pub fn new(shared: &Arc<Shared>) -> Self {
-        Scheduler {
+    /// The scheduler, and where its binding tasks report.
+    pub fn new(shared: &Arc<Shared>) -> (Self, mpsc::UnboundedReceiver<Binding>) {
+        let (bindings, reports) = mpsc::unbounded_channel();
+        let scheduler = Scheduler {
             client: shared.scheduler_client.clone(),
             pods: shared.informers.store::<Pod>(),
             nodes: shared.informers.store::<Node>(),
@@ -226,7 +251,10 @@ impl Scheduler {
             snapshot: Snapshot::default(),
             node_fingerprints: HashMap::new(),
             nominator: Nominator::default(),
-        }
+            bindings,
+            binding_slots: Arc::new(Semaphore::new(BIND_CONCURRENCY)),
+        };
+        (scheduler, reports)
     }
 
     /// Whether `pod` was bound by us and the cache has not caught up.
@@ -317,11 +345,11 @@ impl Scheduler {
             let started = std::time::Instant::now();
             self.cache
                 .update_snapshot(self.nodes.state(), &mut snapshot);
-            let outcome = self.schedule_one(&pod, snapshot.infos()).await;
+            let outcome = self.schedule_one(&pod, snapshot.infos(), started).await;
             observe::scheduling_attempt(outcome.result(), started);
             let priority = preemption::priority(&pod);
             match outcome {
-                Outcome::Bound(_) | Outcome::Skipped => self.queue.forget(&key),
+                Outcome::Assumed(_) | Outcome::Skipped => self.queue.forget(&key),
                 Outcome::Unschedulable(_) => {
                     self.queue.park(&key, &pod_fingerprint(&pod), priority)
                 }
@@ -333,8 +361,14 @@ impl Scheduler {
         self.snapshot = snapshot;
     }
 
-    /// Filters, scores and binds one pod.
-    pub async fn schedule_one(&mut self, pod: &Pod, infos: &[NodeInfo]) -> Outcome {
+    /// Filters and scores one pod, assumes it on the node chosen and starts
+    /// its binding (`started`: when its attempt began).
+    pub async fn schedule_one(
+        &mut self,
+        pod: &Arc<Pod>,
+        infos: &[NodeInfo],
+        started: std::time::Instant,
+    ) -> Outcome {
         let storage = volumes::Storage {
             claims: self.claims.state(),
             volumes: self.volumes.state(),
@@ -383,7 +417,7 @@ impl Scheduler {
                 if let Some((i, victims)) = preemption::find_node(pod, infos, &per_node, &budgets) {
                     let node = infos[i].name().to_string();
                     if let Err(e) = self.preempt(pod, &node, &victims.pods).await {
-                        tracing::warn!(pod = %key_of(pod), %node, error = %e, "preempting");
+                        tracing::warn!(pod = %key_of(pod.as_ref()), %node, error = %e, "preempting");
                         return Outcome::Failed;
                     }
                     self.nominator.nominate(pod);
@@ -395,36 +429,12 @@ impl Scheduler {
         let scores = scores::score(pod, &candidates);
         let chosen = feasible[scores::pick(&scores).expect("feasible is not empty")];
         let node = infos[chosen].name().to_string();
-        if let Err(e) = self.select_node(&pod_volumes, &node).await {
-            tracing::warn!(pod = %key_of(pod), %node, error = %e, "selecting the node for its claims");
-            return Outcome::Failed;
-        }
-        match self.bind(pod, &node).await {
-            Ok(()) => {
-                self.cache.assume(pod, &node);
-                self.recorder.record(
-                    &reference(pod),
-                    EventType::Normal,
-                    "Scheduled",
-                    format!("Successfully assigned {} to {node}", key_of(pod)),
-                );
-                Outcome::Bound(node)
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
-                tracing::debug!(pod = %key_of(pod), error = %s.message, "not binding");
-                Outcome::Skipped
-            }
-            Err(e) => {
-                tracing::warn!(pod = %key_of(pod), %node, error = %e, "binding failed");
-                self.recorder.record(
-                    &reference(pod),
-                    EventType::Warning,
-                    "FailedScheduling",
-                    format!("Binding rejected: {e}"),
-                );
-                Outcome::Failed
-            }
-        }
+        // Upstream's assume, then its binding cycle in a goroutine: the pod
+        // counts on the node from now on, so the next pods see its room
+        // taken while the binding goes on.
+        self.cache.assume(pod, &node);
+        self.start_binding(pod, &node, pod_volumes, started).await;
+        Outcome::Assumed(node)
     }
 
     /// Upstream's `prepareCandidate`: each victim gets a DisruptionTarget
@@ -496,43 +506,6 @@ impl Scheduler {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    /// Tells the pod's WaitForFirstConsumer claims their node
-    /// (`volume.kubernetes.io/selected-node`), so their volumes are
-    /// provisioned there, before the pod is bound.
-    async fn select_node(&self, volumes: &volumes::PodVolumes, node: &str) -> kube::Result<()> {
-        use bosun::well_known::ANN_SELECTED_NODE;
-        for (ns, name) in &volumes.to_select {
-            let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), ns);
-            api.patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {ANN_SELECTED_NODE: node}}})),
-            )
-            .await?;
-        }
-        Ok(())
-    }
-
-    async fn bind(&self, pod: &Pod, node: &str) -> kube::Result<()> {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pod.metadata.name.as_deref().unwrap_or("");
-        let binding = json!({
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        api.create_subresource::<_, serde_json::Value>(
-            "binding",
-            name,
-            &PostParams::default(),
-            &binding,
-        )
-        .await
-        .map(|_| ())
     }
 
     /// PodScheduled=False (Unschedulable) on the pod and a FailedScheduling

@@ -243,6 +243,12 @@ fn step(rng: &mut StdRng, world: &mut World, cache: &mut Cache, uids: &mut u32) 
             let Some((_, node, _)) = world.assumed.get(&name).cloned() else {
                 return "nothing assumed".into();
             };
+            // Or its binding failed: the assumption is forgotten.
+            if rng.random_bool(0.3) {
+                cache.forget(existing.as_ref().unwrap());
+                world.assumed.remove(&name);
+                return format!("forget {name}");
+            }
             let mut bound = Pod::clone(existing.as_ref().unwrap());
             let node = match rng.random_bool(0.8) {
                 true => node,
@@ -429,6 +435,20 @@ fn added_moved_deleted_assumed_bound_and_expired_pods() {
         ..spec("db", "")
     });
     world.apply(new.clone());
-    cache.on_pod(new);
+    cache.on_pod(new.clone());
+    check(&cache, &world, &mut snap, [(0, 0, 0), (0, 0, 0)]);
+
+    // Assumed, then its binding failed: forgotten, its room free again.
+    // Forgetting the old pod of a name changes nothing of the new one's.
+    assume(&mut world, &mut cache, &new, "b");
+    check(&cache, &world, &mut snap, [(0, 0, 0), (1, 500, 1)]);
+    cache.forget(&old);
+    assert!(
+        cache.is_assumed(&new),
+        "the old pod's failure is not the new one's"
+    );
+    cache.forget(&new);
+    world.assumed.remove("db");
+    assert!(!cache.is_assumed(&new));
     check(&cache, &world, &mut snap, [(0, 0, 0), (0, 0, 0)]);
 }
