@@ -25,7 +25,9 @@
 #                          (N-control.log, N-metrics.txt, N counting runs;
 #                          the log also when a phase times out)
 #
-# Prints, per control binary, exactly one line on stdout (progress on stderr):
+# Prints, per control binary whose phases all finished, one line on stdout
+# (progress on stderr; a binary whose phase timed out gets none, and the
+# script goes on to the next and exits 1 at the end):
 #   scale: N nodes, M pods Running in S s; scheduler P pods/s; startup p50/p99 A/B ms; API mutating p99 C ms; control RSS peak R MiB; CPU T s
 # - S: from applying the Deployments until every replica is ready (their
 #   status.readyReplicas); M: pods with phase Running then;
@@ -169,28 +171,28 @@ run_one() { # control binary dir
     --data-dir "$WORK/hollow" --max-pods "$max_pods" 2>"$WORK/hollow.log" &
   HOLLOW_PID=$!
   local t0; t0=$(now)
-  wait_phase "$NODES nodes Ready" nodes_ready
+  wait_phase "$NODES nodes Ready" nodes_ready || return 1
   say "$NODES nodes Ready in $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
 
   deployments_yaml bosun.local/busybox:1.35 >"$WORK/deploy.yaml"
   local t1; t1=$(now)
-  k apply -f "$WORK/deploy.yaml" >/dev/null
-  wait_phase "$TOTAL pods ready" rollouts_done
+  k apply -f "$WORK/deploy.yaml" >/dev/null || return 1
+  wait_phase "$TOTAL pods ready" rollouts_done || return 1
   local t2; t2=$(now)
   local created; created=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
   say "$TOTAL replicas ready in $created s"
-  k get pods -l bench=scale -o json >"$WORK/pods.json"
+  k get pods -l bench=scale -o json >"$WORK/pods.json" || return 1
 
   t1=$(now)
   deployments_yaml bosun.local/busybox:1.36 >"$WORK/deploy2.yaml"
-  k apply -f "$WORK/deploy2.yaml" >/dev/null
-  wait_phase "the rollout to a new image" rollouts_done
+  k apply -f "$WORK/deploy2.yaml" >/dev/null || return 1
+  wait_phase "the rollout to a new image" rollouts_done || return 1
   say "rolled to a new image in $(awk -v a="$t1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
 
   if [ "${SCALE_DOWN:-1}" != 0 ]; then
     t1=$(now)
-    k scale deployments -l bench=scale --replicas=0 >/dev/null
-    wait_phase "every pod gone after scaling to zero" pods_gone
+    k scale deployments -l bench=scale --replicas=0 >/dev/null || return 1
+    wait_phase "every pod gone after scaling to zero" pods_gone || return 1
     say "scaled to zero in $(awk -v a="$t1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
   fi
 
@@ -250,6 +252,15 @@ EOF
   cleanup
 }
 
+# A run whose phase timed out prints no line; the next binary still runs
+# (run_one's steps return on failure themselves: errexit does not apply
+# inside a function called before `||`). The exit status says if any failed.
+failed=0
 for bin in $CONTROL_BINS; do
-  run_one "$bin"
+  if ! run_one "$bin"; then
+    say "no scale line for $bin: a phase failed"
+    cleanup
+    failed=1
+  fi
 done
+exit "$failed"
