@@ -6,6 +6,12 @@ use std::time::Duration;
 
 use crate::wait::wait_for;
 
+/// How long a test waits for `bosun-control` to serve. It starts in a
+/// second or two on an idle machine, but a debug build on a loaded 2-core
+/// machine (the suite's other tests, builds) has been seen to take 29-38
+/// s; waiting longer costs a passing test nothing.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// Starts `cmd` (a `bosun-control` with `--data-dir data_dir`, its output
 /// already directed) and waits until it serves: its `address` file (written
 /// after the admin kubeconfig) holds the address it listens on, which is

@@ -18,7 +18,11 @@ pub use bosun_test_support::images::{ensure_images, BUSYBOX};
 pub use bosun_test_support::process::dies_with_test;
 pub use bosun_test_support::text::tail;
 pub use bosun_test_support::wait_for;
-use bosun_test_support::{binaries::workspace_binary, control::start_control, docker, process};
+use bosun_test_support::{
+    binaries::workspace_binary,
+    control::{start_control, STARTUP_TIMEOUT},
+    docker, process,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -405,7 +409,7 @@ impl Cluster {
             .args(&self.control_args)
             .stdout(Stdio::null())
             .stderr(self.log("control"));
-        let (child, addr) = start_control(cmd, &data, Duration::from_secs(20));
+        let (child, addr) = start_control(cmd, &data, STARTUP_TIMEOUT);
         self.control = Some(child);
         self.port = addr.rsplit(':').next().unwrap().parse().unwrap();
     }

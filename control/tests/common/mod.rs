@@ -12,7 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub use bosun_test_support::wait_for;
-use bosun_test_support::{client, control::start_control};
+use bosun_test_support::{
+    client,
+    control::{start_control, STARTUP_TIMEOUT},
+};
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client, Config};
 
@@ -121,7 +124,7 @@ impl ControlPlane {
             .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(log);
-        let (child, addr) = start_control(cmd, self.dir.path(), Duration::from_secs(20));
+        let (child, addr) = start_control(cmd, self.dir.path(), STARTUP_TIMEOUT);
         self.child = Some(child);
         self.addr = addr;
     }
