@@ -28,9 +28,11 @@
 # Prints, per control binary whose phases all finished, one line on stdout
 # (progress on stderr; a binary whose phase timed out gets none, and the
 # script goes on to the next and exits 1 at the end):
-#   scale: N nodes, M pods Running in S s; scheduler P pods/s; startup p50/p99 A/B ms; API mutating p99 C ms; control RSS peak R MiB; CPU T s
+#   scale: N nodes, M pods Running in S s; created Q pods/s; scheduler P pods/s; startup p50/p99 A/B ms; API mutating p99 C ms; control RSS peak R MiB; CPU T s
 # - S: from applying the Deployments until every replica is ready (their
 #   status.readyReplicas); M: pods with phase Running then;
+# - created: pods / (last - first creationTimestamp), the rate the
+#   ReplicaSet controller made them at (the scheduler cannot bind faster);
 # - scheduler: pods / (last - first PodScheduled transition), the time they
 #   were bound;
 # - startup: pod creationTimestamp -> Ready condition's lastTransitionTime
@@ -217,6 +219,8 @@ startup = sorted(cond(p, "Ready") - t(p["metadata"]["creationTimestamp"])
                  for p in pods if cond(p, "Ready") is not None)
 def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+made = sorted(t(p["metadata"]["creationTimestamp"]) for p in pods)
+made_rate = len(made) / max(made[-1] - made[0], 1.0) if made else float("nan")
 bound = sorted(b for b in (cond(p, "PodScheduled") for p in pods) if b is not None)
 span = max(bound[-1] - bound[0], 1.0) if bound else float("nan")
 rate = len(bound) / span if bound else float("nan")
@@ -246,7 +250,7 @@ if buckets and buckets[max(buckets)] > 0:
             break
         prev_le, prev_n = le, n
 print(f"scale: {nodes} nodes, {running} pods Running in {created} s; "
-      f"scheduler {rate:.0f} pods/s; startup p50/p99 {pct(startup, .5) * 1000:.0f}/{pct(startup, .99) * 1000:.0f} ms; "
+      f"created {made_rate:.0f} pods/s; scheduler {rate:.0f} pods/s; startup p50/p99 {pct(startup, .5) * 1000:.0f}/{pct(startup, .99) * 1000:.0f} ms; "
       f"API mutating p99 {p99} ms; control RSS peak {int(hwm) / 1024:.0f} MiB; CPU {int(ticks) / int(clk):.1f} s")
 EOF
   cleanup
