@@ -475,30 +475,44 @@ impl Store for EmbeddedStore {
                     _ = tx.closed() => return,
                     e = live.recv() => e,
                 };
+                let mut lagged = false;
                 match event {
                     Ok(event) => {
-                        if event.revision <= last {
-                            continue;
-                        }
-                        last = event.revision;
-                        if event.key.starts_with(&prefix)
-                            && tx.send(Ok((*event).clone())).await.is_err()
-                        {
-                            return;
+                        // This event and every other one already there,
+                        // then the progress once: each `send_replace`
+                        // takes the channel's locks whether anyone waits
+                        // or not, and in a burst of writes every watch
+                        // (of every resource) has many events waiting.
+                        let mut next = Some(event);
+                        while let Some(event) = next.take() {
+                            if event.revision > last {
+                                last = event.revision;
+                                if event.key.starts_with(&prefix)
+                                    && tx.send(Ok((*event).clone())).await.is_err()
+                                {
+                                    return;
+                                }
+                            }
+                            match live.try_recv() {
+                                Ok(more) => next = Some(more),
+                                Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
+                                Err(_) => {}
+                            }
                         }
                         progress.send_replace(last);
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        // Fell behind the live feed: catch up from history.
-                        match shared.read_history(last, &prefix, HISTORY_BATCH) {
-                            Ok(batch) => history = Some(batch),
-                            Err(e) => {
-                                let _ = tx.send(Err(e)).await;
-                                return;
-                            }
+                    Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+                if lagged {
+                    // Fell behind the live feed: catch up from history.
+                    match shared.read_history(last, &prefix, HISTORY_BATCH) {
+                        Ok(batch) => history = Some(batch),
+                        Err(e) => {
+                            let _ = tx.send(Err(e)).await;
+                            return;
                         }
                     }
-                    Err(broadcast::error::RecvError::Closed) => return,
                 }
             }
         });
