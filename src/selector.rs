@@ -118,7 +118,14 @@ impl Requirement {
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+        self.matches_by(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// Whether labels read by `get` (a key's value, None when the object
+    /// has no such label) hold this requirement: what [`Self::matches`]
+    /// does for labels kept other than in a map.
+    pub fn matches_by<'v>(&self, get: impl Fn(&str) -> Option<&'v str>) -> bool {
+        let value = get(&self.key);
         match self.operator {
             Operator::Equals | Operator::DoubleEquals | Operator::In => {
                 value.is_some_and(|v| self.values.contains(v))
@@ -520,7 +527,13 @@ impl LabelSelector {
     }
 
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        !self.nothing && self.requirements.iter().all(|r| r.matches(labels))
+        self.matches_by(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// Whether the labels read by `get` (a key's value, None when the
+    /// object has no such label) match, as [`Self::matches`] on a map.
+    pub fn matches_by<'v>(&self, get: impl Fn(&str) -> Option<&'v str>) -> bool {
+        !self.nothing && self.requirements.iter().all(|r| r.matches_by(&get))
     }
 
     /// True for the selector that matches everything.

@@ -48,6 +48,36 @@ fn set_selectors() {
     assert!(!sel("n<3").matches(&labels(&[("n", "5")])));
 }
 
+/// A lookup that is not a map (a sorted slice, as the API server keeps
+/// labels) matches as the map does, the missing key included.
+#[test]
+fn matches_by_a_lookup() {
+    let pairs = [("env", "prod"), ("tier", "be")];
+    let get = |key: &str| {
+        pairs
+            .binary_search_by(|(k, _)| (*k).cmp(key))
+            .ok()
+            .map(|i| pairs[i].1)
+    };
+    for (s, want) in [
+        ("env=prod", true),
+        ("env!=prod", false),
+        ("canary!=x", true),
+        ("env in (qa,prod)", true),
+        ("tier notin (be)", false),
+        ("canary notin (x)", true),
+        ("tier", true),
+        ("!tier", false),
+        ("!canary", true),
+        ("canary", false),
+        ("env=prod,tier=fe", false),
+    ] {
+        assert_eq!(sel(s).matches_by(get), want, "{s}");
+        assert_eq!(sel(s).matches(&labels(&pairs)), want, "{s}");
+    }
+    assert!(!LabelSelector::nothing().matches_by(get));
+}
+
 #[test]
 fn empty_matches_everything() {
     let s = sel("");

@@ -88,7 +88,7 @@ impl Filter {
     /// bytes ([`super::items::Attrs`]).
     pub fn matches_attrs(&self, attrs: &Attrs) -> bool {
         if let Some(l) = &self.labels {
-            if !l.matches(&attrs.labels) {
+            if !l.matches_by(|key| attrs.label(key)) {
                 return false;
             }
         }
@@ -153,6 +153,56 @@ mod tests {
         let err = Filter::parse(deploy, None, Some("spec.replicas=3")).unwrap_err();
         assert_eq!(err.code, 400);
         assert!(err.message.contains("spec.replicas"));
+    }
+
+    /// What each kind of selector selects of a pod, by the attributes
+    /// read from its bytes.
+    #[test]
+    fn selectors_on_a_pods_attributes() {
+        let pod = json!({"metadata": {"name": "web-1", "namespace": "default",
+                "labels": {"app": "web", "tier": "fe", "pod-template-hash": "abc"}},
+            "spec": {"nodeName": "n1", "hostNetwork": true},
+            "status": {"phase": "Running"}});
+        let value = Stored::new(serde_json::to_vec(&pod).unwrap());
+        let attrs = &items::derived(pods(), &value).attrs;
+        for (labels, fields, want) in [
+            (Some("app=web"), None, true),
+            (Some("app==web"), None, true),
+            (Some("app=db"), None, false),
+            (Some("app!=db"), None, true),
+            (Some("app!=web"), None, false),
+            (Some("canary!=x"), None, true),
+            (Some("tier in (fe,be)"), None, true),
+            (Some("tier in (be)"), None, false),
+            (Some("canary in (x)"), None, false),
+            (Some("tier notin (be)"), None, true),
+            (Some("tier notin (fe,be)"), None, false),
+            (Some("canary notin (x)"), None, true),
+            (Some("pod-template-hash"), None, true),
+            (Some("canary"), None, false),
+            (Some("!canary"), None, true),
+            (Some("!tier"), None, false),
+            (Some("app=web,tier notin (be),!canary"), None, true),
+            (Some("app=web,canary"), None, false),
+            (None, Some("metadata.name=web-1"), true),
+            (None, Some("metadata.name!=web-1"), false),
+            (
+                None,
+                Some("metadata.namespace=default,spec.nodeName=n1"),
+                true,
+            ),
+            (None, Some("spec.nodeName=n2"), false),
+            (None, Some("spec.hostNetwork=true"), true),
+            (None, Some("status.podIP="), true),
+            (None, Some("status.podIP!="), false),
+            (None, Some("status.phase!=Failed"), true),
+            (Some("app=web"), Some("status.phase=Pending"), false),
+            (Some("app=db"), Some("status.phase=Running"), false),
+            (Some("app in (web)"), Some("status.phase=Running"), true),
+        ] {
+            let filter = Filter::parse(pods(), labels, fields).unwrap();
+            assert_eq!(filter.matches_attrs(attrs), want, "{labels:?} {fields:?}");
+        }
     }
 
     /// A selector matches the attributes read from the bytes exactly as it

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+pub use super::attrs::Attrs;
 use super::error::{ApiError, ApiResult};
 use super::object::{from_storage_version, set_resource_version};
 use crate::store::{DerivedRef, Stored};
@@ -40,27 +41,13 @@ pub struct Derived {
 /// The `metadata` object in a write's bytes.
 #[derive(Clone, Copy)]
 struct MetadataSpan {
-    /// Offset just past its opening `{`.
-    inside: usize,
+    /// Offset just past its opening `{` (offsets are u32s, to keep
+    /// [`Derived`] small: no stored object comes near 4 GiB).
+    inside: u32,
     /// Offset just past its closing `}`.
-    end: usize,
+    end: u32,
     /// Whether it has no fields.
     empty: bool,
-}
-
-/// The labels and the selectable fields of an object, as label and field
-/// selectors see them (kube-apiserver's `GetAttrs`): a missing field is "".
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Attrs {
-    pub labels: BTreeMap<String, String>,
-    pub fields: BTreeMap<&'static str, String>,
-}
-
-impl Attrs {
-    /// A field's value; fields the kind cannot be selected by are "".
-    pub fn field(&self, path: &str) -> String {
-        self.fields.get(path).cloned().unwrap_or_default()
-    }
 }
 
 /// The fields each kind can be selected by, besides metadata.name and
@@ -110,11 +97,21 @@ pub fn selectable(res: &ResourceInfo) -> &'static [&'static str] {
     }
 }
 
-type RawMap<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+/// A JSON string borrowed from the bytes where it has no escapes.
+#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
-/// A field's value by its dotted path in an object read one level at a
-/// time, each level's values left as raw JSON until needed.
-fn raw_field(top: &RawMap<'_>, path: &str) -> String {
+impl std::borrow::Borrow<str> for Text<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+type RawMap<'a> = BTreeMap<Text<'a>, &'a RawValue>;
+
+/// Appends a field's value, by its dotted path in an object read one
+/// level at a time, each level's values left as raw JSON until needed.
+fn raw_field(top: &RawMap<'_>, path: &str, out: &mut String) {
     // An Event's `source` field selects by its component.
     let path = if path == "source" {
         "source.component"
@@ -123,29 +120,29 @@ fn raw_field(top: &RawMap<'_>, path: &str) -> String {
     };
     let mut segments = path.split('.');
     let Some(mut raw) = segments.next().and_then(|first| top.get(first).copied()) else {
-        return String::new();
+        return;
     };
     for segment in segments {
         let Ok(level) = serde_json::from_str::<RawMap<'_>>(raw.get()) else {
-            return String::new();
+            return;
         };
         match level.get(segment) {
             Some(next) => raw = next,
-            None => return String::new(),
+            None => return,
         }
     }
     match serde_json::from_str::<Value>(raw.get()) {
-        Ok(Value::String(s)) => s,
-        Ok(Value::Bool(b)) => b.to_string(),
-        Ok(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
+        Ok(Value::String(s)) => out.push_str(&s),
+        Ok(Value::Bool(b)) => out.push_str(if b { "true" } else { "false" }),
+        Ok(Value::Number(n)) => out.push_str(&n.to_string()),
+        _ => {}
     }
 }
 
 #[derive(Deserialize, Default)]
-struct MetadataView {
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+struct MetadataView<'a> {
+    #[serde(default, borrow)]
+    labels: Option<BTreeMap<Text<'a>, Text<'a>>>,
 }
 
 fn derive(res: &ResourceInfo, bytes: &[u8]) -> Derived {
@@ -156,26 +153,33 @@ fn derive(res: &ResourceInfo, bytes: &[u8]) -> Derived {
     let Ok(top) = serde_json::from_slice::<RawMap<'_>>(bytes) else {
         return derived;
     };
+    let mut view = MetadataView::default();
     if let Some(metadata) = top.get("metadata") {
-        let text = metadata.get();
-        if let Some(inside) = text.strip_prefix('{') {
-            let start = text.as_ptr() as usize - bytes.as_ptr() as usize;
+        let raw = metadata.get();
+        if let Some(inside) = raw.strip_prefix('{') {
+            let start = raw.as_ptr() as usize - bytes.as_ptr() as usize;
             derived.metadata_at = Some(MetadataSpan {
-                inside: start + 1,
-                end: start + text.len(),
+                inside: offset(start + 1),
+                end: offset(start + raw.len()),
                 empty: inside.trim_start().starts_with('}'),
             });
         }
-        let view: MetadataView = serde_json::from_str(text).unwrap_or_default();
-        derived.attrs.labels = view.labels.unwrap_or_default();
+        // Labels that are not a map of strings are none, as they were
+        // when read into a map of Strings.
+        view = serde_json::from_str(raw).unwrap_or_default();
     }
-    for field in ["metadata.name", "metadata.namespace"]
-        .iter()
-        .chain(selectable(res))
-    {
-        derived.attrs.fields.insert(field, raw_field(&top, field));
-    }
+    let labels = view.labels.unwrap_or_default();
+    derived.attrs = Attrs::new(
+        selectable(res),
+        labels.iter().map(|(k, v)| (&*k.0, &*v.0)),
+        |field, out| raw_field(&top, field, out),
+    );
     derived
+}
+
+/// A stored object's byte offset, as kept in a [`MetadataSpan`].
+fn offset(at: usize) -> u32 {
+    u32::try_from(at).expect("a stored object is smaller than 4 GiB")
 }
 
 /// What the API server reads from a stored object, made on first use and
@@ -201,9 +205,9 @@ pub fn write_object(
     if served_as_stored(res) {
         let derived = derived(res, value);
         if let Some(span) = derived.metadata_at {
-            out.extend_from_slice(&value[..span.inside]);
+            out.extend_from_slice(&value[..span.inside as usize]);
             write_resource_version(out, rev, span.empty);
-            out.extend_from_slice(&value[span.inside..]);
+            out.extend_from_slice(&value[span.inside as usize..]);
             return Ok(());
         }
     }
@@ -255,7 +259,7 @@ pub fn write_metadata(
         Some(span) => {
             out.push(b'{');
             write_resource_version(out, rev, span.empty);
-            out.extend_from_slice(&value[span.inside..span.end]);
+            out.extend_from_slice(&value[span.inside as usize..span.end as usize]);
         }
         None => {
             let obj = decode(res, value, rev)?;
@@ -277,8 +281,9 @@ pub fn metadata_value(
 ) -> ApiResult<Value> {
     let mut obj = match derived(res, value).metadata_at {
         Some(span) => {
-            let metadata: Value = serde_json::from_slice(&value[span.inside - 1..span.end])
-                .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
+            let metadata: Value =
+                serde_json::from_slice(&value[span.inside as usize - 1..span.end as usize])
+                    .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
             serde_json::json!({ "metadata": metadata })
         }
         None => decode(res, value, rev)?,

@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod aggregator;
 pub mod allocate;
+mod attrs;
 pub mod authn;
 mod binding;
 mod component_status;
