@@ -17,9 +17,6 @@ use std::time::Duration;
 use bosun_test_support::binaries::kubectl_binary;
 use common::apf::{finish, hold_seat, metric, metric_with, DISPATCHED, REJECTED};
 use common::{wait_for, ControlPlane};
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::json;
 
 fn kubectl(cp: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(kubectl_binary())
@@ -379,19 +376,7 @@ async fn a_binding_refused_past_its_retries_is_made_again_once_the_seat_frees() 
     ok(&cp, &["apply", "-f", "-"], Some(SCHEDULER_ON_ONE_SEAT));
     holder_schema_in_force(&cp).await;
     let admin = cp.client().await;
-    let nodes: kube::Api<Node> = kube::Api::all(admin.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    nodes
-        .patch_status(
-            "n1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "allocatable": {"cpu": "2", "memory": "2Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}]}})),
-        )
-        .await
-        .unwrap();
+    common::ready_node(&admin, "n1").await;
     let pod = |name: &str| {
         format!("{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"image\":\"busybox:1.36\"}}]}}}}")
     };

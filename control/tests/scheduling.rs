@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{raw, wait_for, ControlPlane};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
 fn pod(name: &str) -> Pod {
@@ -132,19 +132,7 @@ async fn binding_assigns_a_pod_once() {
 async fn bosun_control_runs_the_scheduler() {
     let cp = ControlPlane::start_with(&["--controllers=*"]);
     let client = cp.client().await;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    nodes
-        .patch_status(
-            "n1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "allocatable": {"cpu": "2", "memory": "2Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}]}})),
-        )
-        .await
-        .unwrap();
+    common::ready_node(&client, "n1").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     pods.create(&PostParams::default(), &pod("web"))
         .await

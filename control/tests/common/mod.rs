@@ -321,3 +321,24 @@ pub async fn writes_besides_leases(client: &Client, since: &str) -> (u64, String
     let since: u64 = since.parse().unwrap();
     (upto - since - leases, upto.to_string())
 }
+
+/// Makes node `name` as an agent would have registered it: Ready, with
+/// room for 2 CPUs, 2Gi and 110 pods (no agent runs it).
+pub async fn ready_node(client: &Client, name: &str) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams, PostParams};
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {
+                "allocatable": {"cpu": "2", "memory": "2Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
+}
