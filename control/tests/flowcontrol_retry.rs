@@ -157,6 +157,13 @@ spec:
       namespaces: ["*"]
 "#;
 
+/// `kubectl scale deployment web --replicas=N`.
+fn scale_web(cp: &ControlPlane, replicas: u32) {
+    let replicas = format!("--replicas={replicas}");
+    let args = ["scale", "deployment", "web", "-n", "default", &replicas];
+    ok(cp, &args, None);
+}
+
 /// The ReplicaSet controller's failed syncs so far.
 async fn failed_syncs(admin: &kube::Client) -> f64 {
     let name = "controller_runtime_reconcile_errors_total";
@@ -231,18 +238,7 @@ async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
     // The holder takes the seat; the scale to zero's DELETEs are refused.
     let held = hold_seat(&cp, &admin, "holder", "holder", "held").await;
     let refused_before = metric(&admin, REJECTED, "replicaset-controller").await;
-    ok(
-        &cp,
-        &[
-            "scale",
-            "deployment",
-            "web",
-            "-n",
-            "default",
-            "--replicas=0",
-        ],
-        None,
-    );
+    scale_web(&cp, 0);
     let mut refused = refused_before;
     for i in 0.. {
         refused = metric(&admin, REJECTED, "replicaset-controller").await;
@@ -295,35 +291,13 @@ async fn a_scale_refused_by_flow_control_completes_once_the_seat_frees() {
     // sync; the pods it did not delete are not awaited as deleted, so
     // the ReplicaSet deletes them again after its short back-off once the
     // seat frees, not after the 5-minute expectations timeout.
-    ok(
-        &cp,
-        &[
-            "scale",
-            "deployment",
-            "web",
-            "-n",
-            "default",
-            "--replicas=2",
-        ],
-        None,
-    );
+    scale_web(&cp, 2);
     wait_for("two pods again", Duration::from_secs(60), || {
         (pods(&cp).len() == 2).then_some(())
     });
     let failed_before = failed_syncs(&admin).await;
     let held = hold_seat(&cp, &admin, "holder", "holder", "held-long").await;
-    ok(
-        &cp,
-        &[
-            "scale",
-            "deployment",
-            "web",
-            "-n",
-            "default",
-            "--replicas=0",
-        ],
-        None,
-    );
+    scale_web(&cp, 0);
     for i in 0.. {
         if failed_syncs(&admin).await > failed_before {
             break;
